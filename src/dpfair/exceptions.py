@@ -1,0 +1,23 @@
+"""Errors and warnings shared by the whole package.
+
+Every error a user can cause is a ``ValueError`` (or ``FileNotFoundError``)
+whose message names the argument at fault and how to fix it, so that the CLI
+can print it as one line.
+"""
+
+
+class PrivacyLeakWarning(UserWarning):
+    """A computation spends privacy that is not accounted for.
+
+    Raised when a user asks for a paper-faithful variant that uses a quantity
+    computed from private data (group proportions, a data-dependent bound)
+    without releasing it through an accounted mechanism.
+    """
+
+
+class DataNotFoundError(FileNotFoundError):
+    """A data set file is neither at the given path, nor in the data home, nor downloadable."""
+
+
+class ChecksumError(ValueError):
+    """A data set file on disk does not have the sha256 its source publishes."""
