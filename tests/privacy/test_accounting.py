@@ -1,0 +1,157 @@
+import math
+
+import dp_accounting as dpa
+import numpy as np
+import pytest
+from dp_accounting import NeighboringRelation
+from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from dpfair.privacy import (
+    PrivacyLedger,
+    PrivacyUnit,
+    dpsgd_event,
+    epsilon_for_noise,
+    epsilon_of,
+    gaussian_event,
+    laplace_event,
+    noise_for_epsilon,
+)
+
+
+def test_privacy_units_pin_their_neighbouring_relation():
+    assert PrivacyUnit("sensitive").relation is NeighboringRelation.REPLACE_ONE
+    assert PrivacyUnit("record").relation is NeighboringRelation.ADD_OR_REMOVE_ONE
+
+
+def test_bad_privacy_unit_names_the_valid_ones():
+    with pytest.raises(ValueError, match="privacy_unit must be one of 'sensitive', 'record'"):
+        epsilon_of(dpa.GaussianDpEvent(1.0), 1e-5, "people")
+
+
+@pytest.mark.parametrize("relation", [NeighboringRelation.ADD_OR_REMOVE_ONE, NeighboringRelation.REPLACE_ONE])
+@pytest.mark.parametrize("q,sigma,steps", [(0.01, 1.1, 1000), (0.03, 1.0, 6600), (0.1, 4.0, 200)])
+def test_pld_matches_dp_accounting_called_directly(relation, q, sigma, steps):
+    event = dpsgd_event(sigma, q, steps)
+    direct = pld_privacy_accountant.PLDAccountant(relation)
+    direct.compose(event)
+    assert epsilon_of(event, 1e-6, relation, "pld") == pytest.approx(direct.get_epsilon(1e-6), rel=1e-12)
+
+
+@pytest.mark.parametrize("q,sigma,steps", [(0.01, 1.1, 1000), (0.1, 4.0, 200)])
+def test_rdp_matches_dp_accounting_called_directly(q, sigma, steps):
+    event = dpsgd_event(sigma, q, steps)
+    direct = rdp_privacy_accountant.RdpAccountant()
+    direct.compose(event)
+    assert epsilon_of(event, 1e-5, "record", "rdp") == pytest.approx(direct.get_epsilon(1e-5), rel=1e-12)
+
+
+def test_replace_one_costs_nearly_twice_add_remove():
+    # The DP-FERMI issue's figures: PLD, q = 0.03, sigma = 1, 6,600 steps, delta = 1e-9.
+    replace = epsilon_for_noise(1.0, 0.03, 6600, 1e-9, "sensitive")
+    add_remove = epsilon_for_noise(1.0, 0.03, 6600, 1e-9, "record")
+    assert 40 < replace < 46 and 23 < add_remove < 26
+    assert 1.6 < replace / add_remove < 2.0
+
+
+@pytest.mark.parametrize("mechanism", [dpa.GaussianDpEvent, dpa.LaplaceDpEvent])
+def test_unsampled_replace_one_is_add_remove_with_twice_the_bound_on_both_accountants(mechanism):
+    """dp_accounting's own RDP accountant ignores REPLACE_ONE for an unsampled Gaussian
+    (it would report the add/remove ε) and its PLD accountant refuses a Laplace event;
+    ours treat both as a shift of ±bound, i.e. add/remove with sensitivity 2·bound."""
+    noise = 3.0
+    event = dpa.SelfComposedDpEvent(mechanism(noise), 20)
+    half = dpa.SelfComposedDpEvent(mechanism(noise / 2), 20)
+    for acc in ("pld", "rdp"):
+        assert epsilon_of(event, 1e-6, "sensitive", acc) == pytest.approx(
+            epsilon_of(half, 1e-6, "record", acc), rel=1e-9
+        )
+    pld, rdp = (epsilon_of(event, 1e-6, "sensitive", a) for a in ("pld", "rdp"))
+    assert pld <= rdp <= 1.15 * pld
+
+
+def test_pure_laplace_composition_is_bounded_by_basic_composition():
+    # k Laplace releases with scale b = bound/eps0 are (k·eps0)-DP; PLD at small delta is below that.
+    eps0, k = 0.5, 10
+    eps = epsilon_of(dpa.SelfComposedDpEvent(dpa.LaplaceDpEvent(1 / eps0), k), 1e-12, "record", "pld")
+    assert eps <= k * eps0 + 1e-3
+    single = epsilon_of(dpa.LaplaceDpEvent(1 / eps0), 1e-12, "record", "pld")
+    assert single == pytest.approx(eps0, abs=2e-3)
+
+
+def test_single_gaussian_matches_the_analytic_gaussian_mechanism():
+    # Balle & Wang (2018): delta(eps) = Phi(1/(2s) - eps*s) - e^eps Phi(-1/(2s) - eps*s), s = sigma.
+    from scipy.stats import norm
+
+    sigma, delta = 2.0, 1e-5
+    eps = epsilon_of(dpa.GaussianDpEvent(sigma), delta, "record", "pld")
+    exact = norm.cdf(1 / (2 * sigma) - eps * sigma) - math.exp(eps) * norm.cdf(-1 / (2 * sigma) - eps * sigma)
+    assert exact == pytest.approx(delta, rel=0.02)
+
+
+@pytest.mark.parametrize("q,sigma,steps,delta", [(256 / 60000, 1.1, 60 * 234, 1e-5), (0.01, 0.8, 5000, 1e-5)])
+def test_rdp_agrees_with_opacus_rdp_and_pld_is_tighter(q, sigma, steps, delta):
+    opacus_acc = pytest.importorskip("opacus.accountants")
+    ref = opacus_acc.RDPAccountant()
+    ref.history = [(sigma, q, steps)]
+    eps_opacus = ref.get_epsilon(delta)
+    eps_rdp = epsilon_for_noise(sigma, q, steps, delta, "record", "rdp")
+    eps_pld = epsilon_for_noise(sigma, q, steps, delta, "record", "pld")
+    # Different grids of Renyi orders: agreement within a few percent, ours never looser.
+    assert eps_rdp == pytest.approx(eps_opacus, rel=0.03)
+    assert eps_pld < eps_rdp
+    prv = opacus_acc.PRVAccountant()
+    prv.history = [(sigma, q, steps)]
+    assert eps_pld == pytest.approx(prv.get_epsilon(delta), rel=0.02)
+
+
+@pytest.mark.parametrize("unit", ["record", "sensitive"])
+@pytest.mark.parametrize("target,q,steps,delta", [(1.0, 1024 / 34000, 6640, 1 / 34000**2), (0.5, 0.01, 1000, 1e-5),
+                                                  (9.0, 0.05, 2000, 1e-6)])
+def test_calibrated_noise_spends_at_most_and_within_one_percent_of_target(unit, target, q, steps, delta):
+    sigma = noise_for_epsilon(target, delta, q, steps, unit)
+    eps = epsilon_for_noise(sigma, q, steps, delta, unit)
+    assert 0.99 * target <= eps <= target
+
+
+def test_calibration_of_the_issue_example_adult_at_eps_1():
+    n = 34_000
+    q, steps = 1024 / n, int(200 * n / 1024)
+    sigma = noise_for_epsilon(1.0, 1 / n**2, q, steps, "sensitive")
+    assert 26.0 < sigma < 29.0
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(target_epsilon=0.0), "epsilon must be > 0"),
+    (dict(target_epsilon=-1.0), "epsilon must be > 0"),
+    (dict(delta=0.0), "delta must lie strictly between 0 and 1"),
+    (dict(delta=1.5), "delta must lie strictly between 0 and 1"),
+    (dict(sampling_probability=1.5), "sampling_probability must lie in"),
+    (dict(steps=0), "steps must be > 0"),
+])
+def test_calibration_rejects_bad_budgets(kwargs, match):
+    args = dict(target_epsilon=1.0, delta=1e-5, sampling_probability=0.01, steps=100)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        noise_for_epsilon(**args)
+
+
+def test_ledger_run_length_encodes_and_composes():
+    ledger = PrivacyLedger("record")
+    for _ in range(500):
+        ledger.record(gaussian_event(1.2, 0.02), "step")
+    ledger.record(laplace_event(10.0), "counts")
+    assert [(e.label, e.count) for e in ledger.entries] == [("step", 500), ("counts", 1)]
+    direct = pld_privacy_accountant.PLDAccountant()
+    direct.compose(dpa.SelfComposedDpEvent(gaussian_event(1.2, 0.02), 500))
+    direct.compose(laplace_event(10.0))
+    assert ledger.epsilon(1e-5) == pytest.approx(direct.get_epsilon(1e-5), rel=1e-12)
+    assert ledger.to_records()[0] == {"label": "step", "mechanism": "gaussian", "noise_multiplier": 1.2,
+                                      "sampling_probability": 0.02, "count": 500}
+
+
+def test_empty_ledger_spends_nothing_and_noiseless_release_spends_everything():
+    assert PrivacyLedger("record").epsilon(1e-5) == 0.0
+    ledger = PrivacyLedger("sensitive")
+    ledger.record(gaussian_event(0.0, 0.1), "step")
+    assert np.isinf(ledger.epsilon(1e-5))
