@@ -1,0 +1,64 @@
+"""Fairness notions, violations, ERMI and inequality indices.
+
+* :mod:`~dpfair.fairness.notions`: the constraint groups of each notion;
+* :mod:`~dpfair.fairness.group_fairness`: group fairness as affine maps of
+  subgroup accuracies (Mangold et al., 2023);
+* :mod:`~dpfair.fairness.metrics`: violations, rate tables, report and summary;
+* :mod:`~dpfair.fairness.ermi`: exponential Rényi mutual information;
+* :mod:`~dpfair.fairness.inequality`: Atkinson, Gini, generalised entropy.
+"""
+
+from dpfair.fairness.ermi import conditional_ermi, ermi
+from dpfair.fairness.group_fairness import (
+    FairnessCoefficients,
+    constraint_group_accuracies,
+    fairness_coefficients,
+    group_fairness_values,
+)
+from dpfair.fairness.inequality import (
+    atkinson_index,
+    generalized_entropy,
+    gini_coefficient,
+    mean_log_deviation,
+    per_group_accuracy,
+    theil_index,
+)
+from dpfair.fairness.metrics import (
+    CONVENTIONS,
+    accuracy_parity_violation,
+    conditional_rates,
+    demographic_parity_violation,
+    equal_opportunity_violation,
+    equalized_odds_violation,
+    fairness_report,
+    fairness_summary,
+    selection_rates,
+)
+from dpfair.fairness.notions import NOTIONS, ConstraintGroups, constraint_groups
+
+__all__ = [
+    "CONVENTIONS",
+    "NOTIONS",
+    "ConstraintGroups",
+    "FairnessCoefficients",
+    "accuracy_parity_violation",
+    "atkinson_index",
+    "conditional_ermi",
+    "conditional_rates",
+    "constraint_group_accuracies",
+    "constraint_groups",
+    "demographic_parity_violation",
+    "equal_opportunity_violation",
+    "equalized_odds_violation",
+    "ermi",
+    "fairness_coefficients",
+    "fairness_report",
+    "fairness_summary",
+    "generalized_entropy",
+    "gini_coefficient",
+    "group_fairness_values",
+    "mean_log_deviation",
+    "per_group_accuracy",
+    "selection_rates",
+    "theil_index",
+]
