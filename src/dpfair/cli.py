@@ -1,0 +1,279 @@
+"""The ``dpfair`` command line: list data sets, train a private fair model, do privacy arithmetic.
+
+``dpfair train`` with no argument trains the best private fair method the
+package has on the embedded ``adult`` data and prints test error, the
+fairness violations of every notion, and the (ε, δ) spent; it writes a JSON
+result (``--out``) and the fitted model beside it (same name, ``.pt``).
+Every failure a user can cause prints one line ``dpfair: error: ...`` and
+exits with status 2; nothing already on disk is overwritten unless asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from dpfair import __version__
+
+DEFAULT_METHOD = "dp-sgd"
+DEFAULT_DATASET = "adult"
+
+
+def _parse_value(text: str):
+    """``--param`` values: JSON when they parse as JSON (numbers, lists, true/null), else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _key_values(items, flag: str) -> dict:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{flag} takes KEY=VALUE, got {item!r}")
+        out[key.replace("-", "_")] = _parse_value(value)
+    return out
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return v if math.isfinite(v) else str(v)
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def _write_atomic(path: Path, write) -> None:
+    """Write through a temporary file in the same folder, then rename: a crash leaves the old file intact."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _output_paths(args) -> tuple[Path, Path]:
+    if args.out is None:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = Path("dpfair-runs") / f"{args.dataset}-{args.method}-seed{args.seed}-{stamp}.json"
+    else:
+        out = Path(args.out)
+        if out.suffix != ".json":
+            raise ValueError(f"--out must name a .json file, got {args.out!r}")
+    model = out.with_suffix(".pt")
+    for p in (out, model):
+        if p.exists() and not args.overwrite:
+            raise ValueError(f"{p} already exists; pass --overwrite or choose another --out")
+    return out, model
+
+
+def _build_estimator(args, n_train: int):
+    from dpfair.algorithms import METHODS
+
+    if args.method not in METHODS:
+        raise ValueError(f"unknown method {args.method!r}; choose one of {', '.join(METHODS)}")
+    cls = METHODS[args.method]
+    params = dict(random_state=args.seed, verbose=not args.quiet)
+    valid = cls().get_params()
+    if "epsilon" in valid:
+        params["epsilon"] = args.epsilon
+        params["delta"] = args.delta
+    elif args.epsilon is not None and not math.isinf(args.epsilon):
+        raise ValueError(f"method {args.method!r} is not private; drop --epsilon or choose a private method")
+    if args.model is not None:
+        params["model"] = args.model
+    params.update(_key_values(args.param, "--param"))
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise ValueError(f"method {args.method!r} has no hyper-parameter {unknown[0]!r}; valid: {', '.join(valid)}")
+    return cls(**params)
+
+
+def _print_table(rows: list[tuple[str, str]]) -> None:
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"  {k:<{width}}  {v}")
+
+
+def cmd_train(args) -> int:
+    from dpfair.datasets import load_dataset
+    from dpfair.fairness import fairness_summary
+
+    if args.epsilon is not None and not args.epsilon > 0:
+        raise ValueError(f"--epsilon must be > 0, got {args.epsilon}; smaller epsilon means more privacy")
+    out, model_path = _output_paths(args)
+    options = _key_values(args.option, "--option")
+    data = load_dataset(args.dataset, sensitive=args.sensitive, random_state=args.seed,
+                        data_home=args.data_home, **options)
+    est = _build_estimator(args, len(data.y_train))
+    t0 = time.perf_counter()
+    est.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
+    seconds = time.perf_counter() - t0
+    y_pred = est.predict(data.X_test)
+    eps, delta = est.privacy_spent_
+    result = {
+        "dpfair_version": __version__,
+        "dataset": data.name,
+        "sensitive": data.sensitive,
+        "dataset_options": options,
+        "groups": list(data.group_names),
+        "method": args.method,
+        "estimator": type(est).__name__,
+        "hyperparameters": est.get_params(),
+        "seed": args.seed,
+        "n_train": int(len(data.y_train)),
+        "n_test": int(len(data.y_test)),
+        "test_error": float(np.mean(y_pred != data.y_test)),
+        "fairness": fairness_summary(data.y_test, y_pred, data.s_test),
+        "epsilon": eps,
+        "delta": delta,
+        "noise_multiplier": getattr(est, "noise_multiplier_", None),
+        "privacy_ledger": est.privacy_ledger_.to_records(),
+        "fit_seconds": seconds,
+        "model_file": model_path.name,
+    }
+    _write_atomic(model_path, lambda p: est.save(p))
+    _write_atomic(out, lambda p: p.write_text(json.dumps(_jsonable(result), indent=2) + "\n"))
+
+    print(f"{args.method} on {data.name} (sensitive: {data.sensitive}, groups: {', '.join(data.group_names)})")
+    rows = [("test error", f"{result['test_error']:.4f}")]
+    rows += [(f"{k.replace('_', ' ')} violation", f"{v:.4f}") for k, v in result["fairness"].items()]
+    rows += [("epsilon spent", f"{eps:.6g}"), ("delta", f"{delta:.3g}"), ("fit time", f"{seconds:.1f} s"),
+             ("result", str(out)), ("model", str(model_path))]
+    _print_table(rows)
+    return 0
+
+
+def cmd_datasets(args) -> int:
+    from dpfair.datasets import dataset_info, list_datasets
+
+    names = [args.name] if args.name else list_datasets()
+    infos = [dataset_info(n, data_home=args.data_home) for n in names]
+    if args.json:
+        print(json.dumps(_jsonable(infos), indent=2))
+        return 0
+    header = ("name", "on disk", "rows", "feat.", "label=1", "sensitive", "group sizes", "licence")
+    table = [header]
+    for i in infos:
+        sizes = ", ".join(f"{g}: {c}" for g, c in (i["group_sizes"] or {}).items())
+        balance = i["label_balance"]
+        table.append((
+            i["name"], "yes" if i["on_disk"] else "no",
+            "-" if i["rows"] is None else f"{i['rows']:,}",
+            "-" if i["features"] is None else str(i["features"]),
+            "-" if balance is None else (f"{balance:.3f}" if isinstance(balance, float) else "multiclass"),
+            "/".join(i["sensitive_options"]), sizes or "-", i["licence"],
+        ))
+    widths = [max(len(r[c]) for r in table) for c in range(len(header))]
+    for r in table:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def cmd_accountant(args) -> int:
+    from dpfair.privacy import epsilon_for_noise, noise_for_epsilon
+
+    if args.sampling_rate is None:
+        if args.n is None or args.batch_size is None:
+            raise ValueError("give --sampling-rate, or --n and --batch-size")
+        args.sampling_rate = min(1.0, args.batch_size / args.n)
+    if args.steps is None:
+        if args.epochs is None:
+            raise ValueError("give --steps, or --epochs")
+        args.steps = math.ceil(args.epochs / args.sampling_rate)
+    if (args.noise is None) == (args.epsilon is None):
+        raise ValueError("give exactly one of --noise (to get epsilon) and --epsilon (to get the noise)")
+    common = dict(sampling_probability=args.sampling_rate, steps=args.steps, delta=args.delta,
+                  relation=args.unit, accountant=args.accountant)
+    if args.noise is not None:
+        eps = epsilon_for_noise(args.noise, **common)
+        print(f"epsilon = {eps:.6g} at delta = {args.delta:g} (noise multiplier {args.noise:g}, "
+              f"q = {args.sampling_rate:g}, {args.steps} steps, unit {args.unit}, {args.accountant})")
+    else:
+        sigma = noise_for_epsilon(args.epsilon, **common)
+        eps = epsilon_for_noise(sigma, **common)
+        print(f"noise multiplier = {sigma:.6g} (epsilon spent {eps:.6g} <= {args.epsilon:g} at delta = "
+              f"{args.delta:g}; q = {args.sampling_rate:g}, {args.steps} steps, unit {args.unit}, {args.accountant})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dpfair", description="Fair and differentially private learning.")
+    parser.add_argument("--version", action="version", version=f"dpfair {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train a model and report error, fairness and the privacy spent")
+    p.add_argument("--dataset", default=DEFAULT_DATASET, help="data set name (see `dpfair datasets`)")
+    p.add_argument("--sensitive", default=None, help="sensitive attribute (default: the data set's)")
+    p.add_argument("--method", default=DEFAULT_METHOD, help="training method: erm, dp-sgd, ...")
+    p.add_argument("--model", default=None, help="logistic, mlp or cnn (default: the method's)")
+    p.add_argument("--epsilon", type=float, default=1.0, help="privacy budget ε (inf: no privacy)")
+    p.add_argument("--delta", type=float, default=None, help="privacy budget δ (default 1/n²)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split and of training")
+    p.add_argument("--out", default=None, help="JSON result file; the model is saved beside it as .pt")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="estimator hyper-parameter")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="data set option, e.g. n_groups=3")
+    p.add_argument("--data-home", default=None, help="folder of raw data files (default $DPFAIR_DATA)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("datasets", help="list the data sets and whether they are on disk")
+    p.add_argument("name", nargs="?", default=None, help="one data set only")
+    p.add_argument("--data-home", default=None)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_datasets)
+
+    p = sub.add_parser("accountant", help="epsilon for a noise multiplier, or the noise for a target epsilon")
+    p.add_argument("--noise", type=float, help="noise multiplier σ (gives ε)")
+    p.add_argument("--epsilon", type=float, help="target ε (gives σ)")
+    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--sampling-rate", type=float, help="Poisson sampling rate q")
+    p.add_argument("--steps", type=int, help="number of steps")
+    p.add_argument("--n", type=int, help="data set size (with --batch-size, instead of --sampling-rate)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--epochs", type=float, help="epochs (instead of --steps)")
+    p.add_argument("--unit", choices=["record", "sensitive"], default="record", help="privacy unit")
+    p.add_argument("--accountant", choices=["pld", "rdp"], default="pld")
+    p.set_defaults(func=cmd_accountant)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, KeyError, OSError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"dpfair: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dpfair: interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Fairness benchmark data sets, split and preprocessed, with a sensitive attribute.
+
+``load_dataset(name)`` returns a :class:`Dataset` with ``X`` (float), ``y`` (int64 labels ``0..l-1``) and ``s``
+(int64 groups ``0..k-1``) for a train and a test part; ``list_datasets()`` gives the names and
+``dataset_info(name)`` a summary.  Sex is coded female = 0, male = 1 in every data set.
+
+Raw files are read, in this order, from an explicit ``path``; from the data home ``<home>/<folder>/<file>``
+(``data_home=`` if given, else ``$DPFAIR_DATA``, then ``~/.cache/dpfair``); from a gzip copy embedded in the
+package (adult and compas only); or are downloaded from their source into the data home.  Every file's sha256
+(or the MD5 its source publishes) is checked; see :func:`data_home` and the loaders' docstrings for each data
+set's provenance and definitions.
+"""
+
+from dpfair.datasets._celeba import load_celeba
+from dpfair.datasets._files import data_home
+from dpfair.datasets._mnist import load_mnist, load_mnist_unbalanced
+from dpfair.datasets._registry import dataset_info, list_datasets, load_dataset
+from dpfair.datasets._synthetic import load_synthetic, make_synthetic
+from dpfair.datasets._tabular import (
+    load_adult,
+    load_bank,
+    load_communities,
+    load_compas,
+    load_credit,
+    load_dutch,
+    load_german,
+    load_parkinsons,
+)
+from dpfair.datasets.base import Dataset
+
+__all__ = [
+    "Dataset",
+    "data_home",
+    "dataset_info",
+    "list_datasets",
+    "load_adult",
+    "load_bank",
+    "load_celeba",
+    "load_communities",
+    "load_compas",
+    "load_credit",
+    "load_dataset",
+    "load_dutch",
+    "load_german",
+    "load_mnist",
+    "load_mnist_unbalanced",
+    "load_parkinsons",
+    "load_synthetic",
+    "make_synthetic",
+]

@@ -1,0 +1,132 @@
+"""The registry of data sets: :func:`load_dataset`, :func:`list_datasets` and :func:`dataset_info`."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from dpfair.datasets import _celeba, _mnist, _synthetic, _tabular
+from dpfair.datasets._files import DataFile, is_available
+from dpfair.datasets.base import Dataset
+
+COMMON = ("sensitive", "test_size", "random_state", "data_home", "path")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    loader: Callable[..., Dataset]
+    files: tuple[DataFile, ...]  # files needed with the default options
+    sensitive: tuple[str, ...]  # valid sensitive attribute names, the default first
+    licence: str
+
+
+_REGISTRY: dict[str, _Entry] = {
+    "adult": _Entry(_tabular.load_adult, _tabular.ADULT_FILES, _tabular.ADULT_SENSITIVE, _tabular.CC_BY),
+    "compas": _Entry(_tabular.load_compas, _tabular.COMPAS_FILES, ("race", "sex"),
+                     "ProPublica public data (no licence file; research re-use with attribution)"),
+    "german": _Entry(_tabular.load_german, _tabular.GERMAN_FILES, ("sex", "age"), _tabular.CC_BY),
+    "credit": _Entry(_tabular.load_credit, _tabular.CREDIT_FILES, ("sex",), _tabular.CC_BY),
+    "parkinsons": _Entry(_tabular.load_parkinsons, _tabular.PARKINSONS_FILES, ("sex",), _tabular.CC_BY),
+    "bank": _Entry(_tabular.load_bank, (_tabular.BANK_FILES["kaggle"],), ("age",),
+                   "CC BY 4.0 (derived from UCI Bank Marketing; Kaggle copy)"),
+    "communities": _Entry(_tabular.load_communities, _tabular.COMMUNITIES_FILES, ("race",), _tabular.CC_BY),
+    "dutch": _Entry(_tabular.load_dutch, _tabular.DUTCH_FILES, ("sex",),
+                    "not stated (IPUMS-International census sample; research use only)"),
+    "celeba": _Entry(_celeba.load_celeba, _celeba.CELEBA_FILES[:1], ("Male", "Young"),
+                     "CelebA agreement: non-commercial research and educational use only"),
+    "mnist": _Entry(_mnist.load_mnist, _mnist.MNIST_TEST_FILES, ("class",), "CC BY-SA 3.0 (as usually cited)"),
+    "mnist-unbalanced": _Entry(_mnist.load_mnist_unbalanced, _mnist.MNIST_TEST_FILES, ("class",),
+                               "CC BY-SA 3.0 (as usually cited)"),
+    "synthetic": _Entry(_synthetic.load_synthetic, (), ("group",), "generated data (no licence needed)"),
+}
+
+
+def list_datasets() -> list[str]:
+    """Names accepted by :func:`load_dataset`, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _entry(name: str) -> _Entry:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown data set {name!r}; valid: {', '.join(list_datasets())}")
+    return _REGISTRY[name]
+
+
+def load_dataset(name: str, *, sensitive: str | None = None, test_size: float = 0.25, random_state: int = 0,
+                 data_home=None, path=None, **options) -> Dataset:
+    """Load the data set ``name`` (see :func:`list_datasets`), split and preprocessed.
+
+    ``sensitive`` picks the sensitive attribute (``None``: the data set's default); ``test_size`` is the test
+    fraction of a random split seeded by ``random_state`` and stratified by label × group; ``data_home`` and
+    ``path`` say where the raw files are (see :mod:`dpfair.datasets`).  Other keyword ``options`` go to the data
+    set's loader (e.g. ``original_split=True`` for adult, ``n_groups=3`` for bank, ``download=False`` for any
+    file-based data set); an unknown option or sensitive attribute raises ``ValueError`` listing the valid ones.
+    """
+    entry = _entry(name)
+    params = inspect.signature(entry.loader).parameters
+    kwargs: dict = {"test_size": test_size, "random_state": random_state}
+    if sensitive is not None:
+        if "sensitive" in params:  # the loader checks the name
+            kwargs["sensitive"] = sensitive
+        elif sensitive not in entry.sensitive:
+            raise ValueError(
+                f"unknown sensitive attribute {sensitive!r} for data set {name!r}; valid: {', '.join(entry.sensitive)}"
+            )
+    for key, value in (("data_home", data_home), ("path", path)):
+        if value is not None:
+            if key not in params:
+                raise ValueError(f"data set {name!r} is generated and reads no files; do not pass {key}")
+            kwargs[key] = value
+    valid = [p for p in params if p not in COMMON]
+    unknown = [k for k in options if k not in valid]
+    if unknown:
+        raise ValueError(
+            f"unknown option(s) {', '.join(map(repr, unknown))} for data set {name!r}; valid: "
+            f"{', '.join(valid) if valid else '(none)'}"
+        )
+    return entry.loader(**kwargs, **options)
+
+
+def dataset_info(name: str, data_home=None) -> dict:
+    """A summary of data set ``name`` under its default options, for ``dpfair datasets``.
+
+    Keys: name, on_disk (whether it loads without downloading), files, licence, sensitive_options,
+    default_sensitive, options (loader-specific keyword options), and, computed from the data when it is on disk
+    (``None`` otherwise): rows (after cleaning), n_dropped, features, classes, label_balance (fraction of label 1
+    for binary labels, else the fraction of each class), groups, group_sizes ({group name: rows}), description.
+    Never downloads.
+    """
+    entry = _entry(name)
+    params = inspect.signature(entry.loader).parameters
+    info = {
+        "name": name,
+        "on_disk": is_available(entry.files, data_home=data_home),
+        "files": [f"{f.folder}/{f.name}" for f in entry.files],
+        "licence": entry.licence,
+        "sensitive_options": list(entry.sensitive),
+        "default_sensitive": entry.sensitive[0],
+        "options": [p for p in params if p not in COMMON],
+        "rows": None, "n_dropped": None, "features": None, "classes": None, "label_balance": None,
+        "groups": None, "group_sizes": None, "description": None,
+    }
+    if not info["on_disk"]:
+        return info
+    kwargs = {"data_home": data_home, "download": False} if "download" in params else {}
+    data = entry.loader(**kwargs)
+    y = np.concatenate([data.y_train, data.y_test])
+    s = np.concatenate([data.s_train, data.s_test])
+    freq = np.bincount(y, minlength=data.n_classes) / len(y)
+    info.update(
+        rows=int(len(y)),
+        n_dropped=data.n_dropped,
+        features=data.n_features,
+        classes=list(data.label_names),
+        label_balance=float(freq[1]) if data.n_classes == 2 else [float(f) for f in freq],
+        groups=list(data.group_names),
+        group_sizes={g: int(c) for g, c in zip(data.group_names, np.bincount(s, minlength=data.n_groups))},
+        description=data.description,
+    )
+    return info

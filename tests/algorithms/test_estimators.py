@@ -1,0 +1,173 @@
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+
+from dpfair.algorithms import DPSGDClassifier, ERMClassifier, load_estimator, poisson_batches
+from dpfair.datasets import make_synthetic
+from dpfair.privacy import epsilon_for_noise, max_neighbour_distance
+from dpfair.algorithms.dpsgd import cross_entropy_one
+from dpfair.nn import LogisticRegression, clipped_gradient_sum
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y, s = make_synthetic(n_samples=600, n_features=5, random_state=0)
+    return X, y, s
+
+
+FAST = dict(epochs=2, batch_size=64)
+
+
+def test_dpsgd_spends_at_most_its_target_and_calibrates_over_all_steps(data):
+    X, y, s = data
+    est = DPSGDClassifier(epsilon=1.0, delta=1e-5, random_state=0, **FAST).fit(X, y, s)
+    eps, delta = est.privacy_spent_
+    assert 0.99 <= eps <= 1.0 and delta == 1e-5
+    q, steps = 64 / 600, math.ceil(2 / (64 / 600))
+    assert (est.sampling_probability_, est.n_steps_) == (q, steps)
+    assert epsilon_for_noise(est.noise_multiplier_, q, steps, 1e-5, "record") == pytest.approx(eps, rel=1e-9)
+    assert est.privacy_ledger_.to_records() == [{
+        "label": "dp-sgd step", "mechanism": "gaussian", "noise_multiplier": est.noise_multiplier_,
+        "sampling_probability": q, "count": steps}]
+
+
+def test_dpsgd_default_delta_is_one_over_n_squared(data):
+    X, y, s = data
+    est = DPSGDClassifier(epsilon=2.0, random_state=0, **FAST).fit(X, y)
+    assert est.privacy_spent_[1] == pytest.approx(1 / 600**2)
+
+
+def test_same_seed_same_model_other_seed_other_model(data):
+    X, y, s = data
+    a, b, c = (DPSGDClassifier(random_state=r, noise_multiplier=1.0, **FAST).fit(X, y) for r in (3, 3, 4))
+    assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
+    assert not np.array_equal(a.predict_proba(X), c.predict_proba(X))
+    e1, e2 = (ERMClassifier(random_state=1, **FAST).fit(X, y) for _ in range(2))
+    assert np.array_equal(e1.predict_proba(X), e2.predict_proba(X))
+
+
+def test_no_noise_dpsgd_reports_infinite_epsilon(data):
+    X, y, s = data
+    est = DPSGDClassifier(epsilon=math.inf, random_state=0, **FAST).fit(X, y)
+    assert est.noise_multiplier_ == 0.0 and math.isinf(est.privacy_spent_[0])
+    erm = ERMClassifier(random_state=0, **FAST).fit(X, y)
+    assert math.isinf(erm.privacy_spent_[0]) and erm.privacy_ledger_.to_records()[0]["mechanism"] == "nonprivate"
+
+
+def test_dpsgd_step_sensitivity_by_brute_force():
+    # The released quantity of one step is the clipped gradient sum: removing one record moves it by <= C.
+    X, y, s = make_synthetic(n_samples=25, n_features=4, random_state=1)
+    X = X * 5
+    model = LogisticRegression(4, 2, seed=0)
+    C = 0.5
+
+    def step_sum(X, y, s):
+        summed, _ = clipped_gradient_sum(model, cross_entropy_one, torch.tensor(X, dtype=torch.float64),
+                                         torch.tensor(y), C)
+        return summed
+
+    model.double()
+    assert max_neighbour_distance(step_sum, X, y, s, "record") <= C + 1e-9
+    # and the unclipped sum would exceed it
+    assert max_neighbour_distance(step_sum, X, y, s, "record") > 0.9 * C
+
+
+def test_poisson_batches_have_binomial_sizes_and_can_be_empty():
+    g = torch.Generator().manual_seed(0)
+    sizes = np.array([len(b) for b in poisson_batches(1000, 0.05, 2000, g)])
+    # Binomial(1000, 0.05): mean 50, sd sqrt(47.5); the mean of 2000 sizes is within 5 standard errors.
+    assert abs(sizes.mean() - 50) < 5 * math.sqrt(47.5 / 2000)
+    assert abs(sizes.std() - math.sqrt(47.5)) < 0.5
+    empties = [len(b) for b in poisson_batches(5, 0.05, 200, torch.Generator().manual_seed(0))]
+    assert 0 in empties
+
+
+def test_dpsgd_survives_empty_batches(data):
+    X, y, s = data
+    est = DPSGDClassifier(batch_size=1, epochs=1, random_state=0, noise_multiplier=2.0).fit(X[:40], y[:40])
+    assert np.isfinite(est.predict_proba(X)).all()
+
+
+def test_predictions_keep_the_original_labels(data):
+    X, y, s = data
+    labels = np.array(["no", "yes"])[y]
+    est = ERMClassifier(random_state=0, **FAST).fit(X, labels, s)
+    assert set(est.predict(X)) <= {"no", "yes"}
+    assert est.predict_proba(X).shape == (len(X), 2)
+
+
+def test_multiclass_mlp_and_custom_module():
+    X, y, s = make_synthetic(n_samples=400, n_features=6, n_classes=3, n_groups=3, random_state=2)
+    for model in ("mlp", torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))):
+        est = DPSGDClassifier(model=model, noise_multiplier=1.0, random_state=0, **FAST).fit(X, y, s)
+        assert est.predict_proba(X).shape == (400, 3)
+
+
+def test_dpsgd_learns_on_synthetic_data():
+    X, y, s = make_synthetic(n_samples=3000, n_features=5, random_state=0)
+    erm = ERMClassifier(random_state=0, epochs=5).fit(X, y)
+    dp = DPSGDClassifier(epsilon=2.0, random_state=0, epochs=5).fit(X, y)
+    acc = lambda m: np.mean(m.predict(X) == y)  # noqa: E731
+    assert acc(erm) > 0.7 and acc(dp) > acc(erm) - 0.05
+
+
+def test_sklearn_clone_and_params():
+    est = DPSGDClassifier(epsilon=0.5, batch_size=32)
+    c = clone(est)
+    assert c.get_params()["epsilon"] == 0.5 and c.get_params()["batch_size"] == 32
+
+
+def test_save_and_load_round_trip(tmp_path, data):
+    X, y, s = data
+    est = DPSGDClassifier(random_state=0, noise_multiplier=1.0, **FAST).fit(X, y)
+    est.save(tmp_path / "m.pt")
+    back = load_estimator(tmp_path / "m.pt")
+    assert np.array_equal(back.predict_proba(X), est.predict_proba(X))
+    assert back.privacy_spent_ == est.privacy_spent_
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(epsilon=0.0), "epsilon must be > 0"),
+    (dict(epsilon=-2.0), "epsilon must be > 0"),
+    (dict(delta=0.0), "delta must lie strictly between 0 and 1"),
+    (dict(delta=1.0), "delta must lie strictly between 0 and 1"),
+    (dict(max_grad_norm=0.0), "max_grad_norm must be > 0"),
+    (dict(batch_size=0), "batch_size must be > 0"),
+    (dict(epochs=1.5), "epochs must be an integer"),
+    (dict(model="resnet"), "unknown model 'resnet'"),
+    (dict(random_state="x"), "random_state must be an int or None"),
+])
+def test_bad_hyperparameters(kwargs, match, data):
+    X, y, s = data
+    with pytest.raises(ValueError, match=match):
+        DPSGDClassifier(**{**FAST, **kwargs}).fit(X, y)
+
+
+def test_delta_above_one_over_n_warns(data):
+    X, y, s = data
+    with pytest.warns(UserWarning, match="exceeds 1/n"):
+        DPSGDClassifier(delta=0.01, **FAST).fit(X, y)
+
+
+@pytest.mark.parametrize("X,y,s,match", [
+    (np.array([[np.nan, 1.0], [1.0, 2.0]] * 5), np.arange(10) % 2, None, "NaN or infinite"),
+    (np.ones((10, 2)), np.arange(9) % 2, None, "y has 9 entries but X has 10 rows"),
+    (np.ones((10, 2)), np.zeros(10), None, "single class"),
+    (np.ones((10, 2)), np.arange(10) % 2, np.zeros(10), "single group"),
+    (np.ones((10, 2)), np.r_[np.zeros(9), 1], None, "class 1 has 1 members"),
+    (np.ones(10), np.arange(10) % 2, None, "must be 2-D"),
+])
+def test_bad_data(X, y, s, match):
+    with pytest.raises(ValueError, match=match):
+        ERMClassifier(epochs=1).fit(X, y, s)
+
+
+def test_predict_checks_feature_count(data):
+    X, y, s = data
+    est = ERMClassifier(random_state=0, epochs=1).fit(X, y)
+    with pytest.raises(ValueError, match="features but the model was fitted with"):
+        est.predict(X[:, :2])

@@ -1,0 +1,94 @@
+"""Checks every registered data set meets the Dataset contract, with the row and group counts of the mirror."""
+
+import numpy as np
+import pytest
+
+from dpfair.datasets import list_datasets, load_dataset
+
+# name: (rows kept, rows dropped for missing values, rows per group, number of features)
+EXPECTED = {
+    "adult": (45_222, 3_620, [14_695, 30_527], 86),
+    "compas": (5_278, 0, [3_175, 2_103], 7),
+    "german": (1_000, 0, [310, 690], 57),
+    "credit": (30_000, 0, [18_112, 11_888], 31),
+    "parkinsons": (5_875, 0, [1_867, 4_008], 18),
+    "bank": (11_162, 0, [893, 10_269], 49),
+    "communities": (1_993, 1, [321, 1_672], 99),
+    "dutch": (60_420, 0, [30_273, 30_147], 59),
+    "celeba": (202_599, 0, [118_165, 84_434], 38),
+    "mnist": (10_000, 0, [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009], 784),
+    "synthetic": (2_000, 0, None, 10),
+}
+CHEAP = ["compas", "german", "parkinsons", "bank", "communities", "credit", "mnist", "synthetic"]
+
+
+def test_registry_lists_every_data_set():
+    assert set(list_datasets()) == set(EXPECTED) | {"mnist-unbalanced"}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_contract_and_counts(loaded, name):
+    data = loaded(name)
+    rows, dropped, group_sizes, n_features = EXPECTED[name]
+    n_train, n_test = len(data.y_train), len(data.y_test)
+    assert n_train + n_test == rows and data.n_dropped == dropped
+    assert n_test == pytest.approx(0.25 * rows, abs=1)
+    assert data.name == name and data.n_features == n_features
+    assert len(data.feature_names) == data.n_features
+    for X, y, s in (data.train, data.test):
+        assert X.ndim == 2 and X.shape[0] == len(y) == len(s) and X.shape[1] == data.n_features
+        assert X.dtype in (np.float64, np.float32) and np.all(np.isfinite(X))
+        assert y.dtype == np.int64 and s.dtype == np.int64
+        assert y.min() >= 0 and y.max() < data.n_classes
+        assert s.min() >= 0 and s.max() < data.n_groups
+    s_all = np.concatenate([data.s_train, data.s_test])
+    if group_sizes is not None:
+        assert np.bincount(s_all, minlength=data.n_groups).tolist() == group_sizes
+    assert data.description and data.licence and data.sensitive
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_split_is_stratified_by_label_and_group(loaded, name):
+    data = loaded(name)
+    assert "stratified by label × group" in data.description
+    k = data.n_groups
+    cells = data.n_classes * k
+    p_train = np.bincount(data.y_train * k + data.s_train, minlength=cells) / len(data.y_train)
+    p_test = np.bincount(data.y_test * k + data.s_test, minlength=cells) / len(data.y_test)
+    assert np.abs(p_train - p_test).max() <= max(0.005, 2 / len(data.y_test))
+
+
+@pytest.mark.parametrize("name", CHEAP + ["adult"])
+def test_same_seed_same_split_other_seed_other_split(loaded, shared_data, name):
+    where = {} if name == "synthetic" else {"data_home": shared_data}
+    first = loaded(name)
+    again = load_dataset(name, **where)
+    for a, b in zip(first.train + first.test, again.train + again.test):
+        np.testing.assert_array_equal(a, b)
+    other = load_dataset(name, random_state=1, **where)
+    assert other.X_train.shape == first.X_train.shape
+    assert not np.array_equal(other.X_train, first.X_train)
+
+
+@pytest.mark.parametrize("name", ["adult", "credit", "bank", "german"])
+def test_preprocessing_fitted_on_training_part_only(loaded, name):
+    data = loaded(name)
+    numeric = [j for j, f in enumerate(data.feature_names) if "=" not in f]
+    onehot = [j for j, f in enumerate(data.feature_names) if "=" in f]
+    assert numeric and onehot
+    np.testing.assert_allclose(data.X_train[:, numeric].mean(axis=0), 0, atol=1e-9)
+    np.testing.assert_allclose(data.X_train[:, numeric].std(axis=0), 1, atol=1e-9)
+    assert np.abs(data.X_test[:, numeric].mean(axis=0)).max() > 1e-6
+    assert set(np.unique(data.X_train[:, onehot])) <= {0.0, 1.0}
+
+
+def test_sensitive_columns_are_not_features_by_default(loaded):
+    assert not any(f.startswith("sex=") for f in loaded("adult").feature_names)
+    assert any(f.startswith("race=") for f in loaded("adult").feature_names)
+    assert "racePctWhite" not in loaded("communities").feature_names
+    assert "age" not in loaded("bank").feature_names and "balance" in loaded("bank").feature_names
+    assert not any(f.startswith(("race=", "sex=")) for f in loaded("compas").feature_names)
+    assert "Male" not in loaded("celeba").feature_names and "Smiling" not in loaded("celeba").feature_names
+    with_s = loaded("adult", include_sensitive=True)
+    assert {"sex=Female", "sex=Male"} <= set(with_s.feature_names)
+    assert with_s.n_features == loaded("adult").n_features + 2
