@@ -1,0 +1,135 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dpfair.algorithms import load_estimator
+from dpfair.cli import main
+from dpfair.datasets import list_datasets
+
+FAST = ["--dataset", "synthetic", "--quiet", "--param", "epochs=2"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_train_writes_json_and_model(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    code, stdout, err = run(capsys, "train", *FAST, "--epsilon", "2", "--out", str(out))
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    for key in ("test_error", "fairness", "epsilon", "delta", "dataset", "method", "hyperparameters",
+                "privacy_ledger", "seed"):
+        assert key in result
+    assert set(result["fairness"]) == {"demographic_parity", "equalized_odds", "equal_opportunity",
+                                       "accuracy_parity"}
+    assert result["method"] == "dp-sgd" and result["epsilon"] <= 2.0
+    assert result["hyperparameters"]["epochs"] == 2
+    est = load_estimator(tmp_path / "r.pt")
+    assert est.privacy_spent_[0] == pytest.approx(result["epsilon"])
+    assert "test error" in stdout and "epsilon spent" in stdout
+
+
+def test_erm_method_and_model_option(tmp_path, capsys):
+    code, _, err = run(capsys, "train", *FAST, "--method", "erm", "--epsilon", "inf", "--model", "mlp",
+                       "--out", str(tmp_path / "e.json"))
+    assert code == 0, err
+    result = json.loads((tmp_path / "e.json").read_text())
+    assert result["epsilon"] == "inf" and result["hyperparameters"]["model"] == "mlp"
+
+
+def test_existing_result_is_not_overwritten(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    out.write_text("precious")
+    code, _, err = run(capsys, "train", *FAST, "--out", str(out))
+    assert code == 2 and "already exists" in err and out.read_text() == "precious"
+    code, _, _ = run(capsys, "train", *FAST, "--out", str(out), "--overwrite")
+    assert code == 0 and json.loads(out.read_text())["dataset"] == "synthetic"
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--dataset", "nope"], "unknown data set 'nope'"),
+    (["--method", "magic"], "unknown method 'magic'"),
+    (["--epsilon", "0"], "--epsilon must be > 0"),
+    (["--epsilon", "-1"], "--epsilon must be > 0"),
+    (["--delta", "2"], "delta must lie strictly between 0 and 1"),
+    (["--param", "bogus=1"], "has no hyper-parameter 'bogus'"),
+    (["--param", "noequals"], "--param takes KEY=VALUE"),
+    (["--sensitive", "height"], "height"),
+    (["--method", "erm", "--epsilon", "1"], "is not private"),
+])
+def test_bad_input_prints_one_line_and_exits_2(tmp_path, capsys, argv, match):
+    out = tmp_path / "r.json"
+    code, _, err = run(capsys, "train", "--dataset", "synthetic", "--quiet", "--out", str(out), *argv)
+    assert code == 2
+    assert match in err and err.count("\n") == 1 and err.startswith("dpfair: error:")
+    assert not out.exists()
+
+
+def test_missing_data_file_offline_names_the_file(tmp_path, capsys, monkeypatch):
+    import dpfair.datasets._files as files
+
+    def offline(url, dest):
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(files, "_download", offline)
+    monkeypatch.setenv("DPFAIR_DATA", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, _, err = run(capsys, "train", "--dataset", "credit", "--quiet", "--out", str(tmp_path / "r.json"))
+    assert code == 2 and "default_of_credit_card_clients.csv" in err and err.count("\n") == 1
+
+
+def test_subprocess_error_is_one_line_without_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "dpfair", "train", "--dataset", "nope", "--out",
+                           str(tmp_path / "x.json")], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_datasets_lists_every_data_set(capsys):
+    code, out, _ = run(capsys, "datasets")
+    assert code == 0
+    for name in list_datasets():
+        assert name in out
+    code, out, _ = run(capsys, "datasets", "german", "--json")
+    info = json.loads(out)[0]
+    assert info["rows"] == 1000 and info["on_disk"] is True
+
+
+def test_accountant_both_directions(capsys):
+    code, out, _ = run(capsys, "accountant", "--noise", "1", "--sampling-rate", "0.03", "--steps", "6600",
+                       "--delta", "1e-9", "--unit", "sensitive")
+    assert code == 0
+    eps = float(out.split("epsilon = ")[1].split()[0])
+    assert 40 < eps < 46
+    code, out, _ = run(capsys, "accountant", "--epsilon", "1", "--n", "10000", "--batch-size", "100",
+                       "--epochs", "5", "--delta", "1e-5")
+    sigma = float(out.split("noise multiplier = ")[1].split()[0])
+    assert code == 0 and 0.5 < sigma < 5
+    code, _, err = run(capsys, "accountant", "--delta", "1e-5", "--steps", "10", "--sampling-rate", "0.1")
+    assert code == 2 and "exactly one of --noise" in err
+
+
+def test_default_train_on_embedded_adult_meets_the_foundation_bar(tmp_path, capsys, monkeypatch):
+    """`dpfair train` with no argument: DP-SGD at epsilon = 1 on adult (embedded, no data home),
+    epsilon <= 1 from the ledger, test error within 3 points of the non-private ERM."""
+    monkeypatch.setenv("DPFAIR_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "train", "--quiet")
+    assert code == 0, err
+    (result_file,) = (tmp_path / "dpfair-runs").glob("adult-dp-sgd-seed0-*.json")
+    private = json.loads(result_file.read_text())
+    assert private["method"] == "dp-sgd" and private["epsilon"] <= 1.0
+    assert private["delta"] == pytest.approx(1 / private["n_train"] ** 2)
+    code, _, err = run(capsys, "train", "--quiet", "--method", "erm", "--epsilon", "inf", "--out",
+                       str(tmp_path / "erm.json"))
+    assert code == 0, err
+    erm = json.loads((tmp_path / "erm.json").read_text())
+    assert private["test_error"] <= erm["test_error"] + 0.03
+    assert np.isfinite(private["fairness"]["demographic_parity"])
