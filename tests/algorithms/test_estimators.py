@@ -171,3 +171,11 @@ def test_predict_checks_feature_count(data):
     est = ERMClassifier(random_state=0, epochs=1).fit(X, y)
     with pytest.raises(ValueError, match="features but the model was fitted with"):
         est.predict(X[:, :2])
+
+
+def test_dpsgd_history_holds_only_released_quantities(data):
+    # history_ is saved with the model, so it may hold public counters and post-processed releases only.
+    X, y, s = data
+    est = DPSGDClassifier(random_state=0, noise_multiplier=1.0, **FAST).fit(X, y)
+    assert est.history_ and all(set(h) == {"step", "noisy_gradient_norm"} for h in est.history_)
+    assert est.history_[-1]["step"] == est.n_steps_

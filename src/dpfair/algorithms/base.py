@@ -14,7 +14,8 @@ pseudo-code:
   (``_plan``), and ``privacy_spent_ = (ε, δ)`` from the ledger actually spent;
 - Poisson sampling of minibatches (:func:`poisson_batches`), empty batches
   included;
-- ``history_``: one row per epoch of whatever the method logs.
+- ``history_``: one row per epoch of what the method logs; it is saved with the model, so a
+  private method logs public counters and post-processed releases only.
 """
 
 from __future__ import annotations

@@ -91,17 +91,19 @@ class DPSGDClassifier(TorchClassifier):
         self.model_.train()
         for step, idx in enumerate(tqdm(batches, total=self.n_steps_, disable=not self.verbose,
                                         desc="DP-SGD", unit="step")):
-            summed, norms = clipped_gradient_sum(self.model_, cross_entropy_one, Xt[idx], yt[idx], C,
-                                                 self.clip_method)
+            summed, _ = clipped_gradient_sum(self.model_, cross_entropy_one, Xt[idx], yt[idx], C,
+                                             self.clip_method)
             noisy = release_gaussian(summed, bound=C, noise_multiplier=self.noise_multiplier_,
                                      generator=self._torch_rng, ledger=self.privacy_ledger_,
                                      sampling_probability=self.sampling_probability_, label="dp-sgd step")
-            assign_grads(self.model_, {k: v / expected_batch for k, v in noisy.items()})
+            grads = {k: v / expected_batch for k, v in noisy.items()}
+            assign_grads(self.model_, grads)
             opt.step()
-            running += float((norms > C).float().sum())
-            seen += len(idx)
+            # Only post-processing of released values is logged: history_ is saved with the model.
+            running += float(torch.sqrt(sum((g**2).sum() for g in grads.values())))
+            seen += 1
             if (step + 1) % steps_per_epoch == 0 or step + 1 == self.n_steps_:
-                self.history_.append({"step": step + 1, "clipped_fraction": running / max(seen, 1)})
+                self.history_.append({"step": step + 1, "noisy_gradient_norm": running / seen})
                 running, seen = 0.0, 0
         self.model_.eval()
         self._finish_privacy()

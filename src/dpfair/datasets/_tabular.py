@@ -138,9 +138,8 @@ def load_compas(*, sensitive: str = "race", test_size: float = 0.25, random_stat
     alphabetical order African-American, Asian, Caucasian, Hispanic, Native American, Other) and ``sex``
     (Female = 0, Male = 1).  Features: age, juv_fel_count, juv_misd_count, juv_other_count, priors_count
     (standardised) and c_charge_degree (F/M, one-hot); age_cat is left out (a binning of age); race and sex
-    only with ``include_sensitive``.  The COMPAS
-    scores (decile_score, score_text) and the recidivism outcome columns are not features: they leak or are the
-    tool under study.  The file is embedded in the package.  ProPublica publishes it without a licence file.
+    only with ``include_sensitive``.  The COMPAS scores (decile_score, score_text) and the recidivism outcome
+    columns are not features: they leak or are the tool under study.  The file is embedded in the package.  ProPublica publishes it without a licence file.
     """
     check_choice(sensitive, "sensitive attribute", ("race", "sex"), "compas")
     all_races = check_bool(all_races, "all_races")
