@@ -5,15 +5,17 @@ methods register here.
 """
 
 from dpfair.algorithms.base import FairEstimator, TorchClassifier, load_estimator, poisson_batches
+from dpfair.algorithms.dpfermi import DPFERMIClassifier
 from dpfair.algorithms.dpsgd import DPSGDClassifier
 from dpfair.algorithms.erm import ERMClassifier
 
 METHODS = {
     "erm": ERMClassifier,
     "dp-sgd": DPSGDClassifier,
+    "dp-fermi": DPFERMIClassifier,
 }
 
 ESTIMATORS = {cls.__name__: cls for cls in METHODS.values()}
 
-__all__ = ["DPSGDClassifier", "ERMClassifier", "ESTIMATORS", "FairEstimator", "METHODS", "TorchClassifier",
+__all__ = ["DPFERMIClassifier", "DPSGDClassifier", "ERMClassifier", "ESTIMATORS", "FairEstimator", "METHODS", "TorchClassifier",
            "load_estimator", "poisson_batches"]
