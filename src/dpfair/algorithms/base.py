@@ -99,6 +99,11 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
 
     # ---- fitting -------------------------------------------------------
     def fit(self, X, y, sensitive_features=None):
+        self._fit(*self._start_fit(X, y, sensitive_features))
+        return self
+
+    def _start_fit(self, X, y, sensitive_features):
+        """Checks, encoding, seeding, budget and an empty ledger; returns ``(X, y_codes, s_codes)``."""
         X, y_codes, s_codes = self._check_fit_inputs(X, y, sensitive_features)
         self.device_ = resolve_device(getattr(self, "device", "cpu"))
         self._np_rng, self._torch_rng, self.random_state_ = make_generators(
@@ -112,8 +117,7 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             self.privacy_unit_ if self._private else "record"
         )
         self.history_ = []
-        self._fit(X, y_codes, s_codes)
-        return self
+        return X, y_codes, s_codes
 
     def _check_fit_inputs(self, X, y, s):
         X = check_features(X, "X")

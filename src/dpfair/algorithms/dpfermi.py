@@ -32,36 +32,91 @@ bounded by ``2·w_radius + 2/√p_min``, and both are released on B.
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
 
 import dp_accounting as dpa
 import numpy as np
 import torch
-import torch.nn.functional as F
-from tqdm.auto import tqdm
 
-from dpfair.algorithms.base import TorchClassifier, poisson_batches
-from dpfair.fairness.ermi_minmax import w_gradient_public, w_gradient_sensitive
-from dpfair.nn import assign_grads, clipped_gradient_sum
-from dpfair.privacy import PrivacyUnit, calibrate_noise, gaussian_event, release_gaussian
+from dpfair.algorithms import dpfermi_engine as engine
+from dpfair.algorithms.base import TorchClassifier
+from dpfair.exceptions import PrivacyLeakWarning
+from dpfair.nn import LogisticRegression
+from dpfair.privacy import PrivacyUnit, calibrate_noise, epsilon_of, gaussian_event, release_gaussian
 from dpfair.validation import check_positive
 
 NOTIONS = ("demographic_parity", "equalized_odds", "equal_opportunity")
+CALIBRATIONS = ("accountant", "paper")
 
 #: Released counts below this are raised to it before normalising (post-processing).
 _COUNT_FLOOR = 1.0
 
 
-def fermi_loss(logits, target):
-    """Per-sample ``a·CE + λ(−F·wsq + 2 u·F)``; ``target = (y, u, wsq, a, lam)`` (see the module docstring)."""
-    y, u, wsq, a, lam = target
-    proba = torch.softmax(logits, dim=1)
-    ce = F.cross_entropy(logits, y, reduction="none")
-    psi = -(proba * wsq).sum(1) + 2.0 * (proba * u).sum(1)
-    return (a * ce + lam * psi).sum()
+def counts_bound(unit: PrivacyUnit) -> float:
+    """Bound of one person's one-hot count cell: replace-one moves it between two cells (radius √2/2)."""
+    return math.sqrt(2) / 2 if unit is PrivacyUnit.SENSITIVE else 1.0
+
+
+@lru_cache(maxsize=1024)
+def calibrate_dpfermi(sampling_probability: float, n_steps: int, epsilon: float, delta: float, unit: PrivacyUnit,
+                      accountant: str, counts_share: float | None) -> tuple[float | None, float]:
+    """``(σ_counts, σ_steps)`` spending ``epsilon``: the counts get ``counts_share·ε`` alone, the steps the rest.
+
+    The counts' σ is calibrated first on its own; the steps' σ is then searched on
+    the composed plan (counts + all steps), so the total is ≤ ε on the accountant.
+    ``counts_share=None``: proportions are public, no counts release.
+    """
+    if math.isinf(epsilon):
+        return (None if counts_share is None else 0.0), 0.0
+    sigma_counts = None
+    if counts_share is not None:
+        sigma_counts = calibrate_noise(gaussian_event, counts_share * epsilon, delta, unit, accountant)
+    sigma = calibrate_noise(lambda s: plan_event(s, sampling_probability, n_steps, sigma_counts), epsilon, delta,
+                            unit, accountant)
+    return sigma_counts, sigma
+
+
+def plan_event(noise_multiplier: float, sampling_probability: float, n_steps: int,
+               sigma_counts: float | None) -> dpa.DpEvent:
+    """Everything a fit releases: the group counts (if released) and ``n_steps`` Poisson-sampled steps."""
+    steps = dpa.SelfComposedDpEvent(gaussian_event(noise_multiplier, sampling_probability), n_steps)
+    return steps if sigma_counts is None else dpa.ComposedDpEvent([gaussian_event(sigma_counts), steps])
+
+
+def paper_noise(n: int, n_steps: int, epsilon: float, delta: float, p_min: float, lipschitz: float,
+                max_grad_norm: float) -> tuple[float, float]:
+    """Theorem 3.3's closed-form noise stds on the *averaged* θ- and W-gradients, as we read it.
+
+    ``σ_θ² = 16 (L·C)² T log(1/δ) / (ε² n² ρ)`` and ``σ_W² = 16 T log(1/δ) / (ε² n² ρ)``
+    with ρ = p_min, L the loss's assumed Lipschitz constant and C the clipping
+    bound. On adult (n ≈ 33,900, T = 6,625, δ = 1/n², ρ ≈ 0.325, L = C = 5)
+    this gives σ_θ ≈ 1.92 on the averaged gradient.
+    """
+    base = 16.0 * n_steps * math.log(1.0 / delta) / (epsilon**2 * n**2 * p_min)
+    return lipschitz * max_grad_norm * math.sqrt(base), math.sqrt(base)
+
+
+@dataclass
+class _Prepared:
+    """One estimator's state between its preparation and the (possibly shared) training loop."""
+
+    data: engine.FermiData
+    schedule: engine.FermiSchedule
+    model: torch.nn.Module
+    lam: float
+    noise_theta: float
+    noise_w: float
+    w_bound: float
+    inv_sqrt_p: torch.Tensor
+    event: dpa.DpEvent
+    batch_generator: torch.Generator
+    noise_generator: torch.Generator
 
 
 class DPFERMIClassifier(TorchClassifier):
-    """Differentially private fair classifier (DP-FERMI).
+    """Differentially private fair classifier (DP-FERMI, Lowy et al. 2023, Algorithm 1).
 
     Parameters
     ----------
@@ -72,10 +127,15 @@ class DPFERMIClassifier(TorchClassifier):
     privacy_unit : "sensitive" (DP of s, the paper's setting) or "record".
     group_proportions : public group proportions (k,) — or (l, k) for equalized odds, one row per label —
         used instead of releasing them; ``None`` releases them with ``proportions_budget`` of ε.
+    proportions_budget : share of ε spent on the group counts when they are released.
     batch_size, epochs : expected Poisson batch size and passes over the data.
     learning_rate, w_learning_rate : step sizes of the θ descent and of the W ascent.
     w_radius : radius of the Frobenius ball W is projected on (``None``: √(l / p_min), which contains W*).
-    max_grad_norm : clipping bound of the per-sample θ contributions.
+    max_grad_norm : clipping bound C of the per-sample θ contributions.
+    calibration : "accountant" (σ searched on the PLD/RDP accountant, the default) or "paper"
+        (Theorem 3.3's closed form with Lipschitz constant ``paper_lipschitz``; warns, and
+        ``privacy_spent_`` reports what our accountant measures for that noise).
+    noise_multiplier : a fixed σ instead of calibration (``privacy_spent_`` reports its ε).
     """
 
     _private = True
@@ -84,8 +144,8 @@ class DPFERMIClassifier(TorchClassifier):
     def __init__(self, model="logistic", *, notion="demographic_parity", lam=1.0, epsilon=1.0, delta=None,
                  privacy_unit="sensitive", group_proportions=None, proportions_budget=0.05, batch_size=1024,
                  epochs=50, learning_rate=0.5, w_learning_rate=0.5, w_radius=None, max_grad_norm=1.0,
-                 noise_multiplier=None, accountant="pld", optimizer="sgd", momentum=0.0, model_kwargs=None,
-                 device="cpu", random_state=None, verbose=False):
+                 calibration="accountant", paper_lipschitz=5.0, noise_multiplier=None, accountant="pld",
+                 model_kwargs=None, device="cpu", random_state=None, verbose=False):
         self.model = model
         self.notion = notion
         self.lam = lam
@@ -100,10 +160,10 @@ class DPFERMIClassifier(TorchClassifier):
         self.w_learning_rate = w_learning_rate
         self.w_radius = w_radius
         self.max_grad_norm = max_grad_norm
+        self.calibration = calibration
+        self.paper_lipschitz = paper_lipschitz
         self.noise_multiplier = noise_multiplier
         self.accountant = accountant
-        self.optimizer = optimizer
-        self.momentum = momentum
         self.model_kwargs = model_kwargs
         self.device = device
         self.random_state = random_state
@@ -126,9 +186,13 @@ class DPFERMIClassifier(TorchClassifier):
                 f"notion='equal_opportunity' needs binary labels, got {len(self.classes_)} classes; "
                 "use notion='equalized_odds' for multiclass labels"
             )
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(f"calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
+        self._validate_training()
         check_positive(self.lam, "lam", allow_zero=True)
         check_positive(self.w_learning_rate, "w_learning_rate")
         check_positive(self.max_grad_norm, "max_grad_norm")
+        check_positive(self.paper_lipschitz, "paper_lipschitz")
         if self.w_radius is not None:
             check_positive(self.w_radius, "w_radius")
         share = check_positive(self.proportions_budget, "proportions_budget")
@@ -140,152 +204,151 @@ class DPFERMIClassifier(TorchClassifier):
         p = np.asarray(self.group_proportions, dtype=np.float64)
         want = (k,) if m == 1 else (m, k)
         if p.shape != want:
-            raise ValueError(f"group_proportions must have shape {want} for notion={self.notion!r} and "
-                             f"{k} groups, got {p.shape}")
+            raise ValueError(f"group_proportions must have shape {want} for notion={self.notion!r} and the "
+                             f"{k} groups {list(self.groups_)}, got shape {p.shape}")
         p = p.reshape(m, k)
         if np.any(~np.isfinite(p)) or np.any(p <= 0) or not np.allclose(p.sum(1), 1.0, atol=1e-6):
             raise ValueError("group_proportions must be positive and each row must sum to 1 "
-                             f"(got row sums {p.sum(1).round(6).tolist()})")
+                             f"(got row sums {p.sum(1).round(6).tolist()}); pass the groups' shares of the "
+                             "population, one positive entry per group")
         return p
-
-    def _counts_event(self, sigma_counts: float) -> dpa.DpEvent:
-        return gaussian_event(sigma_counts)
-
-    def _counts_bound(self) -> float:
-        # One person's one-hot cell: replace-one moves it between two cells (distance √2, radius √2/2);
-        # add/remove changes one cell by 1.
-        return math.sqrt(2) / 2 if self.privacy_unit_ is PrivacyUnit.SENSITIVE else 1.0
 
     def _release_proportions(self, cells, s, m, k, sigma_counts) -> np.ndarray:
         active = cells >= 0
         counts = np.zeros((m, k))
         np.add.at(counts, (cells[active], s[active]), 1.0)
-        noisy = release_gaussian(counts, bound=self._counts_bound(), noise_multiplier=sigma_counts,
+        noisy = release_gaussian(counts, bound=counts_bound(self.privacy_unit_), noise_multiplier=sigma_counts,
                                  generator=self._np_rng, ledger=self.privacy_ledger_, label="group counts")
         noisy = np.maximum(noisy, _COUNT_FLOOR)
         return noisy / noisy.sum(1, keepdims=True)
 
     # ---- privacy plan ------------------------------------------------------
     def _plan(self, noise_multiplier: float) -> dpa.DpEvent:
-        steps = dpa.SelfComposedDpEvent(gaussian_event(noise_multiplier, self.sampling_probability_), self.n_steps_)
-        if self._sigma_counts is None:
-            return steps
-        return dpa.ComposedDpEvent([self._counts_event(self._sigma_counts), steps])
+        return plan_event(noise_multiplier, self.sampling_probability_, self.n_steps_, self._sigma_counts)
 
-    def _calibrate_counts(self) -> float | None:
-        if self.group_proportions is not None:
-            return None
-        if math.isinf(self.epsilon_target_):
-            return 0.0
-        return calibrate_noise(self._counts_event, self.proportions_budget * self.epsilon_target_,
-                               self.delta_, self.privacy_unit_, self.accountant)
+    def _noise(self, n: int, n_params: int, p_min: float, w_bound: float) -> tuple[float, float, float]:
+        """``(σ_event, std on the θ sum, std on the W sum)`` for the chosen calibration."""
+        C = float(self.max_grad_norm)
+        if self.calibration == "paper" and self.noise_multiplier is None and not math.isinf(self.epsilon_target_):
+            expected = self.sampling_probability_ * n
+            s_theta, s_w = paper_noise(n, self.n_steps_, self.epsilon_target_, self.delta_, p_min,
+                                       float(self.paper_lipschitz), C)
+            noise_theta, noise_w = s_theta * expected, s_w * expected
+            sigma = engine.effective_noise_multiplier(noise_theta, noise_w, C, w_bound)
+            spent = epsilon_of(self._plan(sigma), self.delta_, self.privacy_unit_, self.accountant)
+            warnings.warn(
+                f"calibration='paper' sets the noise by Theorem 3.3's closed form (loss Lipschitz constant "
+                f"L={self.paper_lipschitz:g}, clipping C={C:g}, ρ={p_min:.3f}); it does not account Poisson "
+                f"subsampling under replace-one nor the per-person bounds used here. Our accountant measures "
+                f"ε={spent:.4g} for this noise (target {self.epsilon_target_:g}); privacy_spent_ reports that.",
+                PrivacyLeakWarning, stacklevel=4)
+            return sigma, noise_theta, noise_w
+        if self.noise_multiplier is not None:
+            sigma = float(check_positive(self.noise_multiplier, "noise_multiplier", allow_zero=True))
+        else:
+            sigma = self._sigma_steps
+        self._check_signal(sigma, n, n_params)
+        return (sigma, *engine.noise_scales(sigma, C, w_bound))
+
+    def _check_signal(self, sigma: float, n: int, n_params: int) -> None:
+        """Refuse a budget whose noise would drown the largest possible averaged θ-gradient."""
+        expected = self.sampling_probability_ * n
+        ratio = sigma * math.sqrt(2 * n_params) / expected
+        if ratio <= 1.0 or self.noise_multiplier is not None:
+            return
+        sigma_ok = expected / math.sqrt(2 * n_params)
+        eps_ok = epsilon_of(self._plan(sigma_ok), self.delta_, self.privacy_unit_, self.accountant)
+        raise ValueError(
+            f"epsilon={self.epsilon_target_:g} is too small for epochs={self.epochs} and "
+            f"batch_size={self.batch_size}: the noise on each averaged gradient would be {ratio:.1f}× its largest "
+            f"possible norm. Raise epsilon to at least {eps_ok:.3g} ({eps_ok / self.epsilon_target_:.1f}× more), "
+            "or use fewer epochs or a larger batch_size"
+        )
 
     # ---- training ------------------------------------------------------------
-    def _fit(self, X, y, s):
-        self._validate_training()
+    def _prepare(self, X, y, s, data: engine.FermiData | None = None) -> _Prepared:
+        """Validation, calibration, group proportions and model initialisation: everything before the loop.
+
+        ``data``: the device tensors of ``(X, y, s)`` when a grid shares them.
+        """
         self._check_hyperparameters()
         n, k, l = X.shape[0], len(self.groups_), len(self.classes_)
         cells, m = self._cells(y)
         self.sampling_probability_ = min(1.0, self.batch_size / n)
         self.n_steps_ = math.ceil(self.epochs / self.sampling_probability_)
-        self._sigma_counts = self._calibrate_counts()
-        self.noise_multiplier_ = self._calibrated_noise()
-
-        if self._sigma_counts is None:
+        public = self.group_proportions is not None
+        if public:
             p = self._public_proportions(m, k)
-        else:
+        self._sigma_counts, self._sigma_steps = calibrate_dpfermi(
+            self.sampling_probability_, self.n_steps_, self.epsilon_target_, self.delta_, self.privacy_unit_,
+            self.accountant, None if public else float(self.proportions_budget))
+        if not public:
             p = self._release_proportions(cells, s, m, k, self._sigma_counts)
         self.group_proportions_ = p
+        p_min = float(p.min())
+        if p_min * self.sampling_probability_ * n < 1.0:
+            raise ValueError(
+                f"the smallest group has a share of {p_min:.4f}: a batch of expected size "
+                f"{self.sampling_probability_ * n:.0f} sees {p_min * self.sampling_probability_ * n:.2f} of its "
+                "members per step; raise batch_size or merge small groups"
+            )
         record = self.privacy_unit_ is PrivacyUnit.RECORD
-        self.w_radius_ = float(self.w_radius) if self.w_radius is not None else math.sqrt(l / p.min())
-        w_bound = 2.0 / math.sqrt(p.min()) + (2.0 * self.w_radius_ if record else 0.0)
-        C = float(self.max_grad_norm)
+        self.w_radius_ = float(self.w_radius) if self.w_radius is not None else math.sqrt(l / p_min)
+        w_bound = 2.0 / math.sqrt(p_min) + (2.0 * self.w_radius_ if record else 0.0)
 
-        dev = self.device_
-        self.model_ = self._build_model(l)
-        opt = self._make_optimizer(self.model_.parameters())
-        Xt, yt, st = self._tensor(X), self._tensor(y, torch.long), self._tensor(s, torch.long)
-        ct = self._tensor(cells, torch.long)
-        inv_sqrt_p = self._tensor(1.0 / np.sqrt(p))
-        W = torch.zeros(m, k, l, device=dev)
-        lam = float(self.lam)
-        expected = self.sampling_probability_ * n
-        steps_per_epoch = max(1, round(1 / self.sampling_probability_))
-        public_order = torch.empty(0, dtype=torch.long, device=dev)
-        scale_theta, scale_w = math.sqrt(2) * C, math.sqrt(2) * w_bound
+        model = self._build_model(l)
+        n_params = sum(q.numel() for q in model.parameters() if q.requires_grad)
+        self.noise_multiplier_, noise_theta, noise_w = self._noise(n, n_params, p_min, w_bound)
+        noise_generator = torch.Generator(device=self.device_)
+        noise_generator.manual_seed(int(self._np_rng.integers(2**62)))
+        if data is None:
+            data = engine.FermiData(self._tensor(X), self._tensor(y, torch.long), self._tensor(s, torch.long),
+                                    self._tensor(cells, torch.long), m, k, l)
+        schedule = engine.FermiSchedule(self.sampling_probability_, self.n_steps_, min(int(self.batch_size), n),
+                                        record, float(self.max_grad_norm))
+        return _Prepared(data, schedule, model, float(self.lam), noise_theta, noise_w, w_bound,
+                         self._tensor(1.0 / np.sqrt(p)), gaussian_event(self.noise_multiplier_,
+                                                                       self.sampling_probability_),
+                         self._torch_rng, noise_generator)
 
-        self.model_.train()
-        batches = poisson_batches(n, self.sampling_probability_, self.n_steps_, self._torch_rng)
-        for step, idx in enumerate(tqdm(batches, total=self.n_steps_, disable=not self.verbose,
-                                        desc="DP-FERMI", unit="step")):
-            # --- the secret batch: contributions that carry s, released with noise ---
-            u, wsq, active = self._per_sample_w_terms(W, inv_sqrt_p, ct[idx], st[idx])
-            a = torch.full((len(idx),), 1.0 if record else 0.0, device=dev)
-            target = (yt[idx], u, wsq if record else torch.zeros_like(wsq), a, torch.full_like(a, lam))
-            theta_sum, _ = clipped_gradient_sum(self.model_, fermi_loss, Xt[idx], target, C)
-            with torch.no_grad():
-                proba = torch.softmax(self.model_(Xt[idx]), dim=1) if len(idx) else torch.zeros(0, l, device=dev)
-                w_sum = self._w_gradient(W, proba, ct[idx], st[idx], inv_sqrt_p, k, public=record,
-                                         sensitive=True)
-            total = {f"theta.{name}": g / scale_theta for name, g in theta_sum.items()}
-            total["W"] = w_sum / scale_w
-            noisy = release_gaussian(total, bound=1.0, noise_multiplier=self.noise_multiplier_,
-                                     generator=self._torch_rng, ledger=self.privacy_ledger_,
-                                     sampling_probability=self.sampling_probability_, label="dp-fermi step")
-            grad_theta = {name[6:]: g * scale_theta / expected for name, g in noisy.items() if name != "W"}
-            grad_w = noisy["W"] * scale_w / expected
+    def _hyperparameters(self, prep: _Prepared) -> list[float]:
+        return [prep.lam, float(self.learning_rate), float(self.w_learning_rate), self.w_radius_,
+                prep.noise_theta, prep.noise_w, prep.w_bound]
 
-            # --- public parts (sensitive unit): an independent minibatch, no noise needed ---
-            if not record:
-                if len(public_order) < self.batch_size:
-                    public_order = torch.cat([public_order, torch.randperm(n, generator=self._torch_rng,
-                                                                           device=dev)])
-                pub, public_order = public_order[:self.batch_size], public_order[self.batch_size:]
-                _, wsq_pub, _ = self._per_sample_w_terms(W, inv_sqrt_p, ct[pub], st[pub])
-                self.model_.zero_grad()
-                logits = self.model_(Xt[pub])
-                ones = torch.ones(len(pub), device=dev)
-                loss = fermi_loss(logits, (yt[pub], torch.zeros_like(wsq_pub), wsq_pub, ones, lam * ones))
-                grads = torch.autograd.grad(loss, [p_ for p_ in self.model_.parameters() if p_.requires_grad])
-                names = [nm for nm, p_ in self.model_.named_parameters() if p_.requires_grad]
-                for nm, g in zip(names, grads):
-                    grad_theta[nm] = grad_theta[nm] + g / len(pub)
-                with torch.no_grad():
-                    grad_w = grad_w + self._w_gradient(W, torch.softmax(logits, 1), ct[pub], st[pub],
-                                                       inv_sqrt_p, k, public=True, sensitive=False) / len(pub)
+    def _fit(self, X, y, s):
+        self._train_prepared(self._prepare(X, y, s))
 
-            assign_grads(self.model_, grad_theta)
-            opt.step()
-            with torch.no_grad():
-                W = self._project(W + self.w_learning_rate * grad_w)
-            if (step + 1) % steps_per_epoch == 0 or step + 1 == self.n_steps_:
-                self.history_.append({"step": step + 1, "w_norm": float(W.norm())})
-        self.model_.eval()
+    def _train_prepared(self, prep: _Prepared) -> None:
+        hp = stack_hyperparameters([[self._hyperparameters(prep)]], prep.inv_sqrt_p[None, None], self.device_)
+        if isinstance(prep.model, LogisticRegression):
+            lin = prep.model.linear
+            models = engine.LinearModels(lin.weight.detach().clone()[None, None], lin.bias.detach().clone()[None, None])
+        else:
+            models = engine.ModuleModel(prep.model)
+        ledger = self.privacy_ledger_
+
+        def on_epoch(step, W):
+            self.history_.append({"step": step, "w_norm": float(W[0, 0].norm())})
+
+        W = engine.train(models, prep.data, prep.schedule, hp, [prep.batch_generator], [prep.noise_generator],
+                         on_step=lambda: ledger.record(prep.event, "dp-fermi step"), on_epoch=on_epoch)
+        if isinstance(models, engine.LinearModels):
+            self._set_linear(prep.model, models.weight[0, 0], models.bias[0, 0])
+        self._complete(prep.model, W[0, 0])
+
+    @staticmethod
+    def _set_linear(model, weight, bias):
+        with torch.no_grad():
+            model.linear.weight.copy_(weight)
+            model.linear.bias.copy_(bias)
+
+    def _complete(self, model, W):
+        self.model_ = model.eval()
         self.W_ = W.cpu().numpy()
         self._finish_privacy()
 
-    def _per_sample_w_terms(self, W, inv_sqrt_p, cells, s):
-        """``u_i = W_{c_i, s_i}/√p_{c_i, s_i}`` and ``wsq_i = Σ_r W_{c_i, r, ·}²``; zero for inactive samples."""
-        active = cells >= 0
-        c = cells.clamp(min=0)
-        u = W[c, s] * inv_sqrt_p[c, s][:, None]
-        wsq = (W**2).sum(1)[c]
-        mask = active[:, None].to(W.dtype)
-        return u * mask, wsq * mask, active
 
-    def _w_gradient(self, W, proba, cells, s, inv_sqrt_p, k, public: bool, sensitive: bool):
-        """Σ_i over the batch of the chosen parts of ∇_W ψ̂_i, one block per W."""
-        out = torch.zeros_like(W)
-        for c in range(W.shape[0]):
-            rows = cells == c
-            if not bool(rows.any()):
-                continue
-            if public:
-                out[c] += w_gradient_public(proba[rows], W[c])
-            if sensitive:
-                out[c] += w_gradient_sensitive(proba[rows], s[rows], inv_sqrt_p[c], k)
-        return out
-
-    def _project(self, W):
-        norms = W.flatten(1).norm(dim=1).clamp(min=1e-12)
-        return W * torch.clamp(self.w_radius_ / norms, max=1.0)[:, None, None]
+def stack_hyperparameters(rows, inv_sqrt_p: torch.Tensor, device) -> engine.FermiModels:
+    """``rows[g][j]`` = the 7 scalars of :meth:`DPFERMIClassifier._hyperparameters` → tensors ``(S, G)``."""
+    t = torch.tensor(rows, dtype=torch.float32, device=device)
+    return engine.FermiModels(*t.unbind(-1), inv_sqrt_p=inv_sqrt_p.to(device))

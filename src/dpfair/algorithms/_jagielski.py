@@ -1,0 +1,152 @@
+"""Shared pieces of Jagielski et al.'s two private fair learners (*Differentially Private Fair Learning*, ICML 2019).
+
+* the cell counts both algorithms release (one person is in exactly one cell, so a change of their
+  sensitive attribute moves them between two cells: L1 distance 2, radius 1 under replace-one;
+  adding or removing them changes one cell by 1);
+* Hardt et al.'s equalized-odds linear program on such counts, solved by HiGHS;
+* the exponential mechanism and its privacy event (a pure ε-DP mechanism is dominated by binary
+  randomized response with the same ε, which dp_accounting's PLD accountant composes exactly);
+* the prediction side of a randomized classifier that may read the sensitive attribute.
+"""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting as dpa
+import numpy as np
+from scipy.optimize import linprog
+from sklearn.utils.validation import check_is_fitted
+
+from dpfair.validation import check_features, encode_categories
+
+#: Seed stream (beside ``random_state``) of the coins a randomized classifier tosses in ``predict``.
+_PREDICT_STREAM = 7
+
+
+def cell_counts(values, y, s, n_values: int, n_classes: int, n_groups: int) -> np.ndarray:
+    """``counts[v, r, c]``: rows with value ``v`` (e.g. the base prediction ŷ), group ``r`` and label ``c``."""
+    flat = (np.asarray(values) * n_groups + np.asarray(s)) * n_classes + np.asarray(y)
+    return np.bincount(flat, minlength=n_values * n_groups * n_classes).reshape(n_values, n_groups, n_classes)
+
+
+def check_cells(y, s, n_classes: int, n_groups: int, classes, groups) -> np.ndarray:
+    """Counts ``[r, c]`` of every (group, label) cell; each must be non-empty (rates conditioned on it)."""
+    counts = cell_counts(np.zeros_like(y), y, s, 1, n_classes, n_groups)[0]
+    if np.any(counts == 0):
+        r, c = np.argwhere(counts == 0)[0]
+        raise ValueError(
+            f"sensitive_features group {groups[r]!r} has no member with label {classes[c]!r}; equalized odds "
+            "conditions on every (group, label) cell: merge that group with another or collect more data"
+        )
+    return counts
+
+
+def check_binary_labels(classes) -> None:
+    if len(classes) != 2:
+        raise ValueError(f"y must be binary for equalized-odds post-processing and reductions, got "
+                         f"{len(classes)} classes; binarise the label (one class against the rest)")
+
+
+def laplace_slack(scale: float, cell_sizes: np.ndarray, n_released: int, beta: float | None) -> np.ndarray:
+    """Jagielski et al.'s relaxation of the rate constraints for each label: ``2·b·ln(m/β) / min_r N[r, c]``.
+
+    With probability ≥ 1 − β every one of the ``m`` Laplace(b) noises is at most ``b·ln(m/β)`` in
+    absolute value (a union bound), so each noisy rate ``ñ₁/Ñ`` lies within about ``2·b·ln(m/β)/Ñ``
+    of the true one and the true optimum of the LP stays feasible. ``beta=None`` gives no slack.
+    """
+    if beta is None or scale == 0.0:
+        return np.zeros(cell_sizes.shape[1])
+    return 2.0 * scale * math.log(n_released / beta) / cell_sizes.min(axis=0)
+
+
+def equalized_odds_lp(counts: np.ndarray, slack) -> np.ndarray:
+    """Hardt, Price, Srebro (2016), eq. (4)-(5), with relaxed constraints; ``counts[ŷ, r, c]`` (binary ŷ, c).
+
+    Variables ``p[ŷ, r] = P(Ỹ = 1 | Ŷ = ŷ, S = r)``. With ``q[r, c] = n[1, r, c] / (n[0, r, c] + n[1, r, c])``
+    the derived rate is ``ρ[r, c] = p[0, r](1 − q[r, c]) + p[1, r] q[r, c]`` (c = 0: false-positive rate,
+    c = 1: true-positive rate). Minimise the expected error ``Σ n[ŷ, r, 0] p[ŷ, r] + n[ŷ, r, 1](1 − p[ŷ, r])``
+    subject to ``|ρ[r, c] − ρ[r', c]| ≤ slack[c]`` for every label c and pair of groups r < r'.
+    """
+    k = counts.shape[1]
+    totals = counts.sum(axis=0)  # (k, 2)
+    q = counts[1] / totals
+    cost = (counts[:, :, 0] - counts[:, :, 1]).reshape(-1) / counts.sum()
+    rows, bounds = [], []
+    for c in range(2):
+        for r in range(k):
+            for r2 in range(r + 1, k):
+                row = np.zeros((2, k))
+                row[0, r], row[1, r] = 1 - q[r, c], q[r, c]
+                row[0, r2], row[1, r2] = -(1 - q[r2, c]), -q[r2, c]
+                rows += [row.reshape(-1), -row.reshape(-1)]
+                bounds += [slack[c], slack[c]]
+    result = linprog(cost, A_ub=np.array(rows), b_ub=np.array(bounds), bounds=(0.0, 1.0), method="highs")
+    if result.status != 0:
+        raise ValueError(f"the equalized-odds linear program failed ({result.message}); raise epsilon or the "
+                         "tolerance so that the noisy constraints are easier to meet")
+    return np.clip(result.x.reshape(2, k), 0.0, 1.0)
+
+
+def pure_dp_event(epsilon: float) -> dpa.DpEvent:
+    """The event of an ε-DP mechanism: binary randomized response with ε (the worst ε-DP mechanism)."""
+    if math.isinf(epsilon):
+        return dpa.NonPrivateDpEvent()
+    return dpa.RandomizedResponseDpEvent(2.0 / (math.exp(epsilon) + 1.0), 2)
+
+
+def _gumbel_argmax(logits: np.ndarray, rng: np.random.Generator, axis: int = -1) -> np.ndarray:
+    return np.argmax(logits + rng.gumbel(size=logits.shape), axis=axis)
+
+
+def exponential_mechanism(scores: np.ndarray, epsilon: float, sensitivity: float,
+                          rng: np.random.Generator) -> tuple[int, np.ndarray]:
+    """McSherry-Talwar over a product set: pick ``(j, g_1..g_m)`` with prob. ∝ ``exp(ε Σ_a scores[j, a, g_a] / 2Δ)``.
+
+    ``scores`` has shape ``(J, m, G)``: J families, each the product of m independent choices of G
+    options (m = 1 for a single choice). The joint draw is exact: ``j`` from its marginal (a
+    log-sum-exp per factor), then each ``g_a`` given ``j``. ``Δ`` bounds the change of the total
+    score when one person changes; ``ε = inf`` or ``Δ = 0`` (a score that does not depend on private
+    data) returns an arg-max.
+    """
+    if math.isinf(epsilon) or sensitivity <= 0.0:
+        j = int(np.argmax(scores.max(axis=2).sum(axis=1)))
+        return j, np.argmax(scores[j], axis=1)
+    logits = scores * (epsilon / (2.0 * sensitivity))
+    top = logits.max(axis=2, keepdims=True)
+    marginal = (top[..., 0] + np.log(np.exp(logits - top).sum(axis=2))).sum(axis=1)
+    j = int(_gumbel_argmax(marginal, rng))
+    return j, _gumbel_argmax(logits[j], rng, axis=1)
+
+
+class RandomizedGroupClassifierMixin:
+    """``predict_proba``/``predict`` of a randomized binary classifier that may read the sensitive attribute.
+
+    Subclasses implement ``_positive_probability(X, s_codes)`` (``s_codes`` is None when
+    ``_uses_sensitive_at_prediction()`` is false). ``predict`` tosses the coins with a generator seeded by
+    the fitted ``random_state_``, so the same call gives the same labels.
+    """
+
+    _predict_needs_sensitive = True
+
+    def _uses_sensitive_at_prediction(self) -> bool:
+        return True
+
+    def predict_proba(self, X, sensitive_features=None) -> np.ndarray:
+        check_is_fitted(self, "classes_")
+        X = check_features(X, "X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features but the model was fitted with {self.n_features_in_}")
+        s = None
+        if self._uses_sensitive_at_prediction():
+            if sensitive_features is None:
+                raise ValueError(f"{type(self).__name__} uses the sensitive attribute at prediction time: call "
+                                 "predict(X, sensitive_features=s)")
+            s, _ = encode_categories(sensitive_features, "sensitive_features", X.shape[0], classes=self.groups_)
+        p1 = self._positive_probability(X, s)
+        return np.column_stack([1.0 - p1, p1])
+
+    def predict(self, X, sensitive_features=None) -> np.ndarray:
+        p1 = self.predict_proba(X, sensitive_features)[:, 1]
+        coins = np.random.default_rng([self.random_state_, _PREDICT_STREAM]).random(len(p1))
+        return self.classes_[(coins < p1).astype(np.int64)]

@@ -1,0 +1,252 @@
+"""DP oracle learner (Jagielski et al., *Differentially Private Fair Learning*, ICML 2019, Algorithm 2).
+
+Agarwal et al.'s reductions game (*A Reductions Approach to Fair Classification*, ICML 2018) for
+equalized odds, played privately. With ``γ[y, r](h) = P(h = 1 | Y = y, S = r) − P(h = 1 | Y = y)`` the
+Lagrangian is ``L(h, λ) = err(h) + Σ_{y, r} (λ⁺[y, r] − λ⁻[y, r]) γ[y, r](h) − tolerance · Σ λ``, with
+``λ = (λ⁺, λ⁻) ≥ 0`` and ``‖λ‖₁ ≤ B``. For T rounds:
+
+* the **auditor** plays ``λ_t = B exp(θ_t) / (1 + Σ exp(θ_t))`` (exponentiated gradient) and, after the
+  learner's move, raises ``θ`` by ``η (±γ̃(h_t) − tolerance)``, where ``γ̃`` comes from the Laplace-noised
+  counts of positive predictions of ``h_t`` in every (label, group) cell;
+* the **learner** best-responds to ``λ_t`` through a private cost-sensitive classification oracle: the
+  exponential mechanism over a finite class H with score ``−n·L(h, λ_t)``.
+
+The output is the uniform mixture of ``h_1..h_T``. H is built from public data only (under the
+sensitive-attribute unit X and y are public): the directions of a logistic regression fitted on
+(X, y) and of the top principal components of X (both signs), each with thresholds at quantiles of
+its scores plus the two constant classifiers. ``sensitive_aware=False``: ``h(x) = 1[f_j(x) ≥ t]``, s is
+not used at prediction. ``sensitive_aware=True`` (the paper's A-aware variant): ``h(x, s) = 1[f_j(x) ≥ t_s]``,
+one threshold per group; the exponential mechanism over this product class is sampled exactly.
+
+Privacy (``privacy_unit="sensitive"``, the paper's setting; ``"record"`` is refused because H and the
+error term use X and y as public). The cell sizes ``n[y, r]`` are released once with Laplace noise
+(``counts_budget`` of ε; one person moves between two cells, bound 1 under replace-one) and every
+normaliser below is that release. Each round then spends:
+
+* the exponential mechanism with ``ε₀``: the score is a sum of per-person costs
+  ``1[h ≠ y]/n + h·w[y, r]`` (``w`` from ``λ_t`` and the released sizes, so public given the past), and
+  changing one person's s changes it by at most ``Δ_t``, the range of that cost over the groups (and,
+  A-aware, over both predictions) — computed from public quantities before the draw;
+* the Laplace release of the positive counts of ``h_t`` per cell (bound 1, noise multiplier σ, ε₀ = 2/σ).
+
+A pure ε₀-DP mechanism is dominated by binary randomized response, so the ledger records it as such;
+the paper composes the 2T rounds by advanced composition, here they compose on the PLD accountant and
+σ is calibrated so that the whole ledger spends at most ``epsilon``.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import dp_accounting as dpa
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
+from dpfair.algorithms._jagielski import (
+    RandomizedGroupClassifierMixin,
+    cell_counts,
+    check_binary_labels,
+    check_cells,
+    exponential_mechanism,
+    pure_dp_event,
+)
+from dpfair.algorithms.base import FairEstimator
+from dpfair.privacy import PrivacyUnit, calibrate_noise, laplace_event, release_laplace
+from dpfair.validation import check_positive
+
+#: Released cell sizes below this are raised to it before dividing by them (post-processing).
+_SIZE_FLOOR = 1.0
+
+
+def public_directions(X: np.ndarray, y: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray]:
+    """Weights ``(d, J)`` and offsets ``(J,)`` of the score functions of H: logistic regression, ± principal axes."""
+    lr = LogisticRegression(max_iter=1000).fit(X, y)
+    mean = X.mean(axis=0)
+    _, _, vt = np.linalg.svd(X - mean, full_matrices=False)
+    axes = vt[:n_components].T
+    W = np.column_stack([lr.coef_[0], axes, -axes])
+    b = np.concatenate([lr.intercept_, -(mean @ axes), mean @ axes])
+    return W, b
+
+
+def score_thresholds(F: np.ndarray, n_thresholds: int) -> np.ndarray:
+    """``(J, n_thresholds + 2)`` thresholds: interior quantiles of each score, and ±inf (the constants)."""
+    levels = np.arange(1, n_thresholds + 1) / (n_thresholds + 1)
+    inner = np.quantile(F, levels, axis=0).T
+    inf = np.full((F.shape[1], 1), np.inf)
+    return np.hstack([-inf, inner, inf])
+
+
+def hypothesis_positives(F: np.ndarray, thresholds: np.ndarray, y, s, k: int) -> np.ndarray:
+    """``positives[j, g, c, r]``: rows of label c and group r that ``1[F[:, j] ≥ thresholds[j, g]]`` labels 1."""
+    cells = np.eye(2 * k)[np.asarray(y) * k + np.asarray(s)]
+    return np.stack([(F[:, j, None] >= thresholds[j]).T.astype(np.float64) @ cells
+                     for j in range(F.shape[1])]).reshape(F.shape[1], -1, 2, k)
+
+
+def oracle_plan(noise_multiplier: float, sigma_counts: float, n_rounds: int) -> dpa.DpEvent:
+    """Everything the learner spends: the cell sizes, then T exponential mechanisms and T Laplace releases."""
+    # The exponential mechanisms are listed one by one: dp_accounting's PLD accountant composes a
+    # self-composed RandomizedResponseDpEvent only once, whatever its count.
+    learner = [pure_dp_event(2.0 / noise_multiplier)] * n_rounds
+    auditor = dpa.SelfComposedDpEvent(laplace_event(noise_multiplier), n_rounds)
+    return dpa.ComposedDpEvent([laplace_event(sigma_counts), *learner, auditor])
+
+
+@lru_cache(maxsize=128)
+def _oracle_noise(epsilon: float, delta: float, n_rounds: int, sigma_counts: float, accountant: str) -> float:
+    """σ of :func:`oracle_plan` for a target (ε, δ); cached, as seeds of a sweep share it."""
+    return calibrate_noise(lambda sigma: oracle_plan(sigma, sigma_counts, n_rounds), epsilon, delta,
+                           PrivacyUnit.SENSITIVE, accountant)
+
+
+class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
+    """Differentially private reductions learner for equalized odds (Jagielski et al., Alg. 2).
+
+    Parameters
+    ----------
+    sensitive_aware : whether the hypotheses read s (one threshold per group; s needed at prediction).
+    epsilon, delta : target budget (``delta=None``: 1/n²; ``epsilon=inf``: exact best responses, no noise).
+    privacy_unit : "sensitive" only (see the module docstring).
+    n_rounds : T, rounds of the game (hypotheses in the output mixture).
+    bound : B, the ℓ1 bound of the multipliers λ.
+    learning_rate : η, the auditor's exponentiated-gradient step.
+    tolerance : allowed violation of each constraint ``|γ[y, r]| ≤ tolerance``.
+    counts_budget : share of ε spent on the cell sizes.
+    n_components : principal axes of X whose scores (both signs) join logistic regression's in H.
+    n_thresholds : thresholds per score function (plus the two constant classifiers).
+    noise_multiplier : σ of the per-round Laplace release (ε₀ = 2/σ per mechanism); ``None`` calibrates it.
+    """
+
+    _private = True
+    _requires_sensitive = True
+
+    def __init__(self, sensitive_aware=False, *, epsilon=1.0, delta=None, privacy_unit="sensitive", n_rounds=10,
+                 bound=1.0, learning_rate=2.0, tolerance=0.0, counts_budget=0.1, n_components=4, n_thresholds=30,
+                 noise_multiplier=None, accountant="pld", random_state=None):
+        self.sensitive_aware = sensitive_aware
+        self.epsilon = epsilon
+        self.delta = delta
+        self.privacy_unit = privacy_unit
+        self.n_rounds = n_rounds
+        self.bound = bound
+        self.learning_rate = learning_rate
+        self.tolerance = tolerance
+        self.counts_budget = counts_budget
+        self.n_components = n_components
+        self.n_thresholds = n_thresholds
+        self.noise_multiplier = noise_multiplier
+        self.accountant = accountant
+        self.random_state = random_state
+
+    def _uses_sensitive_at_prediction(self) -> bool:
+        return bool(self.sensitive_aware)
+
+    def _check_hyperparameters(self) -> None:
+        check_binary_labels(self.classes_)
+        if self.privacy_unit_ is not PrivacyUnit.SENSITIVE:
+            raise ValueError("DPOracleClassifier protects the sensitive attribute only (its hypothesis class and "
+                             "error term use X and y as public): use privacy_unit='sensitive', or "
+                             "DPPostProcessingClassifier with a record-private base for privacy_unit='record'")
+        check_positive(self.n_rounds, "n_rounds", integer=True)
+        check_positive(self.bound, "bound")
+        check_positive(self.learning_rate, "learning_rate")
+        check_positive(self.tolerance, "tolerance", allow_zero=True)
+        check_positive(self.n_thresholds, "n_thresholds", integer=True)
+        check_positive(self.n_components, "n_components", integer=True, allow_zero=True)
+        share = check_positive(self.counts_budget, "counts_budget")
+        if share >= 1:
+            raise ValueError(f"counts_budget must lie in (0, 1), got {share}")
+
+    # ---- privacy plan ----------------------------------------------------------
+    def _plan(self, noise_multiplier: float) -> dpa.DpEvent:
+        return oracle_plan(noise_multiplier, self._sigma_counts, int(self.n_rounds))
+
+    def _calibrated_noise(self) -> float:
+        if self.noise_multiplier is None and not math.isinf(self.epsilon_target_):
+            return _oracle_noise(self.epsilon_target_, self.delta_, int(self.n_rounds), self._sigma_counts,
+                                 self.accountant)
+        return super()._calibrated_noise()
+
+    def _calibrate_counts(self) -> float:
+        if math.isinf(self.epsilon_target_):
+            return 0.0
+        return calibrate_noise(laplace_event, self.counts_budget * self.epsilon_target_, self.delta_,
+                               self.privacy_unit_, self.accountant)
+
+    # ---- the game ----------------------------------------------------------------
+    def _fit(self, X, y, s):
+        self._check_hyperparameters()
+        k, T = len(self.groups_), int(self.n_rounds)
+        sizes = check_cells(y, s, 2, k, self.classes_, self.groups_).T  # (2 labels, k)
+        n_components = min(int(self.n_components), X.shape[1])
+        self.directions_, self.offsets_ = public_directions(X, y, n_components)
+        F = X @ self.directions_ + self.offsets_
+        self.thresholds_ = score_thresholds(F, int(self.n_thresholds))
+        positives = hypothesis_positives(F, self.thresholds_, y, s, k)
+
+        self._sigma_counts = self._calibrate_counts()
+        self.noise_multiplier_ = self._calibrated_noise()
+        eps_round = 2.0 / self.noise_multiplier_ if self.noise_multiplier_ > 0 else math.inf
+        released = release_laplace(sizes.astype(np.float64), bound=1.0, noise_multiplier=self._sigma_counts,
+                                   generator=self._np_rng, ledger=self.privacy_ledger_, label="cell sizes (y, s)")
+        self.cell_sizes_ = np.maximum(released, _SIZE_FLOOR)
+
+        theta = np.zeros((2, 2, k))
+        chosen = []
+        for t in range(T):
+            lam = float(self.bound) * np.exp(theta) / (1.0 + np.exp(theta).sum())
+            costs = self._per_person_costs(lam[0] - lam[1], X.shape[0])  # (2 labels, k, 2 predictions)
+            sensitivity = self._sensitivity(costs)
+            j, g = exponential_mechanism(self._scores(positives, sizes, costs), eps_round, sensitivity, self._np_rng)
+            self.privacy_ledger_.record(pure_dp_event(eps_round), "learner: exponential mechanism")
+            g = np.repeat(g, k) if not self.sensitive_aware else g
+            chosen.append(np.concatenate([[j], g]))
+            hits = positives[j, g, :, np.arange(k)].T  # (2 labels, k)
+            noisy = release_laplace(hits, bound=1.0, noise_multiplier=self.noise_multiplier_,
+                                    generator=self._np_rng, ledger=self.privacy_ledger_,
+                                    label="auditor: positive counts (y, s)")
+            gamma = self._violations(noisy)
+            theta += float(self.learning_rate) * np.stack([gamma - self.tolerance, -gamma - self.tolerance])
+            self.history_.append({"round": t + 1, "noisy_violation": float(np.abs(gamma).max()),
+                                  "lambda_l1": float(lam.sum()), "sensitivity": sensitivity})
+        self.hypotheses_ = np.array(chosen, dtype=np.int64)
+        self._finish_privacy()
+
+    def _per_person_costs(self, lam_signed: np.ndarray, n: int) -> np.ndarray:
+        """``cost[c, r, b]``: one person's share of ``n·L(h, λ)`` with label c, group r, prediction b."""
+        size = self.cell_sizes_
+        w = lam_signed / size - (lam_signed.sum(axis=1) / size.sum(axis=1))[:, None]
+        err = np.array([[0.0, 1.0], [1.0, 0.0]])  # err[c, b] = 1[b != c]
+        return err[:, None, :] + n * w[:, :, None] * np.array([0.0, 1.0])
+
+    def _sensitivity(self, costs: np.ndarray) -> float:
+        """Largest change of the total score when one person (label c fixed) changes group."""
+        if self.sensitive_aware:
+            spread = costs.max(axis=(1, 2)) - costs.min(axis=(1, 2))
+        else:
+            spread = (costs.max(axis=1) - costs.min(axis=1)).max(axis=1)
+        return float(spread.max())
+
+    def _scores(self, positives: np.ndarray, sizes: np.ndarray, costs: np.ndarray) -> np.ndarray:
+        """``−n·L`` of every hypothesis, per group: shape (J, k, G) (A-aware) or (J, 1, G) (summed over groups)."""
+        per_group = -(positives * costs[None, None, :, :, 1]
+                      + (sizes - positives) * costs[None, None, :, :, 0]).sum(axis=2)  # (J, G, k)
+        per_group = per_group.transpose(0, 2, 1)
+        return per_group if self.sensitive_aware else per_group.sum(axis=1, keepdims=True)
+
+    def _violations(self, noisy_hits: np.ndarray) -> np.ndarray:
+        """``γ̃[c, r] = P̃(h=1 | c, r) − P̃(h=1 | c)`` from released counts only."""
+        size = self.cell_sizes_
+        rate = np.clip(noisy_hits / size, 0.0, 1.0)
+        overall = np.clip(noisy_hits.sum(axis=1) / size.sum(axis=1), 0.0, 1.0)
+        return rate - overall[:, None]
+
+    def _positive_probability(self, X, s) -> np.ndarray:
+        F = X @ self.directions_ + self.offsets_
+        votes = np.zeros(X.shape[0])
+        for j, *g in self.hypotheses_:
+            thr = self.thresholds_[j, np.asarray(g)[s]] if s is not None else self.thresholds_[j, g[0]]
+            votes += F[:, j] >= thr
+        return votes / len(self.hypotheses_)

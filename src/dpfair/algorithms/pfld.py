@@ -1,0 +1,436 @@
+"""PF-LD (Tran, Fioretto, Van Hentenryck, *Differentially Private and Fair Deep Learning: A Lagrangian
+Dual Approach*, AAAI 2021).
+
+Fair learning as the constrained problem ``min_θ L(θ)`` s.t. ``μ_g(θ) = μ_c(g)(θ)`` for every
+constraint group g, where ``μ_g`` is the mean over the members of g of a per-sample value
+``h_i(θ)`` and ``μ_c`` the mean over the whole reference cell c that contains g:
+
+- demographic parity: g = s, c = all rows, ``h_i`` = predicted probability of class 1
+  (of every class when there are more than two);
+- equalized odds: g = (y, s), c = {y}, same ``h_i``;
+- accuracy parity: g = s, c = all rows, ``h_i`` = the cross-entropy loss of sample i.
+
+The Lagrangian dual (the paper's Algorithm 1) alternates a primal step on a minibatch,
+``θ ← θ − η ∇_θ [L(θ) + Σ_g λ_g |μ_g(θ) − μ_c(g)(θ)|]``, and, once per epoch, a dual step on the
+whole data, ``λ_g ← λ_g + s_λ |μ_g(θ) − μ_c(g)(θ)|`` (λ ≥ 0 only grows). The subgradient of
+``|·|`` uses the sign ``ξ_g`` of the violation released by the latest dual step.
+
+Privacy (``privacy_unit="sensitive"``: neighbours differ in one person's s, dp_accounting's
+``REPLACE_ONE``; features, labels and the reference means ``μ_c`` are public). Three releases, each
+a sum of per-person contributions with a bound that does not depend on private data:
+
+1. **Group sizes** (once, unless ``group_proportions`` is public): the counts of known-s members of
+   every constraint group. Replacing one s moves one unit between two counts: distance √2,
+   bound (radius) √2/2. The released counts ``ñ_g`` normalise every group mean (post-processing);
+   realised group sizes are never used, since they are private.
+2. **Primal step** (every step, on a secret Poisson batch B of rate q): the sum over B of the
+   per-sample gradients of ``ψ_i = Σ_j w_{g_i j} h_ij(θ)`` with ``w_g = λ_g ξ_g /(ñ_g W)``,
+   ``W = max_g λ_g/ñ_g``, each clipped to ``C_p`` (``primal_clip``). A person's contribution has norm
+   ≤ C_p whatever their s, so the bound is C_p; the step uses ``(W/q)·(sum + N(0, σ_p² C_p²))``.
+   In the paper's units the gradient's sensitivity is at most ``2 C_p max λ /(q ñ_min)``: its
+   ``Δ_p = 2 C_p max λ /(min_g |B_g| − 1)`` with the public ``q ñ_min`` in place of the realised
+   batch group size. The loss gradient and the gradient of ``μ_c`` do not involve s: they are public
+   and computed on an independent minibatch (never on B, which must stay secret for the
+   subsampling argument).
+3. **Dual step** (once per epoch, whole data): the per-group sums of ``h_i`` clipped to norm
+   ``C_d`` (``dual_clip``; for probabilities ``min(C_d, 1)``, their norm never exceeds 1). Replacing
+   one s moves one clipped value between two groups (or into or out of "unknown"): distance
+   ``√2 C_d``, bound ``C_d/√2``. Dividing by ``ñ_g`` gives the group means; the paper's
+   ``Δ_d = √2 C_d /(n_min − 1)`` is this with ``ñ_g`` in place of the realised size − 1, and each
+   group gets noise ``σ_d C_d /(√2 ñ_g)`` instead of that of the smallest.
+
+Why not the paper's Δs as printed: they divide by realised group sizes, which are private (and
+so is the minimum that sets the noise). Under replace-one they are also too small for the primal
+step: moving one person from group a to b changes ``μ_a`` by up to ``2C_p/(n_a − 1)`` *and*
+``μ_b`` by up to ``2C_p/(n_b + 1)`` (gradients point anywhere), so the gradient moves by up to
+``2C_p(λ_a/(n_a − 1) + λ_b/(n_b + 1))``, nearly ``2Δ_p``. (``Δ_d`` holds for one non-negative
+value per sample, the paper's binary setting.) With public or released normalisers every bound
+above is exact and free of private data; the tests check them by brute force.
+
+Budget: the counts spend ``counts_budget·ε`` and the dual releases ``dual_budget·ε`` (each
+calibrated alone), then the primal noise multiplier σ_p is calibrated on the whole plan, which is
+exactly the ledger (grouped by kind: composition does not depend on the order), so
+``privacy_spent_ ≤ epsilon``.
+
+**Missing sensitive values.** Entries of ``sensitive_features`` that are NaN/None (or equal to
+``missing_value``) are unknown: those rows belong to no constraint group but still train the loss
+and the reference means. The neighbouring relation covers a change between a value and
+"unknown" too, with the same bounds. Only the rows with known s enter ``ñ_g``, so the noise on a
+group mean scales as ``1/(r n p_g)`` when a fraction r of rows carries s: the paper's
+sensitivities divided by r. With public ``group_proportions``, ``sensitive_fraction`` is that
+public r, and ``ñ_g = r · n_c · p_g``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import dp_accounting as dpa
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from dpfair.algorithms.base import TorchClassifier, poisson_batches
+from dpfair.nn import assign_grads, clipped_gradient_sum
+from dpfair.privacy import PrivacyLedger, PrivacyUnit, calibrate_noise, gaussian_event, release_gaussian
+from dpfair.validation import check_features, check_min_count, check_positive, encode_categories
+
+DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY = "demographic_parity", "equalized_odds", "accuracy_parity"
+NOTIONS = (DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY)
+
+#: Released counts below this are raised to it before normalising (post-processing).
+_COUNT_FLOOR = 1.0
+
+
+# ---- per-sample values and their released sums (module level: the tests check them by brute force) ----
+
+def rate_term(logits: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``Σ_j w_j P_θ(ŷ = j | x)`` of one sample (demographic parity, equalized odds)."""
+    return (torch.softmax(logits, dim=1) * weights).sum()
+
+
+def loss_term(logits: torch.Tensor, target) -> torch.Tensor:
+    """``w · CE(θ; x, y)`` of one sample (accuracy parity); ``target = (y, w)``."""
+    y, w = target
+    return (w * F.cross_entropy(logits, y, reduction="none")).sum()
+
+
+def compared_columns(notion: str, n_classes: int) -> list[int]:
+    """Classes whose rate is compared: class 1 for binary labels, every class otherwise.
+
+    Accuracy parity compares one value, the loss (``[0]``).
+    """
+    if notion == ACCURACY_PARITY:
+        return [0]
+    return [1] if n_classes == 2 else list(range(n_classes))
+
+
+def constraint_cells(notion: str, y: np.ndarray, s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Constraint group of each row (−1 where s is unknown, ``s < 0``) and its reference cell."""
+    if notion == EQUALIZED_ODDS:
+        groups, cells = y * k + s, y.copy()
+    else:
+        groups, cells = s.copy(), np.zeros_like(y)
+    return np.where(s >= 0, groups, -1).astype(np.int64), cells.astype(np.int64)
+
+
+def group_counts(groups: np.ndarray, n_constraint_groups: int) -> np.ndarray:
+    """Members of each constraint group (the pre-noise quantity of the counts release)."""
+    return np.bincount(groups[groups >= 0], minlength=n_constraint_groups).astype(np.float64)
+
+
+def per_sample_values(logits: torch.Tensor, y: torch.Tensor, notion: str, columns) -> torch.Tensor:
+    """``h_i(θ)`` of every row, shape ``(n, m)``: compared class probabilities, or the loss (AP)."""
+    if notion == ACCURACY_PARITY:
+        return F.cross_entropy(logits, y, reduction="none")[:, None]
+    return torch.softmax(logits, dim=1)[:, columns]
+
+
+def clip_rows(values: torch.Tensor, bound: float) -> torch.Tensor:
+    """Each row scaled to L2 norm at most ``bound``."""
+    norms = values.norm(dim=1, keepdim=True)
+    return values * torch.clamp(bound / norms.clamp_min(1e-30), max=1.0)
+
+
+def dual_sums(values: torch.Tensor, groups: torch.Tensor, n_constraint_groups: int, clip: float) -> torch.Tensor:
+    """``S_g = Σ_{i ∈ g} clip(h_i)``: the pre-noise quantity of a dual release, shape ``(G, m)``."""
+    known = groups >= 0
+    out = torch.zeros(n_constraint_groups, values.shape[1], dtype=values.dtype, device=values.device)
+    return out.index_add_(0, groups[known], clip_rows(values, clip)[known])
+
+
+def primal_sum(model, X: torch.Tensor, y: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor,
+               notion: str, clip: float) -> dict[str, torch.Tensor]:
+    """Σ_i of the per-sample gradients of ``ψ_i = Σ_j weights[g_i, j] h_ij``, each clipped to ``clip``.
+
+    ``weights`` has shape ``(G, n_classes)`` (one weight per class probability; zero for classes not
+    compared) or ``(G, 1)`` for accuracy parity (the weight of the loss), entries in [−1, 1]. Rows of
+    unknown s (``g_i = −1``) weigh 0. This is the pre-noise quantity of a primal release.
+    """
+    rows = torch.where((groups >= 0)[:, None], weights[groups.clamp(min=0)], torch.zeros_like(weights[:1]))
+    if notion == ACCURACY_PARITY:
+        summed, _ = clipped_gradient_sum(model, loss_term, X, (y, rows[:, 0]), clip)
+    else:
+        summed, _ = clipped_gradient_sum(model, rate_term, X, rows, clip)
+    return summed
+
+
+@dataclass
+class _Tensors:
+    """The training data on the device: rows, their constraint groups and reference cells, public sizes."""
+
+    X: torch.Tensor
+    y: torch.Tensor
+    groups: torch.Tensor
+    cells: torch.Tensor
+    cells_n: torch.Tensor
+    sizes: torch.Tensor
+    cell_of_group: torch.Tensor
+    columns: list
+
+
+def _repeated(event: dpa.DpEvent, count: int) -> dpa.DpEvent:
+    """``count`` releases of ``event``, as :class:`~dpfair.privacy.PrivacyLedger` composes them."""
+    return event if count == 1 else dpa.SelfComposedDpEvent(event, count)
+
+
+class PFLDClassifier(TorchClassifier):
+    """Private and fair network trained by the Lagrangian dual (PF-LD); DP of the sensitive attribute.
+
+    Parameters
+    ----------
+    model : "mlp" (two hidden ReLU layers of 64, the paper's network), "logistic", "cnn" or a module.
+    notion : "demographic_parity", "equalized_odds" or "accuracy_parity".
+    epsilon, delta : target budget (``delta=None``: 1/n²; ``epsilon=inf``: no noise).
+    privacy_unit : "sensitive" only (neighbours differ in one person's s, as in the paper).
+    primal_clip : C_p, the clipping bound of the per-sample group-term gradients.
+    dual_clip : C_d, the clipping bound of the per-sample values of the dual step.
+    dual_learning_rate : s_λ, the step of the dual update ``λ ← λ + s_λ |violation|``.
+    lambda_init : initial multipliers (≥ 0).
+    group_proportions : public group shares among the rows with known s, shape (k,), or (l, k) for
+        equalized odds (row y: the shares within label y); ``None`` releases the group counts with
+        ``counts_budget·ε``.
+    sensitive_fraction : the public fraction r ∈ (0, 1] of rows whose s is known; used with
+        ``group_proportions`` (``None``: 1).
+    counts_budget, dual_budget : shares of ε spent on the counts and on the dual releases.
+    missing_value : a value of ``sensitive_features`` that means "unknown" (NaN/None always do).
+    noise_multiplier : σ_p of the primal releases; ``None`` calibrates it on the whole plan.
+    batch_size, epochs, learning_rate, optimizer, momentum : the primal steps (Poisson batches of
+        expected size ``batch_size``; one dual step at the start of each epoch).
+    """
+
+    _private = True
+    _requires_sensitive = True
+    _min_per_group = 1
+
+    def __init__(self, model="mlp", *, notion="demographic_parity", epsilon=1.0, delta=None,
+                 privacy_unit="sensitive", primal_clip=10.0, dual_clip=5.0, dual_learning_rate=1.0,
+                 lambda_init=0.0, group_proportions=None, sensitive_fraction=None, counts_budget=0.05,
+                 dual_budget=0.2, missing_value=None, noise_multiplier=None, batch_size=256, epochs=20,
+                 learning_rate=1e-3, optimizer="adam", momentum=0.0, accountant="pld", model_kwargs=None,
+                 device="cpu", random_state=None, verbose=False):
+        self.model = model
+        self.notion = notion
+        self.epsilon = epsilon
+        self.delta = delta
+        self.privacy_unit = privacy_unit
+        self.primal_clip = primal_clip
+        self.dual_clip = dual_clip
+        self.dual_learning_rate = dual_learning_rate
+        self.lambda_init = lambda_init
+        self.group_proportions = group_proportions
+        self.sensitive_fraction = sensitive_fraction
+        self.counts_budget = counts_budget
+        self.dual_budget = dual_budget
+        self.missing_value = missing_value
+        self.noise_multiplier = noise_multiplier
+        self.batch_size = batch_size
+        self.epochs = epochs
+        self.learning_rate = learning_rate
+        self.optimizer = optimizer
+        self.momentum = momentum
+        self.accountant = accountant
+        self.model_kwargs = model_kwargs
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ---- inputs: sensitive values may be missing ---------------------------------------------
+    def _check_fit_inputs(self, X, y, s):
+        X = check_features(X, "X")
+        n = X.shape[0]
+        y_codes, self.classes_ = encode_categories(y, "y", n)
+        check_min_count(y_codes, len(self.classes_), "y", self._min_per_class, what="class")
+        if s is None:
+            raise ValueError("PFLDClassifier needs sensitive_features: call fit(X, y, sensitive_features=s) "
+                             "(mark unknown values with NaN/None or missing_value)")
+        s = np.asarray(s)
+        if s.ndim == 2 and s.shape[1] == 1:
+            s = s.ravel()
+        if s.ndim != 1 or len(s) != n:
+            raise ValueError(f"sensitive_features must be 1-D with one entry per row of X ({n}), got shape {s.shape}")
+        missing = np.asarray(pd.isna(s), dtype=bool)
+        if self.missing_value is not None:
+            missing |= np.array([v == self.missing_value for v in s.tolist()], dtype=bool)
+        if missing.all():
+            raise ValueError("sensitive_features has no known value (all are missing); "
+                             "PF-LD needs the sensitive attribute of at least some rows")
+        known, self.groups_ = encode_categories(s[~missing], "sensitive_features")
+        check_min_count(known, len(self.groups_), "sensitive_features", self._min_per_group, what="group")
+        s_codes = np.full(n, -1, dtype=np.int64)
+        s_codes[~missing] = known
+        self.n_features_in_ = X.shape[1]
+        return X, y_codes, s_codes
+
+    def _check_hyperparameters(self, y, s):
+        if self.notion not in NOTIONS:
+            raise ValueError(f"notion must be one of {', '.join(NOTIONS)}, got {self.notion!r}")
+        if self.privacy_unit_ is not PrivacyUnit.SENSITIVE:
+            raise ValueError("PF-LD protects the sensitive attribute only: use privacy_unit='sensitive' "
+                             "(for record-level DP use DPFERMIClassifier(privacy_unit='record'))")
+        check_positive(self.primal_clip, "primal_clip")
+        check_positive(self.dual_clip, "dual_clip")
+        check_positive(self.dual_learning_rate, "dual_learning_rate", allow_zero=True)
+        check_positive(self.lambda_init, "lambda_init", allow_zero=True)
+        shares = [check_positive(self.counts_budget, "counts_budget"), check_positive(self.dual_budget, "dual_budget")]
+        if sum(shares) >= 1:
+            raise ValueError(f"counts_budget + dual_budget must be < 1 (the rest pays the primal steps), "
+                             f"got {sum(shares):g}")
+        if self.sensitive_fraction is not None:
+            r = check_positive(self.sensitive_fraction, "sensitive_fraction")
+            if r > 1:
+                raise ValueError(f"sensitive_fraction must lie in (0, 1], got {r!r}: it is the fraction of "
+                                 "rows whose sensitive value is known")
+        if self.notion == EQUALIZED_ODDS:
+            k = len(self.groups_)
+            empty = np.flatnonzero(np.bincount((y * k + s)[s >= 0], minlength=len(self.classes_) * k) == 0)
+            if empty.size:
+                c, r = divmod(int(empty[0]), k)
+                raise ValueError(f"sensitive_features group {self.groups_[r]} has no member with label "
+                                 f"{self.classes_[c]}, so equalized odds cannot constrain it; merge groups "
+                                 "or use notion='demographic_parity'")
+
+    # ---- normalisers: public or released group sizes ------------------------------------------
+    def _public_sizes(self, cells_n: np.ndarray, k: int) -> np.ndarray:
+        p = np.asarray(self.group_proportions, dtype=np.float64)
+        m = len(cells_n)
+        want = (k,) if m == 1 else (m, k)
+        if p.shape != want:
+            raise ValueError(f"group_proportions must have shape {want} for notion={self.notion!r} and "
+                             f"{k} groups, got {p.shape}")
+        p = p.reshape(m, k)
+        if np.any(~np.isfinite(p)) or np.any(p <= 0) or not np.allclose(p.sum(1), 1.0, atol=1e-6):
+            raise ValueError("group_proportions must be positive and each row must sum to 1 "
+                             f"(got row sums {p.sum(1).round(6).tolist()})")
+        r = 1.0 if self.sensitive_fraction is None else float(self.sensitive_fraction)
+        return (r * cells_n[:, None] * p).reshape(-1)
+
+    def _release_counts(self, groups: np.ndarray, n_constraint_groups: int) -> np.ndarray:
+        noisy = release_gaussian(group_counts(groups, n_constraint_groups), bound=math.sqrt(2) / 2,
+                                 noise_multiplier=self._sigma_counts, generator=self._np_rng,
+                                 ledger=self.privacy_ledger_, label="pf-ld group counts")
+        return np.maximum(noisy, _COUNT_FLOOR)
+
+    # ---- the two recurring releases ------------------------------------------------------------
+    # Dual and primal releases are recorded on their own ledgers while training and appended to
+    # ``privacy_ledger_`` at the end, grouped by kind: composition does not depend on the order, and
+    # the grouped ledger is exactly the calibrated plan (fast to account, and the same ε).
+    def _release_dual(self, sums: torch.Tensor, ledger: PrivacyLedger) -> torch.Tensor:
+        return release_gaussian(sums, bound=self.dual_clip_ / math.sqrt(2), noise_multiplier=self.dual_noise_multiplier_,
+                                generator=self._torch_rng, ledger=ledger, label="pf-ld dual")
+
+    def _release_primal(self, summed: dict[str, torch.Tensor], ledger: PrivacyLedger) -> dict[str, torch.Tensor]:
+        return release_gaussian(summed, bound=float(self.primal_clip), noise_multiplier=self.noise_multiplier_,
+                                generator=self._torch_rng, ledger=ledger,
+                                sampling_probability=self.sampling_probability_, label="pf-ld primal")
+
+    # ---- privacy plan: the ledger's events, grouped as the ledger holds them ----------------------
+    def _plan(self, noise_multiplier: float) -> dpa.DpEvent:
+        events = [] if self._sigma_counts is None else [gaussian_event(self._sigma_counts)]
+        events += [_repeated(gaussian_event(self.dual_noise_multiplier_), int(self.epochs)),
+                   _repeated(gaussian_event(noise_multiplier, self.sampling_probability_), self.n_steps_)]
+        return dpa.ComposedDpEvent(events)
+
+    def _calibrate_share(self, plan, share: float) -> float:
+        if math.isinf(self.epsilon_target_):
+            return 0.0
+        return calibrate_noise(plan, share * self.epsilon_target_, self.delta_, self.privacy_unit_, self.accountant)
+
+    # ---- training -------------------------------------------------------------------------------
+    def _fit(self, X, y, s):
+        self._validate_training()
+        self._check_hyperparameters(y, s)
+        n, k, l = X.shape[0], len(self.groups_), len(self.classes_)
+        notion = self.notion
+        groups, cells = constraint_cells(notion, y, s, k)
+        n_groups = k * (l if notion == EQUALIZED_ODDS else 1)
+        columns = compared_columns(notion, l)
+        self.sampling_probability_ = min(1.0, self.batch_size / n)
+        self.steps_per_epoch_ = max(1, round(1 / self.sampling_probability_))
+        self.n_steps_ = self.steps_per_epoch_ * int(self.epochs)
+        self.dual_clip_ = float(self.dual_clip) if notion == ACCURACY_PARITY else min(float(self.dual_clip), 1.0)
+        cells_n = np.bincount(cells, minlength=l if notion == EQUALIZED_ODDS else 1).astype(np.float64)
+        public = self.group_proportions is not None
+        sizes = self._public_sizes(cells_n, k) if public else None
+        self._sigma_counts = None if public else self._calibrate_share(gaussian_event, self.counts_budget)
+        self.dual_noise_multiplier_ = self._calibrate_share(
+            lambda sd: _repeated(gaussian_event(sd), int(self.epochs)), self.dual_budget)
+        self.noise_multiplier_ = self._calibrated_noise()
+        self.group_sizes_ = sizes if public else self._release_counts(groups, n_groups)
+        dual_ledger, primal_ledger = PrivacyLedger(self.privacy_unit_), PrivacyLedger(self.privacy_unit_)
+
+        self.model_ = self._build_model(l)
+        opt = self._make_optimizer(self.model_.parameters())
+        data = _Tensors(self._tensor(X), self._tensor(y, torch.long), self._tensor(groups, torch.long),
+                        self._tensor(cells, torch.long), self._tensor(cells_n), self._tensor(self.group_sizes_),
+                        self._tensor(np.arange(n_groups) // k if notion == EQUALIZED_ODDS else np.zeros(n_groups),
+                                     torch.long), columns)
+        lam = torch.full((n_groups, len(columns)), float(self.lambda_init), device=self.device_)
+        public_order = torch.empty(0, dtype=torch.long, device=self.device_)
+        batches = poisson_batches(n, self.sampling_probability_, self.n_steps_, self._torch_rng)
+        self.model_.train()
+        for epoch in tqdm(range(int(self.epochs)), disable=not self.verbose, desc="PF-LD", unit="epoch"):
+            lam, sign, violation = self._dual_step(data, lam, dual_ledger)
+            self.history_.append({"epoch": epoch + 1, "lambda_max": float(lam.max()),
+                                  "violation_max": float(violation.abs().max())})
+            coef = lam * sign / data.sizes[:, None]
+            scale = float(coef.abs().max())
+            weights = self._expand(coef / scale if scale > 0 else torch.zeros_like(coef), columns, l)
+            # Σ_{g in cell c} λ_g ξ_g: the coefficient of the reference mean μ_c in the Lagrangian
+            ref_coef = torch.zeros(len(cells_n), len(columns), device=self.device_).index_add_(
+                0, data.cell_of_group, lam * sign)
+            for _ in range(self.steps_per_epoch_):
+                idx = next(batches)
+                if len(public_order) < self.batch_size:
+                    public_order = torch.cat([public_order, torch.randperm(n, generator=self._torch_rng,
+                                                                           device=self.device_)])
+                pub, public_order = public_order[:self.batch_size], public_order[self.batch_size:]
+                grads = self._primal_gradient(data, idx, weights, scale, primal_ledger)
+                for name, g in self._public_gradient(data, pub, ref_coef).items():
+                    grads[name] = grads[name] + g
+                assign_grads(self.model_, grads)
+                opt.step()
+        self.model_.eval()
+        self.lambdas_ = lam.cpu().numpy()
+        self.violations_ = violation.cpu().numpy()
+        self.privacy_ledger_.extend(dual_ledger.entries + primal_ledger.entries)
+        self._finish_privacy()
+
+    @torch.no_grad()
+    def _dual_step(self, data: _Tensors, lam: torch.Tensor, ledger: PrivacyLedger):
+        """Release the group sums on the whole data; λ ← λ + s_λ |violation|; the violation's sign ξ."""
+        values = torch.cat([per_sample_values(self.model_(data.X[i:i + 8192]), data.y[i:i + 8192], self.notion,
+                                              data.columns) for i in range(0, len(data.X), 8192)])
+        noisy = self._release_dual(dual_sums(values, data.groups, len(data.sizes), self.dual_clip_), ledger)
+        ref = torch.zeros(len(data.cells_n), values.shape[1], dtype=values.dtype, device=values.device)
+        ref = ref.index_add_(0, data.cells, clip_rows(values, self.dual_clip_)) / data.cells_n[:, None]
+        violation = noisy / data.sizes[:, None] - ref[data.cell_of_group]
+        return lam + float(self.dual_learning_rate) * violation.abs(), torch.sign(violation), violation
+
+    def _primal_gradient(self, data: _Tensors, idx, weights, scale: float, ledger: PrivacyLedger):
+        """The group terms' gradient from the secret batch: ``(W/q)·(clipped sum + noise)``."""
+        summed = primal_sum(self.model_, data.X[idx], data.y[idx], data.groups[idx], weights, self.notion,
+                            float(self.primal_clip))
+        noisy = self._release_primal(summed, ledger)
+        return {name: g * scale / self.sampling_probability_ for name, g in noisy.items()}
+
+    def _public_gradient(self, data: _Tensors, pub, ref_coef) -> dict[str, torch.Tensor]:
+        """Gradient of the mean loss − Σ_c Σ_j ref_coef[c, j] μ_cj on the public batch (public sizes)."""
+        logits = self.model_(data.X[pub])
+        values = per_sample_values(logits, data.y[pub], self.notion, data.columns)
+        cells = data.cells[pub]
+        sizes = torch.bincount(cells, minlength=ref_coef.shape[0]).clamp(min=1).to(values.dtype)
+        objective = F.cross_entropy(logits, data.y[pub]) - (values * (ref_coef / sizes[:, None])[cells]).sum()
+        params = {name: p for name, p in self.model_.named_parameters() if p.requires_grad}
+        return dict(zip(params, torch.autograd.grad(objective, list(params.values()))))
+
+    def _expand(self, coef: torch.Tensor, columns, n_classes: int) -> torch.Tensor:
+        """Per-class weights ``(G, n_classes)`` from the compared columns' (loss weight for AP)."""
+        if self.notion == ACCURACY_PARITY:
+            return coef
+        full = torch.zeros(coef.shape[0], n_classes, dtype=coef.dtype, device=coef.device)
+        full[:, columns] = coef
+        return full

@@ -1,0 +1,223 @@
+"""Private-demographics learning (Mozannar, Ohannessian, Srebro, *Fair Learning with Private Demographic
+Data*, ICML 2020).
+
+"Model M" of the PF-LD paper. Each person's sensitive attribute is released
+once by k-ary randomized response with local DP ε:
+
+    Z_i = s_i                                with probability π  = e^ε / (e^ε + k − 1),
+    Z_i = each of the other k − 1 values     with probability π̄ = 1 / (e^ε + k − 1),
+
+so ``P(Z = z | s = a) = T[a, z]`` with ``T = (π − π̄) I + π̄ 11ᵀ``. Then a fair
+classifier is learned from (X, y, Z) by Agarwal et al.'s reductions with the
+fairness constraints estimated through ``T⁻¹``: for the data at hand,
+``E[1{Z_i = z}] = T[s_i, z]``, so the row ``ê_i = T⁻¹[Z_i, :]``, i.e.
+
+    ê_i[a] = (1{Z_i = a} − π̄) / (π − π̄),
+
+is an unbiased estimate of person i's one-hot membership ``1{s_i = a}``, and
+for any public per-person quantity g_i (a prediction, a label, an error)
+``Σ_i g_i ê_i[a]`` estimates ``Σ_i g_i 1{s_i = a}`` without bias. This is the
+paper's correction: ``T⁻¹`` applied to the joint counts of (ŷ, y, Z) recovers
+those of (ŷ, y, s) in expectation. A constraint of the reductions, e.g. for
+demographic parity ``γ_a(h) = P(h = 1 | s = a) − P(h = 1)``, and for equalized
+odds the same within each label, is estimated by the ratio of two such
+corrected sums (numerator and denominator unbiased, the ratio consistent).
+Since each ``ê_i`` sums to 1 over groups, the corrected rates still average
+to the overall rate, the identity fairlearn's multiplier projection uses.
+
+Implementation choice: the corrected constraint is a fairlearn ``Moment``
+(:class:`CorrectedParity`, Agarwal et al.'s parity moment with the
+indicators ``1{s_i = a}`` replaced by ``ê_i[a]``) fed to fairlearn's
+``ExponentiatedGradient``, not a reductions loop of our own, so that at
+ε = ∞ (``T = I``, ``ê_i`` one-hot) the method *is* fairlearn's reductions,
+which :class:`~dpfair.algorithms.fairlearn_wrappers.ReductionsClassifier`
+wraps. Notions: demographic parity, equalized odds, equal opportunity and
+accuracy parity (the correction applies to any rate of public quantities).
+
+Privacy (``privacy_unit="sensitive"``): k-ary randomized response is ε-LDP
+(for every output the likelihood ratio of two inputs is at most π / π̄ = e^ε),
+so the released vector Z is ε-DP of s under replace-one; everything after it
+uses only Z and the public (X, y): post-processing. The release is recorded
+as dp_accounting's ``RandomizedResponseDpEvent(p = k π̄, k)`` (keep the value
+with probability 1 − p, else output a uniform value: the same channel),
+whose PLD is exact except that the accountant rounds the privacy loss up to
+its discretisation grid (and RDP is looser still); the local ε is lowered by
+that overshoot so that the ε reported is at most the target.
+"""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting as dpa
+import numpy as np
+import pandas as pd
+from fairlearn.reductions import UtilityParity
+from fairlearn.reductions._moments.moment import _ALL, _EVENT, _GROUP_ID, _LABEL, _SIGN, Moment
+
+from dpfair.algorithms.fairlearn_wrappers import ReductionsClassifier
+from dpfair.privacy import PrivacyLedger, epsilon_of
+
+#: How many times the local ε is lowered by the accountant's overshoot before giving up.
+_MAX_EPSILON_ADJUSTMENTS = 8
+
+
+# ---- k-ary randomized response ---------------------------------------------------------------
+def keep_probability(epsilon: float, k: int) -> float:
+    """π = e^ε / (e^ε + k − 1): the probability that randomized response reports the true value."""
+    return 1.0 / (1.0 + (k - 1) * math.exp(-epsilon))
+
+
+def randomization_matrix(epsilon: float, k: int) -> np.ndarray:
+    """``T[a, z] = P(Z = z | s = a)`` of k-ary randomized response with local ε."""
+    pi = keep_probability(epsilon, k)
+    T = np.full((k, k), (1.0 - pi) / (k - 1))
+    np.fill_diagonal(T, pi)
+    return T
+
+
+def randomized_response_event(epsilon: float, k: int) -> dpa.DpEvent:
+    """dp_accounting's event of k-ary randomized response: uniform output with probability k·π̄."""
+    return dpa.RandomizedResponseDpEvent(noise_parameter=k * (1.0 - keep_probability(epsilon, k)) / (k - 1),
+                                         num_buckets=k)
+
+
+def release_randomized_response(s: np.ndarray, k: int, epsilon: float, generator: np.random.Generator,
+                                ledger: PrivacyLedger) -> np.ndarray:
+    """Each s_i kept with probability π, else replaced by one of the other k − 1 values uniformly; one event."""
+    ledger.record(randomized_response_event(epsilon, k), "randomized response of s")
+    s = np.asarray(s, dtype=np.int64)
+    keep = generator.random(len(s)) < keep_probability(epsilon, k)
+    other = (s + generator.integers(1, k, size=len(s))) % k
+    return np.where(keep, s, other)
+
+
+def corrected_membership(z: np.ndarray, k: int, epsilon: float) -> np.ndarray:
+    """Rows ``T⁻¹[z_i, :]``: unbiased estimates of the one-hot memberships ``1{s_i = a}`` (shape (n, k))."""
+    pi = keep_probability(epsilon, k)
+    pi_bar = (1.0 - pi) / (k - 1)
+    onehot = np.eye(k)[np.asarray(z, dtype=np.int64)]
+    return (onehot - pi_bar) / (pi - pi_bar)
+
+
+# ---- the corrected moment ----------------------------------------------------------------------
+def _events(notion: str, y: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """0/1 matrix (n, m) of the events a notion conditions on, with fairlearn's event names."""
+    if notion in ("demographic_parity", "accuracy_parity"):
+        return np.ones((len(y), 1)), [_ALL]
+    labels = [1] if notion == "equal_opportunity" else [0, 1]
+    return np.stack([(y == v).astype(np.float64) for v in labels], axis=1), [f"{_LABEL}={v}" for v in labels]
+
+
+class CorrectedParity(UtilityParity):
+    """Agarwal et al.'s parity moment on randomized-response attributes, memberships corrected through ``T⁻¹``.
+
+    ``load_data(X, y, sensitive_features=z)`` takes the *released* attributes z in 0..k−1. Row i of
+    fairlearn's constraint matrix becomes, for event e and group a (``E_i = 1{event of i is e}``),
+    ``U_i,(+,e,a) = E_i / P(e) − E_i ê_i[a] / P̂(a, e)`` and ``U_i,(−,e,a) = −U_i,(+,e,a)``, with
+    ``P̂(a, e) = (1/n) Σ_i E_i ê_i[a]``; so ``gamma`` is the corrected ``E[h | e, a] − E[h | e]``.
+    With ε = ∞ it equals fairlearn's DemographicParity / EqualizedOdds / TruePositiveRateParity /
+    ErrorRateParity (difference bounds only).
+    """
+
+    short_name = "CorrectedParity"
+
+    def __init__(self, notion: str = "demographic_parity", *, n_groups: int, epsilon: float,
+                 difference_bound: float = 0.01):
+        super().__init__(difference_bound=difference_bound)
+        self.notion = notion
+        self.n_groups = n_groups
+        self.epsilon = epsilon
+
+    def load_data(self, X, y, *, sensitive_features) -> None:
+        y = pd.Series(np.asarray(y, dtype=np.int64))
+        z = pd.Series(np.asarray(sensitive_features, dtype=np.int64))
+        Moment.load_data(self, X, y, sensitive_features=z)
+        k, n = self.n_groups, len(y)
+        events, names = _events(self.notion, y.to_numpy())
+        labels = y.to_numpy().astype(np.float64)
+        self.utilities = (np.stack([labels, 1.0 - labels], axis=1) if self.notion == "accuracy_parity"
+                          else np.stack([np.zeros(n), np.ones(n)], axis=1))
+        self.utility_diff = self.utilities[:, 1] - self.utilities[:, 0]
+        weights = corrected_membership(z.to_numpy(), k, self.epsilon)
+        p_event = events.sum(0) / n
+        p_group_event = events.T @ weights / n
+        if np.any(p_group_event <= 0):
+            e, a = np.argwhere(p_group_event <= 0)[0]
+            raise ValueError(
+                f"the randomized-response estimate of group {a}'s share (event {names[e]!r}) is "
+                f"{p_group_event[e, a]:.3g} <= 0 at local epsilon={self.epsilon:g}: the group is too small "
+                "for this much noise; raise epsilon, merge small groups or collect more data"
+            )
+        self.prob_event = pd.Series(p_event, index=pd.Index(names, name=_EVENT))
+        cells = pd.MultiIndex.from_product([names, range(k)], names=[_EVENT, _GROUP_ID])
+        self.prob_group_event = pd.Series(p_group_event.ravel(), index=cells)
+        self._index = pd.MultiIndex.from_product([["+", "-"], names, range(k)], names=[_SIGN, _EVENT, _GROUP_ID])
+        plus = (events / p_event)[:, :, None] - events[:, :, None] * weights[:, None, :] / p_group_event
+        plus = plus.reshape(n, -1)
+        self.U = pd.DataFrame(np.hstack([plus, -plus]), columns=self._index)
+        self.default_objective_lambda_vec = None
+
+
+# ---- the estimator -----------------------------------------------------------------------------
+class PrivateDemographicsClassifier(ReductionsClassifier):
+    """Fair classifier from randomized-response sensitive attributes (Mozannar et al., 2020); ε-DP of s.
+
+    Parameters
+    ----------
+    estimator : a scikit-learn classifier whose ``fit`` takes ``sample_weight`` (default: logistic regression).
+    notion : "demographic_parity", "equalized_odds", "equal_opportunity" or "accuracy_parity".
+    epsilon : local DP ε of the randomized response (``inf``: s is used as is, fairlearn's reductions).
+    delta : δ at which ``privacy_spent_`` is reported (``None``: 1/n²); the release is pure ε-DP.
+    accountant : "pld" (exact up to its 1e-4 grid) or "rdp" (looser, so a smaller local ε).
+    difference_bound, eg_eps, max_iter, nu, eta0, run_linprog_step : as in
+        :class:`~dpfair.algorithms.fairlearn_wrappers.ReductionsClassifier`. The corrected constraints
+        are noisier than the exact ones (the variance of ``ê_i`` grows like ``1/(π − π̄)²``), so a bound
+        far below that estimation noise is met on the estimates, not certified on the true groups.
+    random_state : seeds the randomized response, the base estimator and ``predict``'s draws.
+
+    Fitted attributes: ``local_epsilon_`` (the ε of the randomized response actually run),
+    ``randomization_matrix_`` (T), ``mitigator_`` (fairlearn's fitted ``ExponentiatedGradient``).
+    """
+
+    _private = True
+    privacy_unit = "sensitive"
+
+    def __init__(self, estimator=None, *, notion="demographic_parity", epsilon=1.0, delta=None, accountant="pld",
+                 difference_bound=0.01, eg_eps=0.01, max_iter=50, nu=None, eta0=2.0, run_linprog_step=True,
+                 random_state=None):
+        super().__init__(estimator, notion=notion, difference_bound=difference_bound, eg_eps=eg_eps,
+                         max_iter=max_iter, nu=nu, eta0=eta0, run_linprog_step=run_linprog_step,
+                         random_state=random_state)
+        self.epsilon = epsilon
+        self.delta = delta
+        self.accountant = accountant
+
+    def _local_epsilon(self, k: int) -> float:
+        """The target ε, lowered by the accountant's overshoot until it reports at most the target."""
+        target = self.epsilon_target_
+        if math.isinf(target):
+            return target
+        eps = target
+        for _ in range(_MAX_EPSILON_ADJUSTMENTS):
+            overshoot = epsilon_of(randomized_response_event(eps, k), self.delta_, self.privacy_unit_,
+                                   self.accountant) - target
+            if overshoot <= 0:
+                return eps
+            eps -= overshoot
+            if eps <= 0:
+                break
+        raise ValueError(f"the {self.accountant} accountant reports more than epsilon={target:g} for randomized "
+                         "response at every local epsilon tried; use accountant='pld'")
+
+    def _fit(self, X, y, s):
+        self._check_reductions()
+        k = len(self.groups_)
+        self.local_epsilon_ = self._local_epsilon(k)
+        self.randomization_matrix_ = randomization_matrix(self.local_epsilon_, k)
+        z = release_randomized_response(s, k, self.local_epsilon_, self._np_rng, self.privacy_ledger_)
+        moment = CorrectedParity(self.notion, n_groups=k, epsilon=self.local_epsilon_,
+                                 difference_bound=self.difference_bound)
+        self._fit_reductions(X, y, z, moment)
+        self._finish_privacy()
+
