@@ -24,7 +24,7 @@ import numpy as np
 
 from dpfair import __version__
 
-DEFAULT_METHOD = "dp-sgd"
+DEFAULT_METHOD = "dp-fermi"
 DEFAULT_DATASET = "adult"
 
 
@@ -102,8 +102,13 @@ def _build_estimator(args, n_train: int):
         params["delta"] = args.delta
     elif args.epsilon is not None and not math.isinf(args.epsilon):
         raise ValueError(f"method {args.method!r} is not private; drop --epsilon or choose a private method")
-    if args.model is not None:
-        params["model"] = args.model
+    for flag, key, value in (("--model", "model", args.model), ("--notion", "notion", args.notion),
+                             ("--lam", "lam", args.lam)):
+        if value is None:
+            continue
+        if key not in valid:
+            raise ValueError(f"method {args.method!r} takes no {flag}; drop it or choose another method")
+        params[key] = value
     params.update(_key_values(args.param, "--param"))
     unknown = sorted(set(params) - set(valid))
     if unknown:
@@ -131,7 +136,10 @@ def cmd_train(args) -> int:
     t0 = time.perf_counter()
     est.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
     seconds = time.perf_counter() - t0
-    y_pred = est.predict(data.X_test)
+    if getattr(est, "_predict_needs_sensitive", False):
+        y_pred = est.predict(data.X_test, sensitive_features=data.s_test)
+    else:
+        y_pred = est.predict(data.X_test)
     eps, delta = est.privacy_spent_
     result = {
         "dpfair_version": __version__,
@@ -227,7 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a model and report error, fairness and the privacy spent")
     p.add_argument("--dataset", default=DEFAULT_DATASET, help="data set name (see `dpfair datasets`)")
     p.add_argument("--sensitive", default=None, help="sensitive attribute (default: the data set's)")
-    p.add_argument("--method", default=DEFAULT_METHOD, help="training method: erm, dp-sgd, ...")
+    p.add_argument("--method", default=DEFAULT_METHOD,
+                   help="training method: dp-fermi (default), dp-sgd, erm, pf-ld, dp-postprocess, dp-oracle, "
+                        "private-demographics, reductions, threshold")
+    p.add_argument("--notion", default=None,
+                   help="fairness notion of a fair method: demographic_parity, equalized_odds, equal_opportunity, "
+                        "accuracy_parity (default: the method's)")
+    p.add_argument("--lam", type=float, default=None, help="DP-FERMI's fairness weight λ ≥ 0")
     p.add_argument("--model", default=None, help="logistic, mlp or cnn (default: the method's)")
     p.add_argument("--epsilon", type=float, default=1.0, help="privacy budget ε (inf: no privacy)")
     p.add_argument("--delta", type=float, default=None, help="privacy budget δ (default 1/n²)")

@@ -45,7 +45,6 @@ from sklearn.linear_model import LogisticRegression
 
 from dpfair.algorithms._jagielski import (
     RandomizedGroupClassifierMixin,
-    cell_counts,
     check_binary_labels,
     check_cells,
     exponential_mechanism,

@@ -143,7 +143,7 @@ class DPFERMIClassifier(TorchClassifier):
 
     def __init__(self, model="logistic", *, notion="demographic_parity", lam=1.0, epsilon=1.0, delta=None,
                  privacy_unit="sensitive", group_proportions=None, proportions_budget=0.05, batch_size=1024,
-                 epochs=50, learning_rate=0.5, w_learning_rate=0.5, w_radius=None, max_grad_norm=1.0,
+                 epochs=50, learning_rate=0.5, w_learning_rate=0.02, w_radius=None, max_grad_norm=1.0,
                  calibration="accountant", paper_lipschitz=5.0, noise_multiplier=None, accountant="pld",
                  model_kwargs=None, device="cpu", random_state=None, verbose=False):
         self.model = model

@@ -79,16 +79,15 @@ class FermiModels:
 
 
 def fermi_loss(logits, target):
-    """Per-sample ``a·CE + λ(−F·wsq + 2 u·F)`` summed; ``target = (y, u, wsq, a, lam)``.
+    """Per-sample ``a·CE + λ F·h`` summed; ``target = (y, h, a, lam)``, ``F = softmax(logits)``.
 
-    ``F = softmax(logits)``; with ``u = W_{s}/√p_{s}`` and ``wsq = Σ_r W_r²`` this
-    is ``a·ℓ + λ(ψ̂ + 1)`` of Theorem C.1 (the constant −1 has no gradient).
+    With ``h = 2u − wsq`` (``u = W_{s}/√p_{s}``, ``wsq = Σ_r W_r²``) ``F·h = ψ̂ + 1``
+    of Theorem C.1 (the constant has no gradient); the secret part of the
+    sensitive unit uses ``h = 2u``, the public part ``h = −wsq``.
     """
-    y, u, wsq, a, lam = target
-    proba = torch.softmax(logits, dim=1)
+    y, h, a, lam = target
     ce = F.cross_entropy(logits, y, reduction="none")
-    psi = -(proba * wsq).sum(1) + 2.0 * (proba * u).sum(1)
-    return (a * ce + lam * psi).sum()
+    return (a * ce + lam * (torch.softmax(logits, dim=1) * h).sum(1)).sum()
 
 
 def _psi_logit_gradient(proba, h):
@@ -102,7 +101,8 @@ class LinearModels:
     ``L = 1`` is the binary single-logit model (logits ``[0, z]``, as
     :class:`dpfair.nn.LogisticRegression`); otherwise ``L = l`` softmax logits.
     Parameters flatten as ``[weight (L·d, row-major), bias (L)]``, the order of
-    ``LogisticRegression.named_parameters()``.
+    ``LogisticRegression.named_parameters()``. Per-row tensors are laid out
+    ``(S, B, G, ·)`` so that the batched products need no copies.
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
@@ -111,39 +111,54 @@ class LinearModels:
         self.n_params = self.L * self.d + self.L
 
     def _logits(self, Xb):
+        """``z (S, B, G, L)``."""
         S, B, _ = Xb.shape
-        z = torch.bmm(Xb, self.weight.reshape(S, self.G * self.L, self.d).transpose(1, 2))
-        z = z.reshape(S, B, self.G, self.L).permute(0, 2, 1, 3) + self.bias[:, :, None, :]
-        if self.L == 1:
-            return torch.cat([torch.zeros_like(z), z], dim=-1)
-        return z
+        z = torch.baddbmm(self.bias.reshape(S, 1, self.G * self.L), Xb,
+                          self.weight.reshape(S, self.G * self.L, self.d).transpose(1, 2))
+        return z.view(S, B, self.G, self.L)
 
-    def probabilities(self, Xb):
-        """``F (S, G, B, l)`` for a batch ``Xb (S, B, d)``."""
-        return torch.softmax(self._logits(Xb), dim=-1)
-
-    def gradient_sum(self, Xb, valid, y, u, wsq, ce_weight, lam, clip):
+    def gradient_sum(self, Xb, x_norm, valid, y, onehot, h_cells, ce_weight, lam, clip):
         """Σ over valid rows of the per-sample gradients of :func:`fermi_loss` (each clipped to ``clip``).
 
-        ``Xb (S, B, d)``, ``valid (S, B)``, ``y (S, B)``, ``u, wsq (S, G, B, l)``,
-        ``lam (S, G)``. Returns ``(sums (S, G, P), F (S, G, B, l))``.
+        ``Xb (S, B, d)``, ``x_norm (S, B)`` = ``‖(x, 1)‖``, ``valid (S, B)``, ``y (S, B)``,
+        ``onehot (S, B, c)`` the rows' cells, ``h_cells (S, c, G, l)`` the ``h`` of each
+        cell, ``lam (S, G)``. Returns ``(sums (S, G, P), Σ_rows onehot ⊗ F (S, c, G, l))``.
+        The loss's logit gradient is closed-form, ``a(F − e_y) + λ F ⊙ (h − ⟨F, h⟩)``;
+        the per-sample gradient is ``(x, 1) ⊗ δ`` with norm ``‖(x, 1)‖·‖δ‖``, so
+        clipping scales ``δ``. Binary (one logit): ``δ = a(σ − y) + λ σ(1 − σ)(h₁ − h₀)``
+        and clipping is ``clamp(δ, ±C/‖(x, 1)‖)``.
         """
-        proba = self.probabilities(Xb)
-        h = 2.0 * u - wsq
-        delta = lam[:, :, None, None] * _psi_logit_gradient(proba, h)
-        if ce_weight:
-            delta = delta + ce_weight * (proba - F.one_hot(y, proba.shape[-1]).to(proba.dtype)[:, None])
-        if self.L == 1:
-            delta = delta[..., 1:]
-        weight = valid.to(delta.dtype)[:, None, :]
-        if clip is not None:
-            x_norm = torch.sqrt((Xb * Xb).sum(-1) + 1.0)[:, None, :]
-            norms = x_norm * delta.norm(dim=-1)
-            weight = weight * (clip / norms.clamp_min(torch.finfo(norms.dtype).tiny)).clamp(max=1.0)
-        delta = delta * weight[..., None]
-        S, G, B, L = delta.shape
-        gw = torch.bmm(delta.permute(0, 1, 3, 2).reshape(S, G * L, B), Xb).reshape(S, G, L * self.d)
-        return torch.cat([gw, delta.sum(2)], dim=-1), proba
+        z = self._logits(Xb)
+        S, B, G, L = z.shape
+        valid_f = valid.to(z.dtype)
+        if L == 1:
+            p = torch.sigmoid(z.view(S, B, G))
+            h_diff = (h_cells[..., 1] - h_cells[..., 0]) * lam[:, None, :]
+            delta = p * (1.0 - p) * torch.bmm(onehot, h_diff)
+            if ce_weight:
+                delta = delta + ce_weight * (p - y[:, :, None].to(p.dtype))
+            if clip is not None:
+                r = (clip * valid_f / x_norm)[:, :, None]
+                delta = torch.minimum(torch.maximum(delta, -r), r)
+            else:
+                delta = delta * valid_f[:, :, None]
+            on1 = torch.bmm(onehot.transpose(1, 2), p)
+            cell_F = torch.stack([onehot.sum(1)[:, :, None] - on1, on1], dim=-1)
+            delta = delta[..., None]
+        else:
+            proba = torch.softmax(z, dim=-1)
+            h = torch.bmm(onehot, h_cells.reshape(S, -1, G * L)).view(S, B, G, L)
+            delta = lam[:, None, :, None] * _psi_logit_gradient(proba, h)
+            if ce_weight:
+                delta = delta + ce_weight * (proba - F.one_hot(y, L).to(proba.dtype)[:, :, None])
+            weight = valid_f[:, :, None]
+            if clip is not None:
+                norms = x_norm[:, :, None] * delta.norm(dim=-1)
+                weight = weight * (clip / norms.clamp_min(torch.finfo(norms.dtype).tiny)).clamp(max=1.0)
+            delta = delta * weight[..., None]
+            cell_F = torch.bmm(onehot.transpose(1, 2), proba.view(S, B, G * L)).view(S, -1, G, L)
+        gw = torch.bmm(delta.view(S, B, G * L).transpose(1, 2), Xb).view(S, G, L * self.d)
+        return torch.cat([gw, delta.sum(1)], dim=-1), cell_F
 
     def step(self, update):
         """``θ ← θ − update`` for a flat ``update (S, G, P)``."""
@@ -161,26 +176,22 @@ class ModuleModel:
         self.names = [n for n, p in module.named_parameters() if p.requires_grad]
         self.n_params = sum(p.numel() for p in self.params)
 
-    def probabilities(self, Xb):
-        with torch.no_grad():
-            return torch.softmax(self.module(Xb[0]), dim=-1)[None, None]
-
-    def gradient_sum(self, Xb, valid, y, u, wsq, ce_weight, lam, clip):
+    def gradient_sum(self, Xb, x_norm, valid, y, onehot, h_cells, ce_weight, lam, clip):
         rows = valid[0]
-        X1, y1, u1, w1 = Xb[0][rows], y[0][rows], u[0, 0][rows], wsq[0, 0][rows]
-        a = torch.full((len(rows.nonzero()),), float(ce_weight), device=X1.device)
-        target = (y1, u1, w1, a, torch.full_like(a, float(lam[0, 0])))
+        X1, y1, h1 = Xb[0][rows], y[0][rows], (onehot[0] @ h_cells[0, :, 0])[rows]
+        a = torch.full((len(X1),), float(ce_weight), device=X1.device)
+        target = (y1, h1, a, torch.full_like(a, float(lam[0, 0])))
         if clip is not None:
             sums, _ = clipped_gradient_sum(self.module, fermi_loss, X1, target, clip)
             flat = torch.cat([sums[n].reshape(-1) for n in self.names])
         else:
             loss = fermi_loss(self.module(X1), target)
             flat = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, self.params)])
-        proba = torch.zeros(Xb.shape[1], u.shape[-1], device=Xb.device)
+        proba = torch.zeros(Xb.shape[1], h_cells.shape[-1], device=Xb.device)
         with torch.no_grad():
             if len(X1):
                 proba[rows] = torch.softmax(self.module(X1), dim=-1)
-        return flat[None, None].detach(), proba[None, None]
+        return flat[None, None].detach(), (onehot[0].T @ proba)[None, :, None]
 
     def step(self, update):
         with torch.no_grad():
@@ -188,18 +199,36 @@ class ModuleModel:
                 p -= g.reshape(p.shape)
 
 
+def poisson_sample(n: int, q: float, generator: torch.Generator) -> torch.Tensor:
+    """Indices of a Poisson sample of ``range(n)`` (each kept independently with probability ``q``).
+
+    Drawn as the gaps between kept indices, which are i.i.d. geometric:
+    ``gap = ⌊ln U / ln(1 − q)⌋ + 1``, so a sample costs about ``q·n`` uniforms instead of ``n``.
+    """
+    if q >= 1.0:
+        return torch.arange(n, device=generator.device)
+    log1mq = torch.log1p(torch.tensor(-q, dtype=torch.float64))
+    chunk = int(q * n + 6.0 * (q * n) ** 0.5 + 16)
+    positions, last = [], -1
+    while last < n:
+        u = 1.0 - torch.rand(chunk, generator=generator, dtype=torch.float64, device=generator.device)
+        steps = torch.floor(torch.log(u) / log1mq.to(u.device)).long() + 1
+        pos = last + torch.cumsum(steps, 0)
+        positions.append(pos)
+        last = int(pos[-1])
+    pos = torch.cat(positions)
+    return pos[pos < n]
+
+
 def poisson_batch(n: int, q: float, generators, device) -> tuple[torch.Tensor, torch.Tensor]:
     """One Poisson sample per seed group, padded: ``idx (S, B_max)`` and ``valid (S, B_max)``."""
-    masks = torch.stack([torch.rand(n, generator=g, device=device) < q for g in generators])
-    rows, cols = masks.nonzero(as_tuple=True)
-    counts = masks.sum(1)
-    width = max(int(counts.max()), 1)
-    starts = torch.cumsum(counts, 0) - counts
-    pos = torch.arange(len(rows), device=device) - starts[rows]
-    idx = torch.zeros(len(generators), width, dtype=torch.long, device=device)
-    valid = torch.zeros(len(generators), width, dtype=torch.bool, device=device)
-    idx[rows, pos] = cols
-    valid[rows, pos] = True
+    samples = [poisson_sample(n, q, g) for g in generators]
+    width = max(max(len(x) for x in samples), 1)
+    idx = torch.zeros(len(samples), width, dtype=torch.long, device=device)
+    valid = torch.zeros(len(samples), width, dtype=torch.bool, device=device)
+    for row, x in enumerate(samples):
+        idx[row, :len(x)] = x
+        valid[row, :len(x)] = True
     return idx, valid
 
 
@@ -218,37 +247,42 @@ class PublicBatches:
         return batch
 
 
-def _w_terms(W, inv_sqrt_p, cells, s, k):
-    """Per row: ``u = W_{c, s}/√p_{c, s}`` and ``wsq = Σ_r W_{c, r}²`` (zero where ``c = −1``): ``(S, G, B, l)``."""
-    S, G, m = W.shape[:3]
-    c = cells.clamp(min=0)
-    active = (cells >= 0).to(W.dtype)[:, None, :, None]
-    flat = (c * k + s)[:, None, :, None].expand(S, G, -1, W.shape[-1])
-    u = torch.gather(W.reshape(S, G, m * k, -1), 2, flat)
-    scale = torch.gather(inv_sqrt_p.reshape(S, G, m * k), 2, (c * k + s)[:, None, :].expand(S, G, -1))
-    wsq = torch.gather((W * W).sum(3), 2, c[:, None, :, None].expand(S, G, -1, W.shape[-1]))
-    return u * scale[..., None] * active, wsq * active
+def _cell_onehot(cells, s, k: int, m: int, weight=None):
+    """One-hot ``(S, B, m·k)`` of each row's (W block, group) cell, zero for rows without a W (``c = −1``)."""
+    active = (cells >= 0) if weight is None else (cells >= 0) & weight
+    codes = cells.clamp(min=0) * k + s
+    return F.one_hot(codes, m * k).to(torch.float32) * active[..., None]
 
 
-def _w_gradient(W, proba, weight, cells, s, inv_sqrt_p, k, public: bool, sensitive: bool):
-    """Σ over rows (weighted by ``weight (S, B)``) of the chosen parts of ∇_W ψ̂_i: ``(S, G, m, k, l)``.
+def _h_cells(W, inv_sqrt_p, linear: bool, quadratic: bool):
+    """``h`` of each (block, group) cell ``(S, m·k, G, l)``: ``2 W_{c,s}/√p_{c,s}`` and/or ``−Σ_r W_{c,r}²``."""
+    S, G, m, k, l = W.shape
+    h = torch.zeros(S, G, m, k, l, device=W.device)
+    if linear:
+        h = h + 2.0 * W * inv_sqrt_p[..., None]
+    if quadratic:
+        h = h - (W * W).sum(3, keepdim=True)
+    return h.reshape(S, G, m * k, l).transpose(1, 2).contiguous()
+
+
+def _w_gradient(W, cell_F, inv_sqrt_p, public: bool, sensitive: bool):
+    """Σ over rows of the chosen parts of ∇_W ψ̂_i, from ``cell_F (S, m·k, G, l)`` = Σ_rows onehot ⊗ F.
 
     s-part ``2 P^{-1/2} s_i F_iᵀ`` (row ``s_i`` of block ``c_i``), x-part ``−2 W_{c_i} diag(F_i)``.
     """
-    S, G, m, _, l = W.shape
-    c = cells.clamp(min=0)
-    w = (weight * (cells >= 0)).to(W.dtype)[:, None, :, None]
+    S, G, m, k, l = W.shape
+    sums = cell_F.view(S, m, k, G, l).permute(0, 3, 1, 2, 4)
     out = torch.zeros_like(W)
     if sensitive:
-        scale = torch.gather(inv_sqrt_p.reshape(S, G, m * k), 2, (c * k + s)[:, None, :].expand(S, G, -1))
-        vals = 2.0 * proba * w * scale[..., None]
-        idx = (c * k + s)[:, None, :, None].expand(S, G, -1, l)
-        out += torch.zeros(S, G, m * k, l, dtype=W.dtype, device=W.device).scatter_add_(2, idx, vals).reshape(W.shape)
+        out += 2.0 * inv_sqrt_p[..., None] * sums
     if public:
-        per_cell = torch.zeros(S, G, m, l, dtype=W.dtype, device=W.device).scatter_add_(
-            2, c[:, None, :, None].expand(S, G, -1, l), proba * w)
-        out += -2.0 * W * per_cell[:, :, :, None, :]
+        out += -2.0 * W * sums.sum(3, keepdim=True)
     return out
+
+
+def _rows(X, idx):
+    """``X[idx]`` for an index matrix ``(S, B)``, through one ``index_select``."""
+    return X.index_select(0, idx.reshape(-1)).view(*idx.shape, *X.shape[1:])
 
 
 def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, batch_generators,
@@ -268,21 +302,19 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, bat
     W = torch.zeros(S, G, m, k, l, device=dev)
     n_w = m * k * l
     public = None if record else PublicBatches(n, schedule.public_batch, batch_generators, dev)
+    x_norm = torch.sqrt((data.X.flatten(1) ** 2).sum(1) + 1.0)
     steps_per_epoch = max(1, round(1 / q))
     noise_theta = (hp.noise_theta / expected)[..., None]
     noise_w = (hp.noise_w / expected)[..., None]
     lr, wlr = hp.learning_rate[..., None], hp.w_learning_rate[..., None, None, None]
-    zero_wsq = None
 
     for step in range(schedule.n_steps):
         idx, valid = poisson_batch(n, q, batch_generators, dev)
-        Xb, yb, sb, cb = data.X[idx], data.y[idx], data.s[idx], data.cells[idx]
-        u, wsq = _w_terms(W, hp.inv_sqrt_p, cb, sb, k)
-        if not record:
-            zero_wsq = torch.zeros_like(wsq)
-        theta_sum, proba = models.gradient_sum(Xb, valid, yb, u, wsq if record else zero_wsq,
-                                               1.0 if record else 0.0, hp.lam, schedule.max_grad_norm)
-        w_sum = _w_gradient(W, proba, valid, cb, sb, hp.inv_sqrt_p, k, public=record, sensitive=True)
+        onehot = _cell_onehot(data.cells[idx], data.s[idx], k, m, valid)
+        h_secret = _h_cells(W, hp.inv_sqrt_p, linear=True, quadratic=record)
+        theta_sum, cell_F = models.gradient_sum(_rows(data.X, idx), x_norm[idx], valid, data.y[idx], onehot, h_secret,
+                                                1.0 if record else 0.0, hp.lam, schedule.max_grad_norm)
+        w_sum = _w_gradient(W, cell_F, hp.inv_sqrt_p, public=record, sensitive=True)
         z = torch.stack([torch.randn(models.n_params + n_w, generator=g, device=dev) for g in noise_generators])
         z_theta, z_w = z[:, None].split([models.n_params, n_w], dim=-1)
         grad_theta = theta_sum / expected + noise_theta * z_theta
@@ -291,13 +323,13 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, bat
             on_step()
         if not record:
             pub = public.next()
-            Xp, yp, sp, cp = data.X[pub], data.y[pub], data.s[pub], data.cells[pub]
-            _, wsq_p = _w_terms(W, hp.inv_sqrt_p, cp, sp, k)
             ones = torch.ones(pub.shape, dtype=torch.bool, device=dev)
-            theta_pub, proba_p = models.gradient_sum(Xp, ones, yp, torch.zeros_like(wsq_p), wsq_p, 1.0, hp.lam, None)
+            onehot_p = _cell_onehot(data.cells[pub], data.s[pub], k, m)
+            h_public = _h_cells(W, hp.inv_sqrt_p, linear=False, quadratic=True)
+            theta_pub, cell_F_p = models.gradient_sum(_rows(data.X, pub), x_norm[pub], ones, data.y[pub], onehot_p,
+                                                      h_public, 1.0, hp.lam, None)
             grad_theta = grad_theta + theta_pub / pub.shape[1]
-            grad_w = grad_w + _w_gradient(W, proba_p, ones, cp, sp, hp.inv_sqrt_p, k, public=True,
-                                          sensitive=False) / pub.shape[1]
+            grad_w = grad_w + _w_gradient(W, cell_F_p, hp.inv_sqrt_p, public=True, sensitive=False) / pub.shape[1]
         models.step(lr * grad_theta)
         W = W + wlr * grad_w
         norms = W.flatten(3).norm(dim=-1).clamp_min(1e-12)

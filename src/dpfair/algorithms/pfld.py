@@ -200,6 +200,10 @@ class PFLDClassifier(TorchClassifier):
     noise_multiplier : σ_p of the primal releases; ``None`` calibrates it on the whole plan.
     batch_size, epochs, learning_rate, optimizer, momentum : the primal steps (Poisson batches of
         expected size ``batch_size``; one dual step at the start of each epoch).
+
+    Fitted attributes: ``noise_multiplier_`` (σ_p), ``dual_noise_multiplier_`` (σ_d), ``group_sizes_``
+    (the normalisers ñ_g, released or public), ``lambdas_`` and ``violations_`` (the last dual step's,
+    shape (G, m): G constraint groups, m compared values), ``history_``, ``privacy_spent_``.
     """
 
     _private = True
@@ -319,8 +323,9 @@ class PFLDClassifier(TorchClassifier):
     # ``privacy_ledger_`` at the end, grouped by kind: composition does not depend on the order, and
     # the grouped ledger is exactly the calibrated plan (fast to account, and the same ε).
     def _release_dual(self, sums: torch.Tensor, ledger: PrivacyLedger) -> torch.Tensor:
-        return release_gaussian(sums, bound=self.dual_clip_ / math.sqrt(2), noise_multiplier=self.dual_noise_multiplier_,
-                                generator=self._torch_rng, ledger=ledger, label="pf-ld dual")
+        return release_gaussian(sums, bound=self.dual_clip_ / math.sqrt(2),
+                                noise_multiplier=self.dual_noise_multiplier_, generator=self._torch_rng,
+                                ledger=ledger, label="pf-ld dual")
 
     def _release_primal(self, summed: dict[str, torch.Tensor], ledger: PrivacyLedger) -> dict[str, torch.Tensor]:
         return release_gaussian(summed, bound=float(self.primal_clip), noise_multiplier=self.noise_multiplier_,

@@ -80,6 +80,18 @@ class PLDAccountant(_ReplaceAwareMixin, pld_privacy_accountant.PLDAccountant):
                  value_discretization_interval: float = PLD_DISCRETIZATION):
         super().__init__(neighboring_relation, value_discretization_interval)
 
+    def _maybe_compose(self, event, count, do_compose):
+        # dp_accounting composes a RandomizedResponseDpEvent once whatever its count: self-compose it here.
+        if isinstance(event, dpa.RandomizedResponseDpEvent) and count > 1 and do_compose:
+            helper = pld_privacy_accountant.PLDAccountant(self.neighboring_relation,
+                                                          self._value_discretization_interval)
+            err = helper._maybe_compose(event, 1, True)
+            if err is None:
+                self._contains_non_dp_event |= helper._contains_non_dp_event
+                self._pld = self._pld.compose(helper._pld.self_compose(count))
+            return err
+        return super()._maybe_compose(event, count, do_compose)
+
     def _compose_equivalent(self, event, count, do_compose):
         if do_compose:
             if isinstance(event, dpa.GaussianDpEvent) and event.noise_multiplier == 0:
@@ -127,8 +139,23 @@ def epsilon_of(event: dpa.DpEvent, delta: float, relation="record", accountant: 
 
     With ``accountant="pld"`` a PLD that cannot be built (an unsupported event,
     or a noise so small that its PLD exhausts memory) falls back to RDP when RDP
-    supports the event; otherwise the error says what to change.
+    supports the event; otherwise the error says what to change. Results are
+    cached (events are immutable), so the many identical ledgers of a sweep
+    cost one accounting.
     """
+    key = (repr(event), float(delta), relation_of(relation), accountant)
+    if key not in _EPSILON_CACHE:
+        if len(_EPSILON_CACHE) >= 4096:
+            _EPSILON_CACHE.clear()
+        _EPSILON_CACHE[key] = _epsilon_uncached(event, *key[1:])
+    return _EPSILON_CACHE[key]
+
+
+#: ε by (repr of the event, δ, relation, accountant); a DpEvent's repr lists every field exactly.
+_EPSILON_CACHE: dict[tuple, float] = {}
+
+
+def _epsilon_uncached(event: dpa.DpEvent, delta: float, relation: NeighboringRelation, accountant: str) -> float:
     acc = make_accountant(accountant, relation)
     if not acc.supports(event):
         raise ValueError(
