@@ -95,8 +95,10 @@ def _build_estimator(args, n_train: int):
     if args.method not in METHODS:
         raise ValueError(f"unknown method {args.method!r}; choose one of {', '.join(METHODS)}")
     cls = METHODS[args.method]
-    params = dict(random_state=args.seed, verbose=not args.quiet)
     valid = cls().get_params()
+    params = dict(random_state=args.seed)
+    if "verbose" in valid:
+        params["verbose"] = not args.quiet
     if "epsilon" in valid:
         params["epsilon"] = args.epsilon
         params["delta"] = args.delta

@@ -28,7 +28,7 @@ def test_train_writes_json_and_model(tmp_path, capsys):
         assert key in result
     assert set(result["fairness"]) == {"demographic_parity", "equalized_odds", "equal_opportunity",
                                        "accuracy_parity"}
-    assert result["method"] == "dp-sgd" and result["epsilon"] <= 2.0
+    assert result["method"] == "dp-fermi" and result["epsilon"] <= 2.0
     assert result["hyperparameters"]["epochs"] == 2
     est = load_estimator(tmp_path / "r.pt")
     assert est.privacy_spent_[0] == pytest.approx(result["epsilon"])
@@ -116,20 +116,42 @@ def test_accountant_both_directions(capsys):
 
 
 def test_default_train_on_embedded_adult_meets_the_foundation_bar(tmp_path, capsys, monkeypatch):
-    """`dpfair train` with no argument: DP-SGD at epsilon = 1 on adult (embedded, no data home),
-    epsilon <= 1 from the ledger, test error within 3 points of the non-private ERM."""
+    """`dpfair train` with no argument: DP-FERMI at epsilon = 1 on adult (embedded, no data home),
+    epsilon <= 1 from the ledger, test error within 3 points of the non-private ERM, a fairer model."""
     monkeypatch.setenv("DPFAIR_DATA", str(tmp_path / "empty"))
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "train", "--quiet")
     assert code == 0, err
-    (result_file,) = (tmp_path / "dpfair-runs").glob("adult-dp-sgd-seed0-*.json")
+    (result_file,) = (tmp_path / "dpfair-runs").glob("adult-dp-fermi-seed0-*.json")
     private = json.loads(result_file.read_text())
-    assert private["method"] == "dp-sgd" and private["epsilon"] <= 1.0
+    assert private["method"] == "dp-fermi" and private["epsilon"] <= 1.0
     assert private["delta"] == pytest.approx(1 / private["n_train"] ** 2)
     code, _, err = run(capsys, "train", "--quiet", "--method", "erm", "--epsilon", "inf", "--out",
                        str(tmp_path / "erm.json"))
     assert code == 0, err
     erm = json.loads((tmp_path / "erm.json").read_text())
     assert private["test_error"] <= erm["test_error"] + 0.03
-    assert np.isfinite(private["fairness"]["demographic_parity"])
+    assert private["fairness"]["demographic_parity"] < 0.75 * erm["fairness"]["demographic_parity"]
+
+
+def test_dp_fermi_equalized_odds_from_the_command_line(tmp_path, capsys):
+    out = tmp_path / "eo.json"
+    code, stdout, err = run(capsys, "train", *FAST, "--method", "dp-fermi", "--notion", "equalized_odds",
+                            "--lam", "1", "--epsilon", "1", "--out", str(out))
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    assert result["hyperparameters"]["notion"] == "equalized_odds" and result["hyperparameters"]["lam"] == 1.0
+    assert result["epsilon"] <= 1.0
+
+
+def test_option_a_method_does_not_take_is_one_line_error(capsys):
+    code, out, err = run(capsys, "train", *FAST, "--method", "erm", "--epsilon", "inf", "--lam", "1")
+    assert code == 2 and "takes no --lam" in err and len(err.strip().splitlines()) == 1
+
+
+def test_method_using_groups_at_prediction_time(tmp_path, capsys):
+    code, _, err = run(capsys, "train", "--dataset", "synthetic", "--quiet", "--method", "threshold",
+                       "--epsilon", "inf", "--out", str(tmp_path / "t.json"))
+    assert code == 0, err
+    assert json.loads((tmp_path / "t.json").read_text())["estimator"] == "ThresholdClassifier"

@@ -155,3 +155,16 @@ def test_empty_ledger_spends_nothing_and_noiseless_release_spends_everything():
     ledger = PrivacyLedger("sensitive")
     ledger.record(gaussian_event(0.0, 0.1), "step")
     assert np.isinf(ledger.epsilon(1e-5))
+
+
+def test_self_composed_randomized_response_counts_every_release():
+    """dp_accounting's PLD accountant composes a RandomizedResponseDpEvent once whatever its count."""
+    import dp_accounting as dpa
+
+    from dpfair.privacy import epsilon_of
+
+    rr = dpa.RandomizedResponseDpEvent(0.5, 2)
+    once = epsilon_of(rr, 1e-6, "sensitive")
+    four = epsilon_of(dpa.SelfComposedDpEvent(rr, 4), 1e-6, "sensitive")
+    assert four == pytest.approx(epsilon_of(dpa.ComposedDpEvent([rr] * 4), 1e-6, "sensitive"), rel=1e-6)
+    assert four > 3 * once

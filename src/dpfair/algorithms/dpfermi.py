@@ -226,7 +226,7 @@ class DPFERMIClassifier(TorchClassifier):
     def _plan(self, noise_multiplier: float) -> dpa.DpEvent:
         return plan_event(noise_multiplier, self.sampling_probability_, self.n_steps_, self._sigma_counts)
 
-    def _noise(self, n: int, n_params: int, p_min: float, w_bound: float) -> tuple[float, float, float]:
+    def _noise(self, n: int, p_min: float, w_bound: float) -> tuple[float, float, float]:
         """``(σ_event, std on the θ sum, std on the W sum)`` for the chosen calibration."""
         C = float(self.max_grad_norm)
         if self.calibration == "paper" and self.noise_multiplier is None and not math.isinf(self.epsilon_target_):
@@ -247,22 +247,21 @@ class DPFERMIClassifier(TorchClassifier):
             sigma = float(check_positive(self.noise_multiplier, "noise_multiplier", allow_zero=True))
         else:
             sigma = self._sigma_steps
-        self._check_signal(sigma, n, n_params)
+        self._check_signal(sigma, n)
         return (sigma, *engine.noise_scales(sigma, C, w_bound))
 
-    def _check_signal(self, sigma: float, n: int, n_params: int) -> None:
-        """Refuse a budget whose noise would drown the largest possible averaged θ-gradient."""
+    def _check_signal(self, sigma: float, n: int) -> None:
+        """Refuse a budget whose per-coordinate noise on the averaged θ-gradient exceeds the largest gradient norm."""
         expected = self.sampling_probability_ * n
-        ratio = sigma * math.sqrt(2 * n_params) / expected
+        ratio = sigma * math.sqrt(2) / expected
         if ratio <= 1.0 or self.noise_multiplier is not None:
             return
-        sigma_ok = expected / math.sqrt(2 * n_params)
-        eps_ok = epsilon_of(self._plan(sigma_ok), self.delta_, self.privacy_unit_, self.accountant)
+        eps_ok = epsilon_of(self._plan(expected / math.sqrt(2)), self.delta_, self.privacy_unit_, self.accountant)
         raise ValueError(
             f"epsilon={self.epsilon_target_:g} is too small for epochs={self.epochs} and "
-            f"batch_size={self.batch_size}: the noise on each averaged gradient would be {ratio:.1f}× its largest "
-            f"possible norm. Raise epsilon to at least {eps_ok:.3g} ({eps_ok / self.epsilon_target_:.1f}× more), "
-            "or use fewer epochs or a larger batch_size"
+            f"batch_size={self.batch_size}: the noise on each coordinate of the averaged gradient would be "
+            f"{ratio:.1f}× the largest possible gradient norm. Raise epsilon to at least {eps_ok:.3g} "
+            f"({eps_ok / self.epsilon_target_:.1f}× more), or use fewer epochs or a larger batch_size"
         )
 
     # ---- training ------------------------------------------------------------
@@ -297,8 +296,7 @@ class DPFERMIClassifier(TorchClassifier):
         w_bound = 2.0 / math.sqrt(p_min) + (2.0 * self.w_radius_ if record else 0.0)
 
         model = self._build_model(l)
-        n_params = sum(q.numel() for q in model.parameters() if q.requires_grad)
-        self.noise_multiplier_, noise_theta, noise_w = self._noise(n, n_params, p_min, w_bound)
+        self.noise_multiplier_, noise_theta, noise_w = self._noise(n, p_min, w_bound)
         noise_generator = torch.Generator(device=self.device_)
         noise_generator.manual_seed(int(self._np_rng.integers(2**62)))
         if data is None:

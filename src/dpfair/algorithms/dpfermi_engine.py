@@ -285,6 +285,23 @@ def _rows(X, idx):
     return X.index_select(0, idx.reshape(-1)).view(*idx.shape, *X.shape[1:])
 
 
+def secret_sums(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, W, idx, valid, x_norm=None):
+    """The two sums a step releases, before noise: ``(θ part (S, G, P), W part (S, G, m, k, l))``.
+
+    Sensitive unit: the clipped per-sample θ-gradients of ``λ·2u·F`` and the
+    s-part of ∇_W ψ̂; record unit: the clipped whole per-sample θ-gradient and
+    the whole ∇_W ψ̂. Rows ``idx (S, B)`` where ``valid``.
+    """
+    if x_norm is None:
+        x_norm = torch.sqrt((data.X.flatten(1) ** 2).sum(1) + 1.0)
+    record = schedule.record
+    onehot = _cell_onehot(data.cells[idx], data.s[idx], data.n_groups, data.n_cells, valid)
+    h_secret = _h_cells(W, hp.inv_sqrt_p, linear=True, quadratic=record)
+    theta_sum, cell_F = models.gradient_sum(_rows(data.X, idx), x_norm[idx], valid, data.y[idx], onehot, h_secret,
+                                            1.0 if record else 0.0, hp.lam, schedule.max_grad_norm)
+    return theta_sum, _w_gradient(W, cell_F, hp.inv_sqrt_p, public=record, sensitive=True)
+
+
 def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, batch_generators,
           noise_generators, on_step=None, on_epoch=None) -> torch.Tensor:
     """Run Algorithm 1 for every model; returns the last ``W (S, G, m, k, l)``.
@@ -310,11 +327,7 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, bat
 
     for step in range(schedule.n_steps):
         idx, valid = poisson_batch(n, q, batch_generators, dev)
-        onehot = _cell_onehot(data.cells[idx], data.s[idx], k, m, valid)
-        h_secret = _h_cells(W, hp.inv_sqrt_p, linear=True, quadratic=record)
-        theta_sum, cell_F = models.gradient_sum(_rows(data.X, idx), x_norm[idx], valid, data.y[idx], onehot, h_secret,
-                                                1.0 if record else 0.0, hp.lam, schedule.max_grad_norm)
-        w_sum = _w_gradient(W, cell_F, hp.inv_sqrt_p, public=record, sensitive=True)
+        theta_sum, w_sum = secret_sums(models, data, schedule, hp, W, idx, valid, x_norm)
         z = torch.stack([torch.randn(models.n_params + n_w, generator=g, device=dev) for g in noise_generators])
         z_theta, z_w = z[:, None].split([models.n_params, n_w], dim=-1)
         grad_theta = theta_sum / expected + noise_theta * z_theta

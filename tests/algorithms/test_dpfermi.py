@@ -1,0 +1,333 @@
+"""DP-FERMI: sensitivity by brute force, noise scale, accounting, the min-max pieces, equivalences, bad input."""
+
+import math
+import warnings
+
+import dp_accounting as dpa
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression as SkLogistic
+from sklearn.model_selection import cross_val_score
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+from dpfair.algorithms import DPFERMIClassifier, fit_dpfermi_grid
+from dpfair.algorithms import dpfermi_engine as engine
+from dpfair.algorithms.dpfermi import paper_noise, stack_hyperparameters
+from dpfair.exceptions import PrivacyLeakWarning
+from dpfair.nn import LogisticRegression, make_model
+from dpfair.privacy import epsilon_of, max_neighbour_distance
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:absl")
+
+
+def _data(n=600, k=3, d=5, l=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    s = rng.integers(0, k, n)
+    score = X[:, 0] + 0.6 * s + rng.normal(size=n)
+    y = (score > 0.6).astype(int) if l == 2 else np.digitize(score, np.quantile(score, [1 / 3, 2 / 3]))
+    return X, y, s
+
+
+FAST = dict(batch_size=64, epochs=3, epsilon=4.0)
+
+
+# ---- the release of one step: sensitivity by brute force ------------------------------------------------------
+
+def _release_fn(model, notion, unit, lam, k, l, C=1.0, seed=0):
+    """f(X, y, s) = the pre-noise vector one step releases on the whole data (batch = everyone)."""
+    rng = np.random.default_rng(seed)
+    m = l if notion == "equalized_odds" else 1
+    W = torch.tensor(rng.normal(size=(1, 1, m, k, l)), dtype=torch.float32)
+    p = rng.dirichlet(np.ones(k) * 5, size=m)
+    inv_sqrt_p = torch.tensor(1 / np.sqrt(p), dtype=torch.float32)
+    record = unit == "record"
+    radius = float(W.flatten(3).norm(dim=-1).max())
+    w_bound = 2 / math.sqrt(p.min()) + (2 * radius if record else 0.0)
+
+    def f(X, y, s):
+        cells = {"demographic_parity": np.zeros(len(y), int), "equalized_odds": y,
+                 "equal_opportunity": np.where(y == 1, 0, -1)}[notion]
+        data = engine.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
+                                torch.tensor(cells), m, k, l)
+        schedule = engine.FermiSchedule(0.5, 1, 8, record, C)
+        hp = stack_hyperparameters([[[lam, 0.1, 0.1, radius, 0.0, 0.0, w_bound]]], inv_sqrt_p[None, None], "cpu")
+        models = model() if callable(model) else model
+        idx = torch.arange(len(y))[None]
+        theta, wsum = engine.secret_sums(models, data, schedule, hp, W, idx, torch.ones_like(idx, dtype=torch.bool))
+        return torch.cat([theta[0, 0] / (math.sqrt(2) * C), wsum[0, 0].flatten() / (math.sqrt(2) * w_bound)])
+
+    return f
+
+
+def _linear(d, L, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    weight, bias = torch.randn(1, 1, L, d, generator=g) * 2, torch.randn(1, 1, L, generator=g)
+    return lambda: engine.LinearModels(weight.clone(), bias.clone())
+
+
+@pytest.mark.parametrize("notion", ["demographic_parity", "equalized_odds", "equal_opportunity"])
+@pytest.mark.parametrize("l", [2, 3])
+def test_sensitive_release_moves_at_most_twice_its_bound(notion, l):
+    if notion == "equal_opportunity" and l == 3:
+        pytest.skip("equal opportunity needs binary labels")
+    k, d = 3, 4
+    X, y, s = _data(n=14, k=k, d=d, l=l, seed=l)
+    f = _release_fn(_linear(d, 1 if l == 2 else l), notion, "sensitive", lam=25.0, k=k, l=l)
+    worst = max_neighbour_distance(f, X, y, s, unit="sensitive", n_groups=k)
+    assert 0.3 < worst <= 2.0 + 1e-5  # replace-one: each person's contribution lies in the unit ball
+
+
+@pytest.mark.parametrize("notion", ["demographic_parity", "equalized_odds"])
+def test_record_release_moves_at_most_its_bound(notion):
+    k, d, l = 2, 4, 2
+    X, y, s = _data(n=12, k=k, d=d, seed=3)
+    f = _release_fn(_linear(d, 1), notion, "record", lam=5.0, k=k, l=l)
+    worst = max_neighbour_distance(f, X, y, s, unit="record")
+    assert 0.1 < worst <= 1.0 + 1e-5
+
+
+def test_module_release_sensitivity_mlp():
+    k, d, l = 3, 4, 2
+    X, y, s = _data(n=10, k=k, d=d, seed=5)
+    mlp = make_model("mlp", d, l, hidden=(8,), seed=0)
+    f = _release_fn(engine.ModuleModel(mlp), "demographic_parity", "sensitive", lam=50.0, k=k, l=l)
+    assert max_neighbour_distance(f, X, y, s, unit="sensitive", n_groups=k) <= 2.0 + 1e-5
+
+
+# ---- noise and accounting ------------------------------------------------------------------------------------
+
+def test_added_noise_has_the_calibrated_standard_deviation():
+    """One step of 20 seed groups with λ = 0 and no public part's effect on the difference of two runs."""
+    n, d, S = 50, 199, 20
+    X, y, s = _data(n=n, k=2, d=d)
+    data = engine.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
+                            torch.zeros(n, dtype=torch.long), 1, 2, 2)
+    schedule = engine.FermiSchedule(0.5, 1, 10, False, 1.0)
+    thetas = []
+    for noise in (0.0, 3.0):
+        hp = stack_hyperparameters([[[0.0, 1.0, 1.0, 1.0, noise, noise, 1.0]]] * S,
+                                   torch.ones(S, 1, 1, 2), "cpu")
+        models = engine.LinearModels(torch.zeros(S, 1, 1, d), torch.zeros(S, 1, 1))
+        gens = [torch.Generator().manual_seed(i) for i in range(S)]
+        noise_gens = [torch.Generator().manual_seed(100 + i) for i in range(S)]
+        engine.train(models, data, schedule, hp, gens, noise_gens)
+        thetas.append(torch.cat([models.weight.flatten(1), models.bias.flatten(1)], 1))
+    diff = (thetas[1] - thetas[0]).flatten().double()
+    expected = 3.0 / (0.5 * n)  # learning rate 1 × noise std on the sum / the public normaliser q·n
+    # 4,000 draws: the sample std is within 4 × std/√(2N) ≈ 4.5 % of the truth with overwhelming probability
+    assert abs(diff.std().item() / expected - 1) < 0.045
+    assert abs(diff.mean().item()) < 4 * expected / math.sqrt(diff.numel())
+
+
+def test_noise_scales_split_one_event_between_theta_and_w():
+    a, b = engine.noise_scales(2.0, 1.5, 3.0)
+    assert a == pytest.approx(2 * math.sqrt(2) * 1.5) and b == pytest.approx(2 * math.sqrt(2) * 3.0)
+    assert engine.effective_noise_multiplier(a, b, 1.5, 3.0) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("unit,relation", [("sensitive", dpa.NeighboringRelation.REPLACE_ONE),
+                                           ("record", dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)])
+def test_ledger_spends_at_most_the_target_under_the_units_relation(unit, relation):
+    X, y, s = _data()
+    est = DPFERMIClassifier(privacy_unit=unit, random_state=0, **FAST).fit(X, y, sensitive_features=s)
+    assert est.privacy_ledger_.relation is relation
+    eps, delta = est.privacy_spent_
+    assert 0.99 * 4.0 <= eps <= 4.0
+    assert delta == pytest.approx(1 / 600**2)
+    labels = [e.label for e in est.privacy_ledger_.entries]
+    assert labels == ["group counts", "dp-fermi step"]
+    assert est.privacy_ledger_.entries[1].count == est.n_steps_
+    assert eps == pytest.approx(epsilon_of(est._plan(est.noise_multiplier_), delta, unit), rel=1e-9)
+
+
+def test_public_proportions_spend_nothing_on_counts():
+    X, y, s = _data()
+    p = np.bincount(s) / len(s)
+    est = DPFERMIClassifier(group_proportions=p, random_state=0, **FAST).fit(X, y, sensitive_features=s)
+    assert [e.label for e in est.privacy_ledger_.entries] == ["dp-fermi step"]
+    np.testing.assert_allclose(est.group_proportions_[0], p)
+
+
+def test_paper_calibration_warns_and_reports_what_it_spends():
+    X, y, s = _data()
+    with pytest.warns(PrivacyLeakWarning, match="Theorem 3.3"):
+        est = DPFERMIClassifier(calibration="paper", random_state=0, **FAST).fit(X, y, sensitive_features=s)
+    assert est.privacy_spent_[0] == pytest.approx(
+        epsilon_of(est._plan(est.noise_multiplier_), est.delta_, "sensitive"), rel=1e-9)
+
+
+def test_paper_noise_formula_matches_the_quoted_adult_figure():
+    n = 33916
+    steps = math.ceil(200 / (1024 / n))
+    s_theta, s_w = paper_noise(n, steps, 1.0, 1 / n**2, 0.325, 5.0, 5.0)
+    assert s_theta == pytest.approx(1.92, abs=0.01)
+    assert s_theta == pytest.approx(25 * s_w)
+
+
+# ---- the min-max pieces ----------------------------------------------------------------------------------------
+
+def test_linear_closed_form_gradients_agree_with_autograd():
+    torch.manual_seed(0)
+    for l in (2, 4):
+        X, y, s = _data(n=40, k=3, d=6, l=min(l, 3), seed=l)
+        y = np.asarray(y) % l
+        model = LogisticRegression(6, l, seed=1)
+        lin = model.linear
+        models = engine.LinearModels(lin.weight.detach().clone()[None, None], lin.bias.detach().clone()[None, None])
+        onehot = torch.nn.functional.one_hot(torch.tensor(s), 3).float()[None]
+        h_cells = torch.randn(1, 3, 1, l)
+        Xt = torch.tensor(X, dtype=torch.float32)
+        x_norm = torch.sqrt((Xt**2).sum(1) + 1)
+        got, _ = models.gradient_sum(Xt[None], x_norm[None], torch.ones(1, 40, dtype=torch.bool),
+                                     torch.tensor(y)[None], onehot, h_cells, 1.0, torch.tensor([[0.7]]), None)
+        h = (onehot[0] @ h_cells[0, :, 0])
+        a = torch.ones(40)
+        loss = engine.fermi_loss(model(Xt), (torch.tensor(y), h, a, 0.7 * a))
+        want = torch.cat([g.flatten() for g in torch.autograd.grad(loss, [lin.weight, lin.bias])])
+        torch.testing.assert_close(got[0, 0], want, atol=1e-5, rtol=1e-4)
+
+
+def test_closed_form_and_torch_func_paths_train_the_same_model():
+    X, y, s = _data()
+
+    class Wrapped(torch.nn.Module):  # hides the LogisticRegression type: forces the torch.func path
+        def __init__(self):
+            super().__init__()
+            self.inner = LogisticRegression(5, 2, seed=0)
+
+        def forward(self, x):
+            return self.inner(x)
+
+    for notion in ("demographic_parity", "equalized_odds", "equal_opportunity"):
+        for unit in ("sensitive", "record"):
+            kw = dict(notion=notion, privacy_unit=unit, lam=2.0, random_state=1, **FAST)
+            a = DPFERMIClassifier(model=LogisticRegression(5, 2, seed=0), **kw).fit(X, y, sensitive_features=s)
+            b = DPFERMIClassifier(model=Wrapped(), **kw).fit(X, y, sensitive_features=s)
+            np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(X), atol=1e-5)
+            np.testing.assert_allclose(a.W_, b.W_, atol=1e-5)
+
+
+def test_lambda_zero_without_noise_reaches_the_logistic_regression_optimum():
+    X, y, s = _data(n=400, k=2, d=3, seed=4)
+    est = DPFERMIClassifier(lam=0.0, epsilon=math.inf, group_proportions=[0.5, 0.5], batch_size=400,
+                            epochs=3000, learning_rate=1.0, max_grad_norm=1e6, random_state=0)
+    est.fit(X, y, sensitive_features=s)
+    ref = SkLogistic(C=1e8, max_iter=10_000).fit(X, y)
+    np.testing.assert_allclose(est.predict_proba(X)[:, 1], ref.predict_proba(X)[:, 1], atol=5e-3)
+    assert est.privacy_spent_[0] == math.inf
+
+
+def test_fairness_regulariser_reduces_the_violation():
+    from dpfair.fairness import demographic_parity_violation
+    X, y, s = _data(n=2000, k=2, seed=7)
+    X[:, 1] += 1.5 * s  # a proxy of the group: the unconstrained model picks it up
+    kw = dict(epsilon=math.inf, batch_size=256, epochs=40, random_state=0, group_proportions=[0.5, 0.5])
+    base = DPFERMIClassifier(lam=0.0, **kw).fit(X, y, sensitive_features=s)
+    fair = DPFERMIClassifier(lam=8.0, **kw).fit(X, y, sensitive_features=s)
+    v0 = demographic_parity_violation(base.predict(X), s)
+    v1 = demographic_parity_violation(fair.predict(X), s)
+    assert v1 < 0.5 * v0
+
+
+# ---- reproducibility, grids, scikit-learn --------------------------------------------------------------------
+
+def test_same_seed_same_model_other_seed_other_model():
+    X, y, s = _data()
+    a = DPFERMIClassifier(random_state=3, **FAST).fit(X, y, sensitive_features=s)
+    b = DPFERMIClassifier(random_state=3, **FAST).fit(X, y, sensitive_features=s)
+    c = DPFERMIClassifier(random_state=4, **FAST).fit(X, y, sensitive_features=s)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    assert np.abs(a.predict_proba(X) - c.predict_proba(X)).max() > 1e-4
+
+
+def test_batched_grid_equals_one_fit_per_point():
+    X, y, s = _data()
+    grid = {"epsilon": [20.0, math.inf], "lam": [0.0, 2.0], "random_state": [0, 1]}
+    ests = fit_dpfermi_grid(X, y, s, grid, notion="equalized_odds", batch_size=64, epochs=3)
+    assert len(ests) == 8
+    for est in ests:
+        one = DPFERMIClassifier(notion="equalized_odds", batch_size=64, epochs=3, epsilon=est.epsilon, lam=est.lam,
+                                random_state=est.random_state).fit(X, y, sensitive_features=s)
+        np.testing.assert_allclose(est.predict_proba(X), one.predict_proba(X), atol=1e-5)
+        assert est.privacy_ledger_.to_records() == one.privacy_ledger_.to_records()
+        assert est.privacy_spent_ == one.privacy_spent_
+
+
+def test_multiclass_crossed_groups_and_mlp():
+    X, y, s = _data(l=3, k=2, seed=2)
+    race = np.random.default_rng(0).integers(0, 2, len(y))
+    crossed = np.array([f"{a}|{b}" for a, b in zip(s, race)])
+    est = DPFERMIClassifier(notion="equalized_odds", model="mlp", random_state=0, **FAST)
+    est.fit(X, y, sensitive_features=crossed)
+    assert est.W_.shape == (3, 4, 3)
+    assert est.predict(X).shape == y.shape and set(est.predict(X)) <= {0, 1, 2}
+
+
+def test_scikit_learn_tools():
+    X, y, s = _data()
+    est = DPFERMIClassifier(random_state=0, **FAST)
+    assert clone(est).get_params() == est.get_params()
+    pipe = Pipeline([("scale", StandardScaler()), ("fermi", est)])
+    pipe.fit(X, y, fermi__sensitive_features=s)
+    assert pipe.named_steps["fermi"].privacy_spent_[0] <= 4.0
+    scores = cross_val_score(est, X, y, cv=3, params={"sensitive_features": s})
+    assert scores.shape == (3,) and np.all(scores > 0.5)
+
+
+# ---- bad input -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("params,match", [
+    (dict(lam=-1.0), "lam must be >= 0"),
+    (dict(w_radius=0.0), "w_radius must be > 0"),
+    (dict(w_learning_rate=-0.1), "w_learning_rate must be > 0"),
+    (dict(learning_rate=0.0), "learning_rate must be > 0"),
+    (dict(notion="parity"), "notion must be one of"),
+    (dict(calibration="guess"), "calibration must be one of"),
+    (dict(group_proportions=[0.5, 0.3, 0.1]), "sum to 1"),
+    (dict(group_proportions=[0.5, 0.5]), "shape"),
+    (dict(proportions_budget=1.5), "proportions_budget"),
+    (dict(epsilon=0.0), "epsilon"),
+    (dict(delta=1.5), "delta"),
+])
+def test_bad_hyperparameters_name_the_argument(params, match):
+    X, y, s = _data()
+    with pytest.raises(ValueError, match=match):
+        DPFERMIClassifier(**{**FAST, **params}).fit(X, y, sensitive_features=s)
+
+
+def test_equal_opportunity_needs_binary_labels():
+    X, y, s = _data(l=3)
+    with pytest.raises(ValueError, match="equal_opportunity.*binary"):
+        DPFERMIClassifier(notion="equal_opportunity", **FAST).fit(X, y, sensitive_features=s)
+
+
+def test_too_small_epsilon_says_by_how_much():
+    X, y, s = _data()
+    with pytest.raises(ValueError, match=r"too small for epochs=3 and batch_size=64.*at least"):
+        DPFERMIClassifier(**{**FAST, "epsilon": 0.01}, group_proportions=[0.3, 0.3, 0.4]).fit(
+            X, y, sensitive_features=s)
+
+
+def test_group_too_small_for_a_batch():
+    X, y, s = _data()
+    with pytest.raises(ValueError, match="smallest group.*batch_size"):
+        DPFERMIClassifier(**FAST, group_proportions=[0.005, 0.495, 0.5]).fit(X, y, sensitive_features=s)
+
+
+def test_missing_sensitive_features():
+    X, y, _ = _data()
+    with pytest.raises(ValueError, match="sensitive_features"):
+        DPFERMIClassifier(**FAST).fit(X, y)
+
+
+def test_nan_features_rejected():
+    X, y, s = _data()
+    X[3, 1] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="NaN|finite"):
+            DPFERMIClassifier(**FAST).fit(X, y, sensitive_features=s)
