@@ -41,8 +41,20 @@ def read_idx(raw: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
 
 
+#: share of the images inverted (x → 1 − x) for the image-derived group ``sensitive="inverted"``
+INVERTED_SHARE = 0.3
+
+
+def _invert_minority(images: np.ndarray, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Invert a seeded random ``share`` of the images (independently of the digit); the group is 1 for those."""
+    inverted = (np.random.default_rng(seed).random(len(images)) < share).astype(np.int64)
+    images = images.copy()
+    images[inverted == 1] = 255 - images[inverted == 1]
+    return images, inverted
+
+
 def _load(name: str, unbalanced: bool, test_size: float, random_state: int, data_home, path,
-          download: bool) -> Dataset:
+          download: bool, sensitive: str = "class", inverted_share: float = INVERTED_SHARE) -> Dataset:
     test_images, test_labels = (read_idx(b) for b in fetch(MNIST_TEST_FILES, path=path, data_home=data_home,
                                                            download=download))
     try:
@@ -62,10 +74,23 @@ def _load(name: str, unbalanced: bool, test_size: float, random_state: int, data
         source = (f"MNIST (LeCun et al.) built from the {len(test_labels):,} official test images only, because "
                   "train-images-idx3-ubyte.gz is missing (and could not be downloaded): both the train and the "
                   "test part come from a stratified split of the 10,000 test images.")
+    if sensitive == "class":
+        s, group_names = labels.copy(), [str(d) for d in range(10)]
+        group_text = "group = the class itself (per-class fairness)"
+    elif sensitive == "inverted":
+        if not 0.0 < inverted_share < 1.0:
+            raise ValueError(f"inverted_share must lie in (0, 1), got {inverted_share}")
+        images, s = _invert_minority(images, inverted_share, 20_231_123)
+        group_names = ["original", "inverted"]
+        group_text = (f"group = whether the image was inverted (x → 1 − x): a fixed random {inverted_share:.0%} of "
+                      "the images (seed 20231123, independent of the digit), a minority domain the model must "
+                      "also serve")
+    else:
+        raise ValueError(f"unknown sensitive attribute {sensitive!r} for MNIST; valid: class, inverted")
     table = Table(
-        name=name, y=labels, s=labels.copy(), label_names=[str(d) for d in range(10)],
-        group_names=[str(d) for d in range(10)], sensitive="class",
-        description=(f"{source} Label = digit 0-9; group = the class itself (per-class fairness). X = the 784 "
+        name=name, y=labels, s=s, label_names=[str(d) for d in range(10)],
+        group_names=group_names, sensitive=sensitive,
+        description=(f"{source} Label = digit 0-9; {group_text}. X = the 784 "
                      "pixels scaled to [0, 1] as float32, image_shape (1, 28, 28)."),
         licence="CC BY-SA 3.0 (as usually cited)", n_dropped=0,
         X=images.reshape(len(labels), -1).astype(np.float32) / np.float32(255.0),
@@ -90,8 +115,8 @@ def _load(name: str, unbalanced: bool, test_size: float, random_state: int, data
     return data
 
 
-def load_mnist(*, test_size: float = 0.25, random_state: int = 0, data_home=None, path=None,
-               download: bool = True) -> Dataset:
+def load_mnist(*, sensitive: str = "class", inverted_share: float = INVERTED_SHARE, test_size: float = 0.25,
+               random_state: int = 0, data_home=None, path=None, download: bool = True) -> Dataset:
     """MNIST handwritten digits (LeCun, Cortes & Burges), the class as the group.
 
     X holds the 784 pixels scaled to [0, 1] (float32; reshape with ``image_shape`` = (1, 28, 28)); y and s are the
@@ -99,8 +124,11 @@ def load_mnist(*, test_size: float = 0.25, random_state: int = 0, data_home=None
     is missing and cannot be downloaded (the offline mirror lacks it), both parts are built from the 10,000 test
     images by a stratified ``test_size`` split, and the description says so.  Licence CC BY-SA 3.0 (as usually
     cited).
+
+    ``sensitive="inverted"``: an image-derived group for fair image classification: a fixed random
+    ``inverted_share`` of the images have their pixels inverted, and the group says which.
     """
-    return _load("mnist", False, test_size, random_state, data_home, path, download)
+    return _load("mnist", False, test_size, random_state, data_home, path, download, sensitive, inverted_share)
 
 
 def load_mnist_unbalanced(*, test_size: float = 0.25, random_state: int = 0, data_home=None, path=None,
