@@ -69,11 +69,9 @@ def _linear(d, L, seed=0):
     return lambda: engine.LinearModels(weight.clone(), bias.clone())
 
 
-@pytest.mark.parametrize("notion", ["demographic_parity", "equalized_odds", "equal_opportunity"])
-@pytest.mark.parametrize("l", [2, 3])
+@pytest.mark.parametrize("notion,l", [("demographic_parity", 2), ("demographic_parity", 3), ("equalized_odds", 2),
+                                      ("equalized_odds", 3), ("equal_opportunity", 2)])
 def test_sensitive_release_moves_at_most_twice_its_bound(notion, l):
-    if notion == "equal_opportunity" and l == 3:
-        pytest.skip("equal opportunity needs binary labels")
     k, d = 3, 4
     X, y, s = _data(n=14, k=k, d=d, l=l, seed=l)
     f = _release_fn(_linear(d, 1 if l == 2 else l), notion, "sensitive", lam=25.0, k=k, l=l)
@@ -331,3 +329,18 @@ def test_nan_features_rejected():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match="NaN|finite"):
             DPFERMIClassifier(**FAST).fit(X, y, sensitive_features=s)
+
+
+def test_cnn_on_small_images():
+    rng = np.random.default_rng(0)
+    n = 120
+    s = rng.integers(0, 2, n)
+    y = rng.integers(0, 3, n)
+    X = rng.random((n, 64)).astype(np.float32)
+    X[s == 1] = 1 - X[s == 1]  # the group is an image property
+    est = DPFERMIClassifier(model="cnn", notion="equalized_odds", model_kwargs={"image_size": 8, "channels": (2, 4),
+                                                                                 "hidden": 8},
+                            batch_size=40, epochs=2, epsilon=8.0, random_state=0)
+    est.fit(X, y, sensitive_features=s)
+    assert est.predict_proba(X).shape == (n, 3)
+    assert est.privacy_spent_[0] <= 8.0
