@@ -134,3 +134,18 @@ def check_positive(value, name: str, integer: bool = False, allow_zero: bool = F
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be {bound}, got {value!r}")
     return v
+
+
+def check_group_proportions(value, n_rows: int, k: int, notion: str) -> np.ndarray:
+    """Public group proportions: shape ``(k,)`` (one row) or ``(n_rows, k)``, positive, rows summing to 1."""
+    p = np.asarray(value, dtype=np.float64)
+    want = (k,) if n_rows == 1 else (n_rows, k)
+    if p.shape != want:
+        raise ValueError(f"group_proportions must have shape {want} for notion={notion!r} and {k} groups, "
+                         f"got shape {p.shape}")
+    p = p.reshape(n_rows, k)
+    if np.any(~np.isfinite(p)) or np.any(p <= 0) or not np.allclose(p.sum(1), 1.0, atol=1e-6):
+        raise ValueError("group_proportions must be positive and each row must sum to 1 "
+                         f"(got row sums {p.sum(1).round(6).tolist()}); pass the groups' shares of the "
+                         "population, one positive entry per group")
+    return p

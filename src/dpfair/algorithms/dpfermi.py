@@ -45,7 +45,7 @@ from dpfair.algorithms.base import TorchClassifier
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import LogisticRegression
 from dpfair.privacy import PrivacyUnit, calibrate_noise, epsilon_of, gaussian_event, release_gaussian
-from dpfair.validation import check_positive
+from dpfair.validation import check_group_proportions, check_positive
 
 NOTIONS = ("demographic_parity", "equalized_odds", "equal_opportunity")
 CALIBRATIONS = ("accountant", "paper")
@@ -201,17 +201,7 @@ class DPFERMIClassifier(TorchClassifier):
 
     # ---- group proportions: public or released ---------------------------
     def _public_proportions(self, m: int, k: int) -> np.ndarray:
-        p = np.asarray(self.group_proportions, dtype=np.float64)
-        want = (k,) if m == 1 else (m, k)
-        if p.shape != want:
-            raise ValueError(f"group_proportions must have shape {want} for notion={self.notion!r} and the "
-                             f"{k} groups {list(self.groups_)}, got shape {p.shape}")
-        p = p.reshape(m, k)
-        if np.any(~np.isfinite(p)) or np.any(p <= 0) or not np.allclose(p.sum(1), 1.0, atol=1e-6):
-            raise ValueError("group_proportions must be positive and each row must sum to 1 "
-                             f"(got row sums {p.sum(1).round(6).tolist()}); pass the groups' shares of the "
-                             "population, one positive entry per group")
-        return p
+        return check_group_proportions(self.group_proportions, m, k, self.notion)
 
     def _release_proportions(self, cells, s, m, k, sigma_counts) -> np.ndarray:
         active = cells >= 0

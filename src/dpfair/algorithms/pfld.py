@@ -76,7 +76,13 @@ from tqdm.auto import tqdm
 from dpfair.algorithms.base import TorchClassifier, poisson_batches
 from dpfair.nn import assign_grads, clipped_gradient_sum
 from dpfair.privacy import PrivacyLedger, PrivacyUnit, calibrate_noise, gaussian_event, release_gaussian
-from dpfair.validation import check_features, check_min_count, check_positive, encode_categories
+from dpfair.validation import (
+    check_features,
+    check_group_proportions,
+    check_min_count,
+    check_positive,
+    encode_categories,
+)
 
 DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY = "demographic_parity", "equalized_odds", "accuracy_parity"
 NOTIONS = (DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY)
@@ -299,16 +305,7 @@ class PFLDClassifier(TorchClassifier):
 
     # ---- normalisers: public or released group sizes ------------------------------------------
     def _public_sizes(self, cells_n: np.ndarray, k: int) -> np.ndarray:
-        p = np.asarray(self.group_proportions, dtype=np.float64)
-        m = len(cells_n)
-        want = (k,) if m == 1 else (m, k)
-        if p.shape != want:
-            raise ValueError(f"group_proportions must have shape {want} for notion={self.notion!r} and "
-                             f"{k} groups, got {p.shape}")
-        p = p.reshape(m, k)
-        if np.any(~np.isfinite(p)) or np.any(p <= 0) or not np.allclose(p.sum(1), 1.0, atol=1e-6):
-            raise ValueError("group_proportions must be positive and each row must sum to 1 "
-                             f"(got row sums {p.sum(1).round(6).tolist()})")
+        p = check_group_proportions(self.group_proportions, len(cells_n), k, self.notion)
         r = 1.0 if self.sensitive_fraction is None else float(self.sensitive_fraction)
         return (r * cells_n[:, None] * p).reshape(-1)
 
