@@ -181,7 +181,7 @@ def test_linear_closed_form_gradients_agree_with_autograd():
         Xt = torch.tensor(X, dtype=torch.float32)
         x_norm = torch.sqrt((Xt**2).sum(1) + 1)
         got, _ = models.gradient_sum(Xt[None], x_norm[None], torch.ones(1, 40, dtype=torch.bool),
-                                     torch.tensor(y)[None], onehot, h_cells, 1.0, torch.tensor([[0.7]]), None)
+                                     torch.tensor(y)[None], onehot, h_cells, True, torch.tensor([[0.7]]), None)
         h = (onehot[0] @ h_cells[0, :, 0])
         a = torch.ones(40)
         loss = engine.fermi_loss(model(Xt), (torch.tensor(y), h, a, 0.7 * a))

@@ -117,12 +117,12 @@ class LinearModels:
                           self.weight.reshape(S, self.G * self.L, self.d).transpose(1, 2))
         return z.view(S, B, self.G, self.L)
 
-    def gradient_sum(self, Xb, x_norm, valid, y, onehot, h_cells, ce_weight, lam, clip):
+    def gradient_sum(self, Xb, x_norm, valid, y, onehot, h_cells, with_loss: bool, lam, clip):
         """Σ over valid rows of the per-sample gradients of :func:`fermi_loss` (each clipped to ``clip``).
 
         ``Xb (S, B, d)``, ``x_norm (S, B)`` = ``‖(x, 1)‖``, ``valid (S, B)``, ``y (S, B)``,
         ``onehot (S, B, c)`` the rows' cells, ``h_cells (S, c, G, l)`` the ``h`` of each
-        cell, ``lam (S, G)``. Returns ``(sums (S, G, P), Σ_rows onehot ⊗ F (S, c, G, l))``.
+        cell, ``with_loss``: add the cross-entropy ``ℓ`` (``a = 1``), ``lam (S, G)``. Returns ``(sums (S, G, P), Σ_rows onehot ⊗ F (S, c, G, l))``.
         The loss's logit gradient is closed-form, ``a(F − e_y) + λ F ⊙ (h − ⟨F, h⟩)``;
         the per-sample gradient is ``(x, 1) ⊗ δ`` with norm ``‖(x, 1)‖·‖δ‖``, so
         clipping scales ``δ``. Binary (one logit): ``δ = a(σ − y) + λ σ(1 − σ)(h₁ − h₀)``
@@ -134,12 +134,14 @@ class LinearModels:
         if L == 1:
             p = torch.sigmoid(z.view(S, B, G))
             h_diff = (h_cells[..., 1] - h_cells[..., 0]) * lam[:, None, :]
-            delta = p * (1.0 - p) * torch.bmm(onehot, h_diff)
-            if ce_weight:
-                delta = delta + ce_weight * (p - y[:, :, None].to(p.dtype))
+            curvature = torch.addcmul(p, p, p, value=-1.0)  # σ(1 − σ)
+            if with_loss:
+                delta = torch.addcmul(p - y[:, :, None].to(p.dtype), curvature, torch.bmm(onehot, h_diff))
+            else:
+                delta = curvature.mul_(torch.bmm(onehot, h_diff))
             if clip is not None:
                 r = (clip * valid_f / x_norm)[:, :, None]
-                delta = torch.minimum(torch.maximum(delta, -r), r)
+                delta = torch.clamp(delta, min=-r, max=r)
             else:
                 delta = delta * valid_f[:, :, None]
             on1 = torch.bmm(onehot.transpose(1, 2), p)
@@ -149,8 +151,8 @@ class LinearModels:
             proba = torch.softmax(z, dim=-1)
             h = torch.bmm(onehot, h_cells.reshape(S, -1, G * L)).view(S, B, G, L)
             delta = lam[:, None, :, None] * _psi_logit_gradient(proba, h)
-            if ce_weight:
-                delta = delta + ce_weight * (proba - F.one_hot(y, L).to(proba.dtype)[:, :, None])
+            if with_loss:
+                delta = delta + (proba - F.one_hot(y, L).to(proba.dtype)[:, :, None])
             weight = valid_f[:, :, None]
             if clip is not None:
                 norms = x_norm[:, :, None] * delta.norm(dim=-1)
@@ -176,10 +178,10 @@ class ModuleModel:
         self.names = [n for n, p in module.named_parameters() if p.requires_grad]
         self.n_params = sum(p.numel() for p in self.params)
 
-    def gradient_sum(self, Xb, x_norm, valid, y, onehot, h_cells, ce_weight, lam, clip):
+    def gradient_sum(self, Xb, x_norm, valid, y, onehot, h_cells, with_loss: bool, lam, clip):
         rows = valid[0]
         X1, y1, h1 = Xb[0][rows], y[0][rows], (onehot[0] @ h_cells[0, :, 0])[rows]
-        a = torch.full((len(X1),), float(ce_weight), device=X1.device)
+        a = torch.full((len(X1),), 1.0 if with_loss else 0.0, device=X1.device)
         target = (y1, h1, a, torch.full_like(a, float(lam[0, 0])))
         if clip is not None:
             sums, _ = clipped_gradient_sum(self.module, fermi_loss, X1, target, clip)
@@ -298,7 +300,7 @@ def secret_sums(models, data: FermiData, schedule: FermiSchedule, hp: FermiModel
     onehot = _cell_onehot(data.cells[idx], data.s[idx], data.n_groups, data.n_cells, valid)
     h_secret = _h_cells(W, hp.inv_sqrt_p, linear=True, quadratic=record)
     theta_sum, cell_F = models.gradient_sum(_rows(data.X, idx), x_norm[idx], valid, data.y[idx], onehot, h_secret,
-                                            1.0 if record else 0.0, hp.lam, schedule.max_grad_norm)
+                                            record, hp.lam, schedule.max_grad_norm)
     return theta_sum, _w_gradient(W, cell_F, hp.inv_sqrt_p, public=record, sensitive=True)
 
 
@@ -340,7 +342,7 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, bat
             onehot_p = _cell_onehot(data.cells[pub], data.s[pub], k, m)
             h_public = _h_cells(W, hp.inv_sqrt_p, linear=False, quadratic=True)
             theta_pub, cell_F_p = models.gradient_sum(_rows(data.X, pub), x_norm[pub], ones, data.y[pub], onehot_p,
-                                                      h_public, 1.0, hp.lam, None)
+                                                      h_public, True, hp.lam, None)
             grad_theta = grad_theta + theta_pub / pub.shape[1]
             grad_w = grad_w + _w_gradient(W, cell_F_p, hp.inv_sqrt_p, public=True, sensitive=False) / pub.shape[1]
         models.step(lr * grad_theta)
