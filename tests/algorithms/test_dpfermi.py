@@ -283,6 +283,7 @@ def test_scikit_learn_tools():
     (dict(w_radius=0.0), "w_radius must be > 0"),
     (dict(w_learning_rate=-0.1), "w_learning_rate must be > 0"),
     (dict(learning_rate=0.0), "learning_rate must be > 0"),
+    (dict(tail_average=1.0), "tail_average"),
     (dict(notion="parity"), "notion must be one of"),
     (dict(calibration="guess"), "calibration must be one of"),
     (dict(group_proportions=[0.5, 0.3, 0.1]), "sum to 1"),
@@ -344,3 +345,28 @@ def test_cnn_on_small_images():
     est.fit(X, y, sensitive_features=s)
     assert est.predict_proba(X).shape == (n, 3)
     assert est.privacy_spent_[0] <= 8.0
+
+
+def test_tail_average_returns_the_mean_of_the_last_iterates():
+    X, y, s = _data(n=200, k=2, d=3)
+    data = engine.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
+                            torch.zeros(200, dtype=torch.long), 1, 2, 2)
+    hp = stack_hyperparameters([[[1.0, 0.5, 0.1, 3.0, 2.0, 2.0, 3.0]]], torch.ones(1, 1, 1, 2), "cpu")
+
+    class Recording(engine.LinearModels):
+        def step(self, update):
+            super().step(update)
+            self.history.append(self.flat().clone())
+
+    iterates = {}
+    for average_from in (None, 6):
+        models = Recording(torch.zeros(1, 1, 1, 3), torch.zeros(1, 1, 1))
+        models.history = []
+        schedule = engine.FermiSchedule(0.2, 10, 40, False, 1.0, average_from)
+        engine.train(models, data, schedule, hp, [torch.Generator().manual_seed(0)], [torch.Generator().manual_seed(1)])
+        iterates[average_from] = (models.flat(), torch.stack(models.history))
+    last, history = iterates[None]
+    torch.testing.assert_close(last, history[-1])
+    averaged, history6 = iterates[6]
+    torch.testing.assert_close(history6, history)  # averaging does not change the trajectory
+    torch.testing.assert_close(averaged, history[6:].mean(0), atol=1e-6, rtol=1e-5)

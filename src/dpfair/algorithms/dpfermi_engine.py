@@ -20,7 +20,8 @@ Per step ``t`` (see :mod:`dpfair.algorithms.dpfermi` for the privacy argument):
    of a shuffled order): the exact gradients of the parts that depend on
    ``(x, y)`` only;
 4. ``θ ← θ − η_θ (noisy_θ/(q n) + public_θ/b)``,
-   ``W ← Π_{‖W‖_F ≤ R}(W + η_w (noisy_W/(q n) + public_W/b))``.
+   ``W ← Π_{‖W‖_F ≤ R}(W + η_w (noisy_W/(q n) + public_W/b))``;
+5. optionally, θ is averaged over the last steps (tail averaging, post-processing).
 
 Two model families: :class:`LinearModels` (binary or softmax logistic
 regression; per-sample gradients in closed form, ``x̃_i ⊗ ∂ℓ_i/∂z_i`` with norm
@@ -62,6 +63,7 @@ class FermiSchedule:
     public_batch: int
     record: bool
     max_grad_norm: float
+    average_from: int | None = None  #: average θ over the steps from this one on (None: the last iterate)
 
 
 @dataclass
@@ -168,6 +170,14 @@ class LinearModels:
         self.weight -= w.reshape(self.weight.shape)
         self.bias -= b
 
+    def flat(self) -> torch.Tensor:
+        return torch.cat([self.weight.flatten(2), self.bias], dim=-1)
+
+    def load(self, flat: torch.Tensor) -> None:
+        w, b = flat.split([self.L * self.d, self.L], dim=-1)
+        self.weight.copy_(w.reshape(self.weight.shape))
+        self.bias.copy_(b)
+
 
 class ModuleModel:
     """One ``torch.nn.Module`` (``S = G = 1``); per-sample gradients through :func:`clipped_gradient_sum`."""
@@ -199,6 +209,14 @@ class ModuleModel:
         with torch.no_grad():
             for p, g in zip(self.params, update[0, 0].split([p.numel() for p in self.params])):
                 p -= g.reshape(p.shape)
+
+    def flat(self) -> torch.Tensor:
+        return torch.cat([p.detach().reshape(-1) for p in self.params])[None, None]
+
+    def load(self, flat: torch.Tensor) -> None:
+        with torch.no_grad():
+            for p, v in zip(self.params, flat[0, 0].split([p.numel() for p in self.params])):
+                p.copy_(v.reshape(p.shape))
 
 
 def poisson_sample(n: int, q: float, generator: torch.Generator) -> torch.Tensor:
@@ -346,11 +364,16 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, bat
             grad_theta = grad_theta + theta_pub / pub.shape[1]
             grad_w = grad_w + _w_gradient(W, cell_F_p, hp.inv_sqrt_p, public=True, sensitive=False) / pub.shape[1]
         models.step(lr * grad_theta)
+        if schedule.average_from is not None and step >= schedule.average_from:
+            count = step - schedule.average_from + 1
+            average = models.flat() if count == 1 else average + (models.flat() - average) / count
         W = W + wlr * grad_w
         norms = W.flatten(3).norm(dim=-1).clamp_min(1e-12)
         W = W * (hp.w_radius[..., None] / norms).clamp(max=1.0)[..., None, None]
         if on_epoch is not None and ((step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps):
             on_epoch(step + 1, W)
+    if schedule.average_from is not None and schedule.average_from < schedule.n_steps:
+        models.load(average)
     return W
 
 
