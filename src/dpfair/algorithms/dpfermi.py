@@ -5,7 +5,10 @@ as ``min_θ max_W (1/n) Σ_i [ℓ_i(θ) + λ ψ̂_i(θ, W)]`` (Theorem C.1, see
 :mod:`dpfair.fairness.ermi_minmax`) and solved by Algorithm 1: noisy
 stochastic gradient descent in θ, noisy stochastic gradient ascent in W with
 projection onto the Frobenius ball of radius ``w_radius``, two step sizes, the
-last iterate returned.
+last iterate returned (or, by default, the average of the last half of the θ
+iterates). The loop itself is :func:`dpfair.algorithms.dpfermi_engine.train`,
+shared with the batched grids of :mod:`dpfair.algorithms.dpfermi_sweep`;
+logistic models take a closed-form path, any other module ``torch.func``.
 
 Privacy (``privacy_unit="sensitive"``, neighbours differ in one person's s):
 each step draws a secret Poisson batch B (rate q) and releases, as ONE

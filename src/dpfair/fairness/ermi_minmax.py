@@ -11,8 +11,9 @@ proportions ``p`` and ``W ∈ R^{k×l}``,
 and ``max_W (1/n) Σ_i ψ̂_i = ERMI(ŷ; s)`` for the soft predictions, reached at
 ``W*_rj = P(ŷ=j, s=r) / (√p_r P(ŷ=j))``.
 
-Its W-gradient splits into a part that depends on ``x_i`` only and a part that
-carries ``s_i`` (the only thing DP of the sensitive attribute protects):
+Its W-gradient (computed in :mod:`dpfair.algorithms.dpfermi_engine`) splits
+into a part that depends on ``x_i`` only and a part that carries ``s_i`` (the
+only thing DP of the sensitive attribute protects):
 
     ∇_W ψ̂_i = −2 W diag(F_i)  +  2 P^{-1/2} s_i F_iᵀ,
 
@@ -41,17 +42,6 @@ def psi_hat(F: torch.Tensor, s: torch.Tensor, W: torch.Tensor, inv_sqrt_p: torch
     quad = (F * (W**2).sum(1)).sum(1)
     lin = 2.0 * inv_sqrt_p[rows, s] * (W[rows, s] * F).sum(1)
     return -quad + lin - 1.0
-
-
-def w_gradient_public(F: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """Σ_i of the x-only part ``−2 W diag(F_i)`` of ∇_W ψ̂_i, for one W: ``(k, l)``."""
-    return -2.0 * W * F.sum(0)
-
-
-def w_gradient_sensitive(F: torch.Tensor, s: torch.Tensor, inv_sqrt_p: torch.Tensor, k: int) -> torch.Tensor:
-    """Σ_i of the s-part ``2 P^{-1/2} s_i F_iᵀ`` of ∇_W ψ̂_i, for one W: ``(k, l)``."""
-    onehot = torch.nn.functional.one_hot(s, k).to(F.dtype)
-    return 2.0 * (onehot * inv_sqrt_p).T @ F
 
 
 def optimal_w(F: torch.Tensor, s: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
