@@ -1,6 +1,5 @@
 """Theorem C.1 of DP-FERMI: ERMI as a maximum over W, and the gradients the trainer uses."""
 
-import numpy as np
 import pytest
 import torch
 

@@ -119,11 +119,16 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         self.history_ = []
         return X, y_codes, s_codes
 
-    def _check_fit_inputs(self, X, y, s):
+    def _check_features_and_labels(self, X, y):
+        """Finite features and encoded labels (``self.classes_``), with enough members per class."""
         X = check_features(X, "X")
-        n = X.shape[0]
-        y_codes, self.classes_ = encode_categories(y, "y", n)
+        y_codes, self.classes_ = encode_categories(y, "y", X.shape[0])
         check_min_count(y_codes, len(self.classes_), "y", self._min_per_class, what="class")
+        return X, y_codes
+
+    def _check_fit_inputs(self, X, y, s):
+        X, y_codes = self._check_features_and_labels(X, y)
+        n = X.shape[0]
         if s is None:
             if self._requires_sensitive:
                 raise ValueError(

@@ -77,7 +77,6 @@ from dpfair.algorithms.base import TorchClassifier, poisson_batches
 from dpfair.nn import assign_grads, clipped_gradient_sum
 from dpfair.privacy import PrivacyLedger, PrivacyUnit, calibrate_noise, gaussian_event, release_gaussian
 from dpfair.validation import (
-    check_features,
     check_group_proportions,
     check_min_count,
     check_positive,
@@ -250,10 +249,8 @@ class PFLDClassifier(TorchClassifier):
 
     # ---- inputs: sensitive values may be missing ---------------------------------------------
     def _check_fit_inputs(self, X, y, s):
-        X = check_features(X, "X")
+        X, y_codes = self._check_features_and_labels(X, y)
         n = X.shape[0]
-        y_codes, self.classes_ = encode_categories(y, "y", n)
-        check_min_count(y_codes, len(self.classes_), "y", self._min_per_class, what="class")
         if s is None:
             raise ValueError("PFLDClassifier needs sensitive_features: call fit(X, y, sensitive_features=s) "
                              "(mark unknown values with NaN/None or missing_value)")
