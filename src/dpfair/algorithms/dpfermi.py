@@ -47,7 +47,7 @@ from dpfair.algorithms import dpfermi_engine as engine
 from dpfair.algorithms.base import TorchClassifier
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import LogisticRegression
-from dpfair.privacy import PrivacyUnit, calibrate_noise, epsilon_of, gaussian_event, release_gaussian
+from dpfair.privacy import PrivacyUnit, calibrate_noise, dpsgd_event, epsilon_of, gaussian_event, release_gaussian
 from dpfair.validation import check_group_proportions, check_positive
 
 NOTIONS = ("demographic_parity", "equalized_odds", "equal_opportunity")
@@ -84,7 +84,7 @@ def calibrate_dpfermi(sampling_probability: float, n_steps: int, epsilon: float,
 def plan_event(noise_multiplier: float, sampling_probability: float, n_steps: int,
                sigma_counts: float | None) -> dpa.DpEvent:
     """Everything a fit releases: the group counts (if released) and ``n_steps`` Poisson-sampled steps."""
-    steps = dpa.SelfComposedDpEvent(gaussian_event(noise_multiplier, sampling_probability), n_steps)
+    steps = dpsgd_event(noise_multiplier, sampling_probability, n_steps)
     return steps if sigma_counts is None else dpa.ComposedDpEvent([gaussian_event(sigma_counts), steps])
 
 

@@ -20,6 +20,7 @@ from functools import lru_cache
 import dp_accounting as dpa
 
 from dpfair.privacy.accounting import epsilon_of, make_accountant
+from dpfair.privacy.mechanisms import gaussian_event
 from dpfair.validation import check_delta, check_epsilon, check_positive
 
 #: the calibrated ε lies in [(1 − CALIBRATION_RTOL)·target, target].
@@ -85,10 +86,7 @@ def _bracket_above(eps, target: float, max_noise: float, delta: float, start: fl
 
 def dpsgd_event(noise_multiplier: float, sampling_probability: float, steps: int) -> dpa.DpEvent:
     """``steps`` releases of a Poisson-sampled Gaussian sum (DP-SGD, Abadi et al. 2016, Alg. 1)."""
-    step = dpa.GaussianDpEvent(noise_multiplier)
-    if sampling_probability < 1.0:
-        step = dpa.PoissonSampledDpEvent(sampling_probability, step)
-    return dpa.SelfComposedDpEvent(step, steps)
+    return dpa.SelfComposedDpEvent(gaussian_event(noise_multiplier, sampling_probability), steps)
 
 
 def epsilon_for_noise(

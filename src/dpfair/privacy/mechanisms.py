@@ -62,16 +62,20 @@ def _torch_laplace(t, g):
     return e[0] - e[1]
 
 
-def release_gaussian(
-    total,
-    *,
-    bound: float,
-    noise_multiplier: float,
-    generator,
-    ledger: PrivacyLedger,
-    sampling_probability: float = 1.0,
-    label: str = "",
-):
+def _release(total, bound, noise_multiplier, generator, ledger, sampling_probability, label, event, draws):
+    """Check the scale, record ``event(σ, q)`` on ``ledger``, add ``σ·bound`` times the unit noise of ``draws``."""
+    check_positive(bound, "bound")
+    check_positive(noise_multiplier, "noise_multiplier", allow_zero=True)
+    ledger.record(event(noise_multiplier, sampling_probability), label)
+    return _add_noise(total, noise_multiplier * bound, generator, *draws)
+
+
+_GAUSSIAN_DRAWS = (_torch_gaussian, lambda shape, g: g.standard_normal(shape))
+_LAPLACE_DRAWS = (_torch_laplace, lambda shape, g: g.laplace(0.0, 1.0, shape))
+
+
+def release_gaussian(total, *, bound: float, noise_multiplier: float, generator, ledger: PrivacyLedger,
+                     sampling_probability: float = 1.0, label: str = ""):
     """Release ``total + N(0, (noise_multiplier·bound)² I)`` and record it on ``ledger``.
 
     ``total`` is a tensor, an array or a dict of tensors (one vector whose
@@ -79,26 +83,12 @@ def release_gaussian(
     ``torch.Generator`` (on the tensors' device) or a ``numpy.random.Generator``.
     ``noise_multiplier = 0`` releases without noise and records ε = ∞.
     """
-    check_positive(bound, "bound")
-    check_positive(noise_multiplier, "noise_multiplier", allow_zero=True)
-    ledger.record(gaussian_event(noise_multiplier, sampling_probability), label)
-    return _add_noise(total, noise_multiplier * bound, generator, _torch_gaussian,
-                      lambda shape, g: g.standard_normal(shape))
+    return _release(total, bound, noise_multiplier, generator, ledger, sampling_probability, label,
+                    gaussian_event, _GAUSSIAN_DRAWS)
 
 
-def release_laplace(
-    total,
-    *,
-    bound: float,
-    noise_multiplier: float,
-    generator,
-    ledger: PrivacyLedger,
-    sampling_probability: float = 1.0,
-    label: str = "",
-):
+def release_laplace(total, *, bound: float, noise_multiplier: float, generator, ledger: PrivacyLedger,
+                    sampling_probability: float = 1.0, label: str = ""):
     """Release ``total + Laplace(noise_multiplier·bound)`` per coordinate; ``bound`` is an L1 bound."""
-    check_positive(bound, "bound")
-    check_positive(noise_multiplier, "noise_multiplier", allow_zero=True)
-    ledger.record(laplace_event(noise_multiplier, sampling_probability), label)
-    return _add_noise(total, noise_multiplier * bound, generator, _torch_laplace,
-                      lambda shape, g: g.laplace(0.0, 1.0, shape))
+    return _release(total, bound, noise_multiplier, generator, ledger, sampling_probability, label,
+                    laplace_event, _LAPLACE_DRAWS)
