@@ -10,6 +10,7 @@ import numbers
 import warnings
 
 import numpy as np
+import pandas as pd
 
 
 def check_features(X, name: str = "X") -> np.ndarray:
@@ -67,13 +68,12 @@ def encode_categories(a, name: str, n: int | None = None, classes=None):
         classes, codes = np.unique(arr, return_inverse=True)
     else:
         classes = np.asarray(classes)
-        codes = np.searchsorted(classes, arr)
-        codes = np.clip(codes, 0, len(classes) - 1)
-        unknown = classes[codes] != arr
+        codes = np.asarray(pd.Categorical(arr, categories=classes).codes, dtype=np.int64)
+        unknown = codes < 0
         if np.any(unknown):
             raise ValueError(
-                f"{name} has values {np.unique(arr[unknown])[:5].tolist()} not seen in fit "
-                f"(known: {classes.tolist()[:10]})"
+                f"{name} has values {np.unique(arr[unknown])[:5].tolist()} outside the known list "
+                f"{classes.tolist()[:10]}; declare every value (groups=/classes=) or fix the data"
             )
     return codes.astype(np.int64), classes
 

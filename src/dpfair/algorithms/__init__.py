@@ -3,7 +3,7 @@
 ``METHODS`` maps the CLI's ``--method`` names to estimator classes.
 """
 
-from dpfair.algorithms.base import FairEstimator, TorchClassifier, load_estimator, poisson_batches
+from dpfair.algorithms.base import FairEstimator, TorchClassifier, load_estimator
 from dpfair.algorithms.dp_oracle import DPOracleClassifier
 from dpfair.algorithms.dp_postprocess import DPPostProcessingClassifier
 from dpfair.algorithms.dpfermi import DPFERMIClassifier
@@ -32,5 +32,4 @@ __all__ = [
     "DPFERMIClassifier", "DPOracleClassifier", "DPPostProcessingClassifier", "DPSGDClassifier", "ERMClassifier",
     "ESTIMATORS", "FairEstimator", "METHODS", "PFLDClassifier", "PrivateDemographicsClassifier",
     "ReductionsClassifier", "ThresholdClassifier", "TorchClassifier", "fit_dpfermi_grid", "load_estimator",
-    "poisson_batches",
 ]

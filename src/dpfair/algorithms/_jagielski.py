@@ -4,8 +4,6 @@
   sensitive attribute moves them between two cells: L1 distance 2, radius 1 under replace-one;
   adding or removing them changes one cell by 1);
 * Hardt et al.'s equalized-odds linear program on such counts, solved by HiGHS;
-* the exponential mechanism and its privacy event (a pure ε-DP mechanism is dominated by binary
-  randomized response with the same ε, which dp_accounting's PLD accountant composes exactly);
 * the prediction side of a randomized classifier that may read the sensitive attribute.
 """
 
@@ -13,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-import dp_accounting as dpa
 import numpy as np
 from scipy.optimize import linprog
 from sklearn.utils.validation import check_is_fitted
@@ -28,18 +25,6 @@ def cell_counts(values, y, s, n_values: int, n_classes: int, n_groups: int) -> n
     """``counts[v, r, c]``: rows with value ``v`` (e.g. the base prediction ŷ), group ``r`` and label ``c``."""
     flat = (np.asarray(values) * n_groups + np.asarray(s)) * n_classes + np.asarray(y)
     return np.bincount(flat, minlength=n_values * n_groups * n_classes).reshape(n_values, n_groups, n_classes)
-
-
-def check_cells(y, s, n_classes: int, n_groups: int, classes, groups) -> np.ndarray:
-    """Counts ``[r, c]`` of every (group, label) cell; each must be non-empty (rates conditioned on it)."""
-    counts = cell_counts(np.zeros_like(y), y, s, 1, n_classes, n_groups)[0]
-    if np.any(counts == 0):
-        r, c = np.argwhere(counts == 0)[0]
-        raise ValueError(
-            f"sensitive_features group {groups[r]!r} has no member with label {classes[c]!r}; equalized odds "
-            "conditions on every (group, label) cell: merge that group with another or collect more data"
-        )
-    return counts
 
 
 def check_binary_labels(classes) -> None:
@@ -86,37 +71,6 @@ def equalized_odds_lp(counts: np.ndarray, slack) -> np.ndarray:
         raise ValueError(f"the equalized-odds linear program failed ({result.message}); raise epsilon or the "
                          "tolerance so that the noisy constraints are easier to meet")
     return np.clip(result.x.reshape(2, k), 0.0, 1.0)
-
-
-def pure_dp_event(epsilon: float) -> dpa.DpEvent:
-    """The event of an ε-DP mechanism: binary randomized response with ε (the worst ε-DP mechanism)."""
-    if math.isinf(epsilon):
-        return dpa.NonPrivateDpEvent()
-    return dpa.RandomizedResponseDpEvent(2.0 / (math.exp(epsilon) + 1.0), 2)
-
-
-def _gumbel_argmax(logits: np.ndarray, rng: np.random.Generator, axis: int = -1) -> np.ndarray:
-    return np.argmax(logits + rng.gumbel(size=logits.shape), axis=axis)
-
-
-def exponential_mechanism(scores: np.ndarray, epsilon: float, sensitivity: float,
-                          rng: np.random.Generator) -> tuple[int, np.ndarray]:
-    """McSherry-Talwar over a product set: pick ``(j, g_1..g_m)`` with prob. ∝ ``exp(ε Σ_a scores[j, a, g_a] / 2Δ)``.
-
-    ``scores`` has shape ``(J, m, G)``: J families, each the product of m independent choices of G
-    options (m = 1 for a single choice). The joint draw is exact: ``j`` from its marginal (a
-    log-sum-exp per factor), then each ``g_a`` given ``j``. ``Δ`` bounds the change of the total
-    score when one person changes; ``ε = inf`` or ``Δ = 0`` (a score that does not depend on private
-    data) returns an arg-max.
-    """
-    if math.isinf(epsilon) or sensitivity <= 0.0:
-        j = int(np.argmax(scores.max(axis=2).sum(axis=1)))
-        return j, np.argmax(scores[j], axis=1)
-    logits = scores * (epsilon / (2.0 * sensitivity))
-    top = logits.max(axis=2, keepdims=True)
-    marginal = (top[..., 0] + np.log(np.exp(logits - top).sum(axis=2))).sum(axis=1)
-    j = int(_gumbel_argmax(marginal, rng))
-    return j, _gumbel_argmax(logits[j], rng, axis=1)
 
 
 class RandomizedGroupClassifierMixin:

@@ -4,34 +4,46 @@ What it gives a method, so that the method's file reads like its paper's
 pseudo-code:
 
 - ``fit(X, y, sensitive_features=s)``: input checks (finite features, aligned
-  lengths, labels and groups encoded as scikit-learn does, enough members per
-  class and group), then the subclass's ``_fit``;
-- seeding: one ``random_state`` seeds a numpy and a torch generator
-  (``self._np_rng``, ``self._torch_rng``) from which every random draw comes;
+  lengths, labels and groups encoded against their *public* lists), then the
+  subclass's ``_fit``; a fit that fails leaves the estimator unfitted;
+- randomness in two kinds: ``random_state`` seeds only the *public* generators
+  ``self._np_rng`` / ``self._torch_rng`` (initialisation, public minibatch
+  order); everything a guarantee rests on comes from ``self._secret``, a
+  :class:`~dpfair.privacy.SecretRandom` made fresh for each fit from 128 bits of
+  OS entropy and dropped when the fit ends (never stored or saved);
+- public structure: the group list (``groups``) and the class list
+  (``classes``) are public inputs. Inferring them from private arrays (s under
+  either unit, y under the record unit) raises a :class:`PrivacyLeakWarning`,
+  and no check, error message or array shape depends on private counts;
 - device choice (``"auto"``: CUDA when available);
 - privacy plumbing: a :class:`~dpfair.privacy.PrivacyLedger` under the
-  estimator's privacy unit, noise calibration over the whole planned ledger
-  (``_plan``), and ``privacy_spent_ = (ε, δ)`` from the ledger actually spent;
-- Poisson sampling of minibatches (:func:`poisson_batches`), empty batches
-  included;
-- ``history_``: one row per epoch of what the method logs; it is saved with the model, so a
-  private method logs public counters and post-processed releases only.
+  estimator's privacy unit, a :class:`~dpfair.privacy.PrivacyPlan` calibrated
+  before training (``_plan``), :class:`~dpfair.privacy.Release` objects that
+  draw the noise and record it, and ``privacy_spent_ = (ε, δ)`` from the ledger
+  actually spent;
+- ``history_``: one row per epoch of what the method logs; it is saved with the
+  model, so a private method logs public counters and post-processed releases only.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
+import numbers
+import warnings
 
 import numpy as np
+import pandas as pd
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
+from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import make_model
-from dpfair.privacy import PrivacyLedger, calibrate_noise, check_privacy_unit
+from dpfair.privacy import PrivacyLedger, PrivacyUnit, Release, SecretRandom, check_privacy_unit
+from dpfair.privacy.randomness import VOID_GUARANTEE
 from dpfair.validation import (
+    check_1d,
     check_delta,
     check_epsilon,
     check_features,
@@ -55,7 +67,11 @@ def resolve_device(device) -> torch.device:
 
 
 def make_generators(random_state, device: torch.device) -> tuple[np.random.Generator, torch.Generator, int]:
-    """Numpy and torch generators seeded from ``random_state`` (an int, or None for fresh entropy)."""
+    """PUBLIC numpy and torch generators seeded from ``random_state`` (an int, or None for a fresh seed).
+
+    These seed initialisation, public minibatch orders and prediction coins: nothing a
+    privacy guarantee rests on (that is :class:`~dpfair.privacy.SecretRandom`'s).
+    """
     if random_state is None:
         seed = int(np.random.SeedSequence().generate_state(1)[0])
     elif isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
@@ -70,17 +86,33 @@ def make_generators(random_state, device: torch.device) -> tuple[np.random.Gener
     return np_rng, torch_rng, seed
 
 
-def poisson_batches(n: int, sampling_probability: float, steps: int, generator: torch.Generator,
-                    device=None) -> Iterator[torch.Tensor]:
-    """``steps`` Poisson samples of ``range(n)``: each index is in a batch independently with prob. q.
+def public_categories(declared, values, name: str, private: bool, fix: str):
+    """The public list of a categorical input: ``declared`` (an int k → ``0..k-1``, or the values), else inferred.
 
-    A batch may be empty; a private step must still release its noise then
-    (the accounting of the subsampled mechanism assumes every step releases).
+    Inferring the list from ``values`` when they are private warns: which values
+    occur is itself a fact about the private data (a group of one person
+    disappears when that person's value changes).
     """
-    device = generator.device if device is None else device
-    for _ in range(steps):
-        mask = torch.rand(n, generator=generator, device=device) < sampling_probability
-        yield mask.nonzero(as_tuple=True)[0]
+    if declared is not None:
+        if isinstance(declared, numbers.Integral) and not isinstance(declared, bool):
+            if declared < 2:
+                raise ValueError(f"{name} must list at least two values (or give their number k >= 2), "
+                                 f"got {declared!r}")
+            return np.arange(int(declared))
+        out = np.asarray(list(declared))
+        if out.ndim != 1 or len(out) < 2 or len(np.unique(out)) != len(out):
+            raise ValueError(f"{name} must list at least two distinct values (or give their number k), "
+                             f"got {declared!r}")
+        return out
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
+        return np.asarray(values.cat.categories)
+    if isinstance(values, pd.Categorical):
+        return np.asarray(values.categories)
+    if private:
+        warnings.warn(f"the list of {name} was inferred from the private data; which values occur is private "
+                      f"(ε = ∞ for a value held by one person). Pass {fix} to keep the guarantee",
+                      PrivacyLeakWarning, stacklevel=5)
+    return np.unique(check_1d(values, name))
 
 
 class FairEstimator(ClassifierMixin, BaseEstimator):
@@ -88,42 +120,72 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
 
     Class attributes a subclass may set:
     ``_requires_sensitive`` (``fit`` needs ``sensitive_features``),
-    ``_min_per_class`` / ``_min_per_group`` (members needed in each),
+    ``_min_per_class`` (members each class needs, checked only where y is public),
     ``_private`` (whether ``epsilon``/``delta`` hyper-parameters exist).
+    Subclasses may take ``groups`` and ``classes`` (public lists; see the module docstring)
+    and ``secure_mode`` (noise from :mod:`dpfair.privacy.samplers`).
     """
 
     _requires_sensitive = False
     _min_per_class = 2
-    _min_per_group = 2
     _private = False
 
     # ---- fitting -------------------------------------------------------
     def fit(self, X, y, sensitive_features=None):
-        self._fit(*self._start_fit(X, y, sensitive_features))
+        try:
+            self._fit(*self._start_fit(X, y, sensitive_features))
+        except BaseException:
+            self._unfit()
+            raise
+        self._end_fit()
         return self
 
+    def _unfit(self) -> None:
+        """Drop every fitted and transient attribute: a failed fit leaves an unfitted estimator."""
+        params = set(self.get_params(deep=False))
+        for key in [k for k in vars(self) if k not in params]:
+            delattr(self, key)
+
+    def _end_fit(self) -> None:
+        """Forget the secret generator and every transient (``_``-prefixed) attribute of the fit."""
+        params = set(self.get_params(deep=False))
+        for key in [k for k in vars(self) if k.startswith("_") and k not in params]:
+            delattr(self, key)
+
     def _start_fit(self, X, y, sensitive_features):
-        """Checks, encoding, seeding, budget and an empty ledger; returns ``(X, y_codes, s_codes)``."""
+        """Checks, encoding, randomness, budget and an empty ledger; returns ``(X, y_codes, s_codes)``."""
+        self._unfit()
+        if self._private:
+            self.privacy_unit_ = check_privacy_unit(self.privacy_unit)
         X, y_codes, s_codes = self._check_fit_inputs(X, y, sensitive_features)
         self.device_ = resolve_device(getattr(self, "device", "cpu"))
         self._np_rng, self._torch_rng, self.random_state_ = make_generators(
             getattr(self, "random_state", None), self.device_
         )
+        self._secret = SecretRandom((type(self).__name__, self.random_state_),
+                                    secure=bool(getattr(self, "secure_mode", False)))
         if self._private:
             self.epsilon_target_ = check_epsilon(self.epsilon)
             self.delta_ = check_delta(self.delta if self.delta is not None else 1.0 / len(X) ** 2, n=len(X))
-            self.privacy_unit_ = check_privacy_unit(self.privacy_unit)
-        self.privacy_ledger_ = PrivacyLedger(
-            self.privacy_unit_ if self._private else "record"
-        )
+            self.privacy_guarantee_ = VOID_GUARANTEE if self._secret.reproducible else "differential privacy"
+        else:
+            self.privacy_guarantee_ = "none (non-private method)"
+        self.privacy_ledger_ = PrivacyLedger(self.privacy_unit_ if self._private else "record")
         self.history_ = []
         return X, y_codes, s_codes
 
+    @property
+    def _labels_private(self) -> bool:
+        return self._private and self.privacy_unit_ is PrivacyUnit.RECORD
+
     def _check_features_and_labels(self, X, y):
-        """Finite features and encoded labels (``self.classes_``), with enough members per class."""
+        """Finite features and labels encoded against the public class list ``classes_``."""
         X = check_features(X, "X")
-        y_codes, self.classes_ = encode_categories(y, "y", X.shape[0])
-        check_min_count(y_codes, len(self.classes_), "y", self._min_per_class, what="class")
+        classes = public_categories(getattr(self, "classes", None), y, "classes", self._labels_private,
+                                    "classes=[...] (the data set's label values)")
+        y_codes, self.classes_ = encode_categories(y, "y", X.shape[0], classes=classes)
+        if not self._labels_private:
+            check_min_count(y_codes, len(self.classes_), "y", self._min_per_class, what="class")
         return X, y_codes
 
     def _check_fit_inputs(self, X, y, s):
@@ -137,9 +199,11 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             self.groups_ = None
             s_codes = None
         else:
-            s_codes, self.groups_ = encode_categories(s, "sensitive_features", n)
-            check_min_count(s_codes, len(self.groups_), "sensitive_features", self._min_per_group,
-                            what="group")
+            groups = public_categories(getattr(self, "groups", None), s, "groups", self._private,
+                                       "groups=k or groups=[...] (the data set's group values)")
+            s_codes, self.groups_ = encode_categories(s, "sensitive_features", n, classes=groups)
+            if not self._private:
+                check_min_count(s_codes, len(self.groups_), "sensitive_features", 1, what="group")
         self.n_features_in_ = X.shape[1]
         return X, y_codes, s_codes
 
@@ -147,19 +211,16 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         raise NotImplementedError
 
     # ---- privacy -------------------------------------------------------
-    def _plan(self, noise_multiplier: float):
-        """The dp_accounting event of everything ``fit`` will release with this noise multiplier."""
-        raise NotImplementedError  # pragma: no cover - abstract
+    def _calibrate(self, plan) -> dict[str, float]:
+        """σ of every part of ``plan`` for this fit's budget (``noise_multiplier`` fixes the joint parts' σ)."""
+        self.privacy_plan_ = plan
+        self._sigmas = plan.calibrate(self.epsilon_target_, self.delta_, self.privacy_unit_, self.accountant,
+                                      noise_multiplier=getattr(self, "noise_multiplier", None))
+        return self._sigmas
 
-    def _calibrated_noise(self) -> float:
-        """The noise multiplier to use: the user's, 0 for ε = ∞, else calibrated on the whole plan."""
-        given = getattr(self, "noise_multiplier", None)
-        if given is not None:
-            return float(check_positive(given, "noise_multiplier", allow_zero=True))
-        if math.isinf(self.epsilon_target_):
-            return 0.0
-        return calibrate_noise(self._plan, self.epsilon_target_, self.delta_, self.privacy_unit_,
-                               self.accountant)
+    def _release(self, name: str) -> Release:
+        """The release of the plan's part ``name``, drawing from this fit's secret generator."""
+        return Release(self.privacy_plan_[name], self._sigmas[name], self._secret, self.privacy_ledger_)
 
     def _finish_privacy(self) -> None:
         if self._private:
@@ -183,7 +244,7 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
     def save(self, path) -> None:
         """Write the fitted estimator (hyper-parameters, model weights, ledger) to ``path``."""
         check_is_fitted(self, "classes_")
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_np_rng", "_torch_rng")}
+        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
         torch.save({"class": type(self).__name__, "state": state}, path)
 
 

@@ -36,23 +36,16 @@ the paper composes the 2T rounds by advanced composition, here they compose on t
 
 from __future__ import annotations
 
-import math
-from functools import lru_cache
-
-import dp_accounting as dpa
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from dpfair.algorithms._jagielski import (
-    RandomizedGroupClassifierMixin,
-    check_binary_labels,
-    check_cells,
-    exponential_mechanism,
-    pure_dp_event,
-)
+from dpfair.algorithms._jagielski import RandomizedGroupClassifierMixin, cell_counts, check_binary_labels
 from dpfair.algorithms.base import FairEstimator
-from dpfair.privacy import PrivacyUnit, calibrate_noise, laplace_event, release_laplace
+from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit
 from dpfair.validation import check_positive
+
+#: The names of the plan's parts (and of the ledger's entries).
+SIZES, LEARNER, AUDITOR = "cell sizes (y, s)", "learner: exponential mechanism", "auditor: positive counts (y, s)"
 
 #: Released cell sizes below this are raised to it before dividing by them (post-processing).
 _SIZE_FLOOR = 1.0
@@ -84,20 +77,12 @@ def hypothesis_positives(F: np.ndarray, thresholds: np.ndarray, y, s, k: int) ->
                      for j in range(F.shape[1])]).reshape(F.shape[1], -1, 2, k)
 
 
-def oracle_plan(noise_multiplier: float, sigma_counts: float, n_rounds: int) -> dpa.DpEvent:
-    """Everything the learner spends: the cell sizes, then T exponential mechanisms and T Laplace releases."""
-    # The exponential mechanisms are listed one by one: dp_accounting's PLD accountant composes a
-    # self-composed RandomizedResponseDpEvent only once, whatever its count.
-    learner = [pure_dp_event(2.0 / noise_multiplier)] * n_rounds
-    auditor = dpa.SelfComposedDpEvent(laplace_event(noise_multiplier), n_rounds)
-    return dpa.ComposedDpEvent([laplace_event(sigma_counts), *learner, auditor])
-
-
-@lru_cache(maxsize=128)
-def _oracle_noise(epsilon: float, delta: float, n_rounds: int, sigma_counts: float, accountant: str) -> float:
-    """σ of :func:`oracle_plan` for a target (ε, δ); cached, as seeds of a sweep share it."""
-    return calibrate_noise(lambda sigma: oracle_plan(sigma, sigma_counts, n_rounds), epsilon, delta,
-                           PrivacyUnit.SENSITIVE, accountant)
+def oracle_plan(n_rounds: int, counts_budget: float) -> PrivacyPlan:
+    """Everything the learner spends: the cell sizes (their share of ε), then T rounds of an exponential
+    mechanism (ε₀ = 2/σ) and a Laplace release (multiplier σ), one σ for both."""
+    return PrivacyPlan((Part(SIZES, mechanism="laplace", share=counts_budget),
+                        Part(LEARNER, mechanism="exponential", count=n_rounds),
+                        Part(AUDITOR, mechanism="laplace", count=n_rounds)))
 
 
 class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
@@ -116,6 +101,11 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     n_components : principal axes of X whose scores (both signs) join logistic regression's in H.
     n_thresholds : thresholds per score function (plus the two constant classifiers).
     noise_multiplier : σ of the per-round Laplace release (ε₀ = 2/σ per mechanism); ``None`` calibrates it.
+    groups, classes : the public lists of group and label values (an int k: ``0..k-1``); ``None`` infers
+        them from the data, with a ``PrivacyLeakWarning`` where the data are private (s; y under "record").
+    secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
+    random_state : seeds public randomness only (``predict``'s coins); every noise draw comes from a secret
+        generator made fresh for each fit.
     """
 
     _private = True
@@ -123,7 +113,8 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
 
     def __init__(self, sensitive_aware=False, *, epsilon=1.0, delta=None, privacy_unit="sensitive", n_rounds=10,
                  bound=1.0, learning_rate=2.0, tolerance=0.0, counts_budget=0.1, n_components=4, n_thresholds=30,
-                 noise_multiplier=None, accountant="pld", random_state=None):
+                 noise_multiplier=None, accountant="pld", groups=None, classes=None, secure_mode=False,
+                 random_state=None):
         self.sensitive_aware = sensitive_aware
         self.epsilon = epsilon
         self.delta = delta
@@ -137,6 +128,9 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         self.n_thresholds = n_thresholds
         self.noise_multiplier = noise_multiplier
         self.accountant = accountant
+        self.groups = groups
+        self.classes = classes
+        self.secure_mode = secure_mode
         self.random_state = random_state
 
     def _uses_sensitive_at_prediction(self) -> bool:
@@ -158,39 +152,21 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         if share >= 1:
             raise ValueError(f"counts_budget must lie in (0, 1), got {share}")
 
-    # ---- privacy plan ----------------------------------------------------------
-    def _plan(self, noise_multiplier: float) -> dpa.DpEvent:
-        return oracle_plan(noise_multiplier, self._sigma_counts, int(self.n_rounds))
-
-    def _calibrated_noise(self) -> float:
-        if self.noise_multiplier is None and not math.isinf(self.epsilon_target_):
-            return _oracle_noise(self.epsilon_target_, self.delta_, int(self.n_rounds), self._sigma_counts,
-                                 self.accountant)
-        return super()._calibrated_noise()
-
-    def _calibrate_counts(self) -> float:
-        if math.isinf(self.epsilon_target_):
-            return 0.0
-        return calibrate_noise(laplace_event, self.counts_budget * self.epsilon_target_, self.delta_,
-                               self.privacy_unit_, self.accountant)
-
     # ---- the game ----------------------------------------------------------------
     def _fit(self, X, y, s):
         self._check_hyperparameters()
         k, T = len(self.groups_), int(self.n_rounds)
-        sizes = check_cells(y, s, 2, k, self.classes_, self.groups_).T  # (2 labels, k)
+        sizes = cell_counts(np.zeros_like(y), y, s, 1, 2, k)[0].T.astype(np.float64)  # (2 labels, k)
         n_components = min(int(self.n_components), X.shape[1])
         self.directions_, self.offsets_ = public_directions(X, y, n_components)
         F = X @ self.directions_ + self.offsets_
         self.thresholds_ = score_thresholds(F, int(self.n_thresholds))
         positives = hypothesis_positives(F, self.thresholds_, y, s, k)
 
-        self._sigma_counts = self._calibrate_counts()
-        self.noise_multiplier_ = self._calibrated_noise()
-        eps_round = 2.0 / self.noise_multiplier_ if self.noise_multiplier_ > 0 else math.inf
-        released = release_laplace(sizes.astype(np.float64), bound=1.0, noise_multiplier=self._sigma_counts,
-                                   generator=self._np_rng, ledger=self.privacy_ledger_, label="cell sizes (y, s)")
-        self.cell_sizes_ = np.maximum(released, _SIZE_FLOOR)
+        sigmas = self._calibrate(oracle_plan(T, float(self.counts_budget)))
+        self.noise_multiplier_ = sigmas[AUDITOR]
+        self.cell_sizes_ = np.maximum(self._release(SIZES).noisy_sum(sizes, bound=1.0), _SIZE_FLOOR)
+        learner, auditor = self._release(LEARNER), self._release(AUDITOR)
 
         theta = np.zeros((2, 2, k))
         chosen = []
@@ -198,14 +174,11 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
             lam = float(self.bound) * np.exp(theta) / (1.0 + np.exp(theta).sum())
             costs = self._per_person_costs(lam[0] - lam[1], X.shape[0])  # (2 labels, k, 2 predictions)
             sensitivity = self._sensitivity(costs)
-            j, g = exponential_mechanism(self._scores(positives, sizes, costs), eps_round, sensitivity, self._np_rng)
-            self.privacy_ledger_.record(pure_dp_event(eps_round), "learner: exponential mechanism")
+            j, g = learner.select(self._scores(positives, sizes, costs), sensitivity)
             g = np.repeat(g, k) if not self.sensitive_aware else g
             chosen.append(np.concatenate([[j], g]))
             hits = positives[j, g, :, np.arange(k)].T  # (2 labels, k)
-            noisy = release_laplace(hits, bound=1.0, noise_multiplier=self.noise_multiplier_,
-                                    generator=self._np_rng, ledger=self.privacy_ledger_,
-                                    label="auditor: positive counts (y, s)")
+            noisy = auditor.noisy_sum(hits, bound=1.0)
             gamma = self._violations(noisy)
             theta += float(self.learning_rate) * np.stack([gamma - self.tolerance, -gamma - self.tolerance])
             self.history_.append({"round": t + 1, "noisy_violation": float(np.abs(gamma).max()),

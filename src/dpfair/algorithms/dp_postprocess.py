@@ -43,13 +43,17 @@ from dpfair.algorithms._jagielski import (
     RandomizedGroupClassifierMixin,
     cell_counts,
     check_binary_labels,
-    check_cells,
     equalized_odds_lp,
     laplace_slack,
 )
 from dpfair.algorithms.base import FairEstimator
-from dpfair.privacy import LedgerEntry, PrivacyUnit, epsilon_of, laplace_event, release_laplace
+from dpfair.privacy import LedgerEntry, Part, PrivacyPlan, PrivacyUnit, epsilon_of
 from dpfair.validation import check_positive, encode_categories
+
+COUNTS = "joint counts (y_hat, s, y)"
+
+#: A (group, label) cell whose released size is below this gets uninformative counts (post-processing).
+_SIZE_FLOOR = 1.0
 
 
 class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
@@ -66,6 +70,11 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     tolerance : γ ≥ 0, the allowed gap between the groups' false- and true-positive rates.
     beta : confidence β in (0, 1) of the paper's slack; ``None`` uses no slack (plug-in noisy constraints).
     noise_multiplier : Laplace scale σ of the counts; ``None`` calibrates it to (ε, δ) on ``accountant``.
+    groups, classes : the public lists of group and label values (an int k: ``0..k-1``); ``None`` infers
+        them from the data, with a ``PrivacyLeakWarning`` where the data are private (s; y under "record").
+    secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
+    random_state : seeds public randomness only (``predict``'s coins); the noise comes from a secret
+        generator made fresh for each fit.
 
     Fitted attributes: ``estimator_``, ``mixing_`` (``p[ŷ, r]``), ``noisy_counts_`` (``[ŷ, r, y]``, as released),
     ``slack_`` (per label), ``noise_multiplier_``, ``privacy_spent_``, ``privacy_ledger_``.
@@ -74,10 +83,10 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     _private = True
     _requires_sensitive = True
     _min_per_class = 1
-    _min_per_group = 1
 
     def __init__(self, estimator=None, *, prefit=False, epsilon=1.0, delta=None, privacy_unit="sensitive",
-                 tolerance=0.0, beta=0.05, noise_multiplier=None, accountant="pld", random_state=None):
+                 tolerance=0.0, beta=0.05, noise_multiplier=None, accountant="pld", groups=None, classes=None,
+                 secure_mode=False, random_state=None):
         self.estimator = estimator
         self.prefit = prefit
         self.epsilon = epsilon
@@ -87,6 +96,9 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         self.beta = beta
         self.noise_multiplier = noise_multiplier
         self.accountant = accountant
+        self.groups = groups
+        self.classes = classes
+        self.secure_mode = secure_mode
         self.random_state = random_state
 
     # ---- the base classifier ---------------------------------------------------
@@ -109,6 +121,9 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
             return []
         est = clone(est)
         reads_s = isinstance(est, FairEstimator) and est._requires_sensitive
+        if isinstance(est, FairEstimator):  # the base shares this estimator's public lists
+            est.set_params(**{k: list(v) for k, v in (("groups", self.groups_), ("classes", self.classes_))
+                              if k in est.get_params() and est.get_params()[k] is None})
         if reads_s:
             est.fit(X, self.classes_[y], sensitive_features=self.groups_[s])
         else:
@@ -133,9 +148,11 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         return codes
 
     # ---- privacy ---------------------------------------------------------------
-    def _plan(self, noise_multiplier: float) -> dpa.DpEvent:
-        events = [dpa.SelfComposedDpEvent(e.event, e.count) for e in self._base_entries]
-        return dpa.ComposedDpEvent([*events, laplace_event(noise_multiplier)])
+    def _postprocess_plan(self) -> PrivacyPlan:
+        """The base's own releases on the same data (fixed), then the Laplace counts."""
+        base = tuple(Part(f"base {i}: {e.label}", mechanism="fixed", count=e.count, fixed=e.event)
+                     for i, e in enumerate(self._base_entries))
+        return PrivacyPlan(base + (Part(COUNTS, mechanism="laplace"),))
 
     def _check_base_budget(self) -> None:
         if not self._base_entries or math.isinf(self.epsilon_target_):
@@ -153,28 +170,23 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     def _fit(self, X, y, s):
         check_binary_labels(self.classes_)
         k = len(self.groups_)
-        check_cells(y, s, 2, k, self.classes_, self.groups_)
         check_positive(self.tolerance, "tolerance", allow_zero=True)
         if self.beta is not None and not (isinstance(self.beta, (int, float)) and 0.0 < self.beta < 1.0):
             raise ValueError(f"beta must lie in (0, 1) or be None (no slack), got {self.beta!r}")
 
         self._base_entries = self._fit_base(X, y, s)
         self._check_base_budget()
-        self.noise_multiplier_ = self._calibrated_noise()
-        self.privacy_ledger_.extend(self._base_entries)
+        plan = self._postprocess_plan()
+        self.noise_multiplier_ = self._calibrate(plan)[COUNTS]
+        self.privacy_ledger_.extend(
+            LedgerEntry(p.name, p.fixed, p.count) for p in plan.parts if p.mechanism == "fixed")
 
         counts = cell_counts(self._base_predictions(X), y, s, 2, 2, k).astype(np.float64)
-        self.noisy_counts_ = release_laplace(counts, bound=1.0, noise_multiplier=self.noise_multiplier_,
-                                             generator=self._np_rng, ledger=self.privacy_ledger_,
-                                             label="joint counts (y_hat, s, y)")
+        self.noisy_counts_ = self._release(COUNTS).noisy_sum(counts, bound=1.0)
         noisy = np.maximum(self.noisy_counts_, 0.0)
+        # An empty or noise-emptied (group, label) cell gets an uninformative half count per prediction.
+        noisy[:, noisy.sum(axis=0) < _SIZE_FLOOR] = 0.5 * _SIZE_FLOOR
         sizes = noisy.sum(axis=0)  # (k, 2)
-        if np.any(sizes <= 0):
-            r, c = np.argwhere(sizes <= 0)[0]
-            raise ValueError(
-                f"after the noise, group {self.groups_[r]!r} with label {self.classes_[c]!r} has no member, so "
-                "the LP has no rates to equalise: raise epsilon, merge small groups or use more data"
-            )
         self.slack_ = float(self.tolerance) + laplace_slack(self.noise_multiplier_, sizes, counts.size, self.beta)
         self.mixing_ = equalized_odds_lp(noisy, self.slack_)
         self._finish_privacy()

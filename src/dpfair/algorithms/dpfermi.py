@@ -37,9 +37,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
 
-import dp_accounting as dpa
 import numpy as np
 import torch
 
@@ -47,7 +45,7 @@ from dpfair.algorithms import dpfermi_engine as engine
 from dpfair.algorithms.base import TorchClassifier
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import LogisticRegression
-from dpfair.privacy import PrivacyUnit, calibrate_noise, dpsgd_event, epsilon_of, gaussian_event, release_gaussian
+from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, Release, SecretRandom
 from dpfair.validation import check_group_proportions, check_positive
 
 NOTIONS = ("demographic_parity", "equalized_odds", "equal_opportunity")
@@ -56,36 +54,23 @@ CALIBRATIONS = ("accountant", "paper")
 #: Released counts below this are raised to it before normalising (post-processing).
 _COUNT_FLOOR = 1.0
 
+#: The names of the plan's parts (and of the ledger's entries).
+COUNTS, STEP = "group counts", "dp-fermi step"
+
 
 def counts_bound(unit: PrivacyUnit) -> float:
     """Bound of one person's one-hot count cell: replace-one moves it between two cells (radius √2/2)."""
     return math.sqrt(2) / 2 if unit is PrivacyUnit.SENSITIVE else 1.0
 
 
-@lru_cache(maxsize=1024)
-def calibrate_dpfermi(sampling_probability: float, n_steps: int, epsilon: float, delta: float, unit: PrivacyUnit,
-                      accountant: str, counts_share: float | None) -> tuple[float | None, float]:
-    """``(σ_counts, σ_steps)`` spending ``epsilon``: the counts get ``counts_share·ε`` alone, the steps the rest.
+def dpfermi_plan(sampling_probability: float, n_steps: int, counts_share: float | None) -> PrivacyPlan:
+    """Everything a fit releases: the group counts (``counts_share`` of ε, unless public) and the steps.
 
-    The counts' σ is calibrated first on its own; the steps' σ is then searched on
+    The counts' σ is calibrated alone on its share; the steps' σ is then searched on
     the composed plan (counts + all steps), so the total is ≤ ε on the accountant.
-    ``counts_share=None``: proportions are public, no counts release.
     """
-    if math.isinf(epsilon):
-        return (None if counts_share is None else 0.0), 0.0
-    sigma_counts = None
-    if counts_share is not None:
-        sigma_counts = calibrate_noise(gaussian_event, counts_share * epsilon, delta, unit, accountant)
-    sigma = calibrate_noise(lambda s: plan_event(s, sampling_probability, n_steps, sigma_counts), epsilon, delta,
-                            unit, accountant)
-    return sigma_counts, sigma
-
-
-def plan_event(noise_multiplier: float, sampling_probability: float, n_steps: int,
-               sigma_counts: float | None) -> dpa.DpEvent:
-    """Everything a fit releases: the group counts (if released) and ``n_steps`` Poisson-sampled steps."""
-    steps = dpsgd_event(noise_multiplier, sampling_probability, n_steps)
-    return steps if sigma_counts is None else dpa.ComposedDpEvent([gaussian_event(sigma_counts), steps])
+    steps = Part(STEP, count=n_steps, sampling_probability=sampling_probability)
+    return PrivacyPlan((steps,) if counts_share is None else (Part(COUNTS, share=counts_share), steps))
 
 
 def paper_noise(n: int, n_steps: int, epsilon: float, delta: float, p_min: float, lipschitz: float,
@@ -113,9 +98,8 @@ class _Prepared:
     noise_w: float
     w_bound: float
     inv_sqrt_p: torch.Tensor
-    event: dpa.DpEvent
-    batch_generator: torch.Generator
-    noise_generator: torch.Generator
+    sampler: SecretRandom  #: the secret Poisson batches (shared by the models of a seed group)
+    public_generator: torch.Generator  #: the public minibatch order
 
 
 class DPFERMIClassifier(TorchClassifier):
@@ -143,6 +127,11 @@ class DPFERMIClassifier(TorchClassifier):
         (Theorem 3.3's closed form with Lipschitz constant ``paper_lipschitz``; warns, and
         ``privacy_spent_`` reports what our accountant measures for that noise).
     noise_multiplier : a fixed σ instead of calibration (``privacy_spent_`` reports its ε).
+    groups, classes : the public lists of group and label values (an int k: ``0..k-1``); ``None`` infers
+        them from the data, with a ``PrivacyLeakWarning`` where the data are private (s; y under "record").
+    secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
+    random_state : seeds public randomness only (initialisation, public minibatch order); Poisson batches
+        and every noise draw come from a secret generator made fresh for each fit.
     """
 
     _private = True
@@ -151,8 +140,9 @@ class DPFERMIClassifier(TorchClassifier):
     def __init__(self, model="logistic", *, notion="demographic_parity", lam=1.0, epsilon=1.0, delta=None,
                  privacy_unit="sensitive", group_proportions=None, proportions_budget=0.05, batch_size=1024,
                  epochs=50, learning_rate=0.5, w_learning_rate=0.02, w_radius=None, max_grad_norm=1.0,
-                 tail_average=0.5, calibration="accountant", paper_lipschitz=5.0, noise_multiplier=None, accountant="pld",
-                 model_kwargs=None, device="cpu", random_state=None, verbose=False):
+                 tail_average=0.5, calibration="accountant", paper_lipschitz=5.0, noise_multiplier=None,
+                 accountant="pld", model_kwargs=None, device="cpu", groups=None, classes=None, secure_mode=False,
+                 random_state=None, verbose=False):
         self.model = model
         self.notion = notion
         self.lam = lam
@@ -174,6 +164,9 @@ class DPFERMIClassifier(TorchClassifier):
         self.accountant = accountant
         self.model_kwargs = model_kwargs
         self.device = device
+        self.groups = groups
+        self.classes = classes
+        self.secure_mode = secure_mode
         self.random_state = random_state
         self.verbose = verbose
 
@@ -213,18 +206,19 @@ class DPFERMIClassifier(TorchClassifier):
     def _public_proportions(self, m: int, k: int) -> np.ndarray:
         return check_group_proportions(self.group_proportions, m, k, self.notion)
 
-    def _release_proportions(self, cells, s, m, k, sigma_counts) -> np.ndarray:
+    def _release_proportions(self, cells, s, m, k) -> np.ndarray:
         active = cells >= 0
         counts = np.zeros((m, k))
         np.add.at(counts, (cells[active], s[active]), 1.0)
-        noisy = release_gaussian(counts, bound=counts_bound(self.privacy_unit_), noise_multiplier=sigma_counts,
-                                 generator=self._np_rng, ledger=self.privacy_ledger_, label="group counts")
+        noisy = self._release(COUNTS).noisy_sum(counts, bound=counts_bound(self.privacy_unit_))
         noisy = np.maximum(noisy, _COUNT_FLOOR)
         return noisy / noisy.sum(1, keepdims=True)
 
     # ---- privacy plan ------------------------------------------------------
-    def _plan(self, noise_multiplier: float) -> dpa.DpEvent:
-        return plan_event(noise_multiplier, self.sampling_probability_, self.n_steps_, self._sigma_counts)
+    def _step_epsilon(self, sigma: float) -> float:
+        """ε of the whole plan with the steps' multiplier set to ``sigma``."""
+        plan = self.privacy_plan_
+        return plan.epsilon({**self._sigmas, STEP: sigma}, self.delta_, self.privacy_unit_, self.accountant)
 
     def _noise(self, n: int, p_min: float, w_bound: float) -> tuple[float, float, float]:
         """``(σ_event, std on the θ sum, std on the W sum)`` for the chosen calibration."""
@@ -235,7 +229,8 @@ class DPFERMIClassifier(TorchClassifier):
                                        float(self.paper_lipschitz), C)
             noise_theta, noise_w = s_theta * expected, s_w * expected
             sigma = engine.effective_noise_multiplier(noise_theta, noise_w, C, w_bound)
-            spent = epsilon_of(self._plan(sigma), self.delta_, self.privacy_unit_, self.accountant)
+            self._sigmas = {**self._sigmas, STEP: sigma}
+            spent = self._step_epsilon(sigma)
             warnings.warn(
                 f"calibration='paper' sets the noise by Theorem 3.3's closed form (loss Lipschitz constant "
                 f"L={self.paper_lipschitz:g}, clipping C={C:g}, ρ={p_min:.3f}); it does not account Poisson "
@@ -243,10 +238,7 @@ class DPFERMIClassifier(TorchClassifier):
                 f"ε={spent:.4g} for this noise (target {self.epsilon_target_:g}); privacy_spent_ reports that.",
                 PrivacyLeakWarning, stacklevel=4)
             return sigma, noise_theta, noise_w
-        if self.noise_multiplier is not None:
-            sigma = float(check_positive(self.noise_multiplier, "noise_multiplier", allow_zero=True))
-        else:
-            sigma = self._sigma_steps
+        sigma = self._sigmas[STEP]
         self._check_signal(sigma, n)
         return (sigma, *engine.noise_scales(sigma, C, w_bound))
 
@@ -256,7 +248,7 @@ class DPFERMIClassifier(TorchClassifier):
         ratio = sigma * math.sqrt(2) / expected
         if ratio <= 1.0 or self.noise_multiplier is not None:
             return
-        eps_ok = epsilon_of(self._plan(expected / math.sqrt(2)), self.delta_, self.privacy_unit_, self.accountant)
+        eps_ok = self._step_epsilon(expected / math.sqrt(2))
         raise ValueError(
             f"epsilon={self.epsilon_target_:g} is too small for epochs={self.epochs} and "
             f"batch_size={self.batch_size}: the noise on each coordinate of the averaged gradient would be "
@@ -278,18 +270,19 @@ class DPFERMIClassifier(TorchClassifier):
         public = self.group_proportions is not None
         if public:
             p = self._public_proportions(m, k)
-        self._sigma_counts, self._sigma_steps = calibrate_dpfermi(
-            self.sampling_probability_, self.n_steps_, self.epsilon_target_, self.delta_, self.privacy_unit_,
-            self.accountant, None if public else float(self.proportions_budget))
+        self._calibrate(dpfermi_plan(self.sampling_probability_, self.n_steps_,
+                                     None if public else float(self.proportions_budget)))
         if not public:
-            p = self._release_proportions(cells, s, m, k, self._sigma_counts)
+            p = self._release_proportions(cells, s, m, k)
         self.group_proportions_ = p
         p_min = float(p.min())
         if p_min * self.sampling_probability_ * n < 1.0:
+            source = "public" if public else "released (noisy)"
             raise ValueError(
-                f"the smallest group has a share of {p_min:.4f}: a batch of expected size "
+                f"the smallest group's {source} share is {p_min:.4f}: a batch of expected size "
                 f"{self.sampling_probability_ * n:.0f} sees {p_min * self.sampling_probability_ * n:.2f} of its "
-                "members per step; raise batch_size or merge small groups"
+                "members per step. Raise batch_size, pass its known share with group_proportions=, or merge "
+                "small groups"
             )
         record = self.privacy_unit_ is PrivacyUnit.RECORD
         self.w_radius_ = float(self.w_radius) if self.w_radius is not None else math.sqrt(l / p_min)
@@ -297,8 +290,6 @@ class DPFERMIClassifier(TorchClassifier):
 
         model = self._build_model(l)
         self.noise_multiplier_, noise_theta, noise_w = self._noise(n, p_min, w_bound)
-        noise_generator = torch.Generator(device=self.device_)
-        noise_generator.manual_seed(int(self._np_rng.integers(2**62)))
         if data is None:
             data = engine.FermiData(self._tensor(X), self._tensor(y, torch.long), self._tensor(s, torch.long),
                                     self._tensor(cells, torch.long), m, k, l)
@@ -307,9 +298,11 @@ class DPFERMIClassifier(TorchClassifier):
                                         record, float(self.max_grad_norm),
                                         average_from if average_from < self.n_steps_ else None)
         return _Prepared(data, schedule, model, float(self.lam), noise_theta, noise_w, w_bound,
-                         self._tensor(1.0 / np.sqrt(p)), gaussian_event(self.noise_multiplier_,
-                                                                       self.sampling_probability_),
-                         self._torch_rng, noise_generator)
+                         self._tensor(1.0 / np.sqrt(p)), self._batch_sampler(), self._torch_rng)
+
+    def _batch_sampler(self) -> SecretRandom:
+        """The secret stream of this fit's Poisson batches (the models of a grid with its seed share it)."""
+        return SecretRandom((type(self).__name__, self.random_state_, "batches"), secure=False)
 
     def _hyperparameters(self, prep: _Prepared) -> list[float]:
         return [prep.lam, float(self.learning_rate), float(self.w_learning_rate), self.w_radius_,
@@ -325,13 +318,13 @@ class DPFERMIClassifier(TorchClassifier):
             models = engine.LinearModels(lin.weight.detach().clone()[None, None], lin.bias.detach().clone()[None, None])
         else:
             models = engine.ModuleModel(prep.model)
-        ledger = self.privacy_ledger_
+        release = Release(self.privacy_plan_[STEP], self.noise_multiplier_, self._secret, self.privacy_ledger_)
 
         def on_epoch(step, W):
             self.history_.append({"step": step, "w_norm": float(W[0, 0].norm())})
 
-        W = engine.train(models, prep.data, prep.schedule, hp, [prep.batch_generator], [prep.noise_generator],
-                         on_step=lambda: ledger.record(prep.event, "dp-fermi step"), on_epoch=on_epoch)
+        W = engine.train(models, prep.data, prep.schedule, hp, [prep.sampler], release, [prep.public_generator],
+                         on_epoch=on_epoch)
         if isinstance(models, engine.LinearModels):
             self._set_linear(prep.model, models.weight[0, 0], models.bias[0, 0])
         self._complete(prep.model, W[0, 0])

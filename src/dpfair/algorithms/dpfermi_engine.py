@@ -2,20 +2,23 @@
 
 One loop serves the estimator (one model) and the sweeps (hundreds of models
 at once). Models are laid out on a grid ``(S, G)``: the ``G`` models of a
-*seed group* share that group's random streams (its Poisson batches, its
-public minibatches, its standard-normal noise draws), so model ``(g, j)`` is
-exactly the model :class:`~dpfair.algorithms.DPFERMIClassifier` would fit with
-group ``g``'s seed and model ``j``'s hyper-parameters; they differ in λ, the
-step sizes, the W radius and the noise scales.
+*seed group* (one ``random_state``) share that group's secret Poisson batches
+and its public minibatch order, and differ in λ, the step sizes, the W radius
+and the noise scales. Every model draws its OWN noise (one draw of shape
+``(S, G, ·)`` from the secret stream per step), so no two released models share
+noise; the joint ε of a seed group follows from its shared batches (see
+:mod:`dpfair.algorithms.dpfermi_sweep`).
 
 Per step ``t`` (see :mod:`dpfair.algorithms.dpfermi` for the privacy argument):
 
-1. a secret Poisson batch ``B_t`` (rate ``q``) per seed group;
+1. a secret Poisson batch ``B_t`` (rate ``q``) per seed group, from that group's
+   :class:`~dpfair.privacy.SecretRandom`;
 2. on ``B_t``: the clipped per-sample θ-gradients of the s-carrying loss and
    the s-part ``2 P^{-1/2} s_i F_iᵀ`` of the W-gradient (under the record unit:
    the whole per-sample θ-gradient, clipped, and the whole W-gradient);
-   their sums are released with Gaussian noise of standard deviation
-   ``noise_theta`` and ``noise_w`` (one Gaussian event per model and step);
+   their sums are released through one batched :class:`~dpfair.privacy.Release`
+   with Gaussian noise of standard deviation ``noise_theta`` and ``noise_w``
+   (one Gaussian event per model and step on that model's ledger);
 3. (sensitive unit) on an independent public minibatch of ``b`` rows (epochs
    of a shuffled order): the exact gradients of the parts that depend on
    ``(x, y)`` only;
@@ -219,41 +222,23 @@ class ModuleModel:
                 p.copy_(v.reshape(p.shape))
 
 
-def poisson_sample(n: int, q: float, generator: torch.Generator) -> torch.Tensor:
-    """Indices of a Poisson sample of ``range(n)`` (each kept independently with probability ``q``).
+def poisson_batch(n: int, samplers, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """One secret Poisson sample per seed group (``samplers``: their ``(SecretRandom, q)``), padded.
 
-    Drawn as the gaps between kept indices, which are i.i.d. geometric:
-    ``gap = ⌊ln U / ln(1 − q)⌋ + 1``, so a sample costs about ``q·n`` uniforms instead of ``n``.
+    Returns ``idx (S, B_max)`` and ``valid (S, B_max)``.
     """
-    if q >= 1.0:
-        return torch.arange(n, device=generator.device)
-    log1mq = torch.log1p(torch.tensor(-q, dtype=torch.float64))
-    chunk = int(q * n + 6.0 * (q * n) ** 0.5 + 16)
-    positions, last = [], -1
-    while last < n:
-        u = 1.0 - torch.rand(chunk, generator=generator, dtype=torch.float64, device=generator.device)
-        steps = torch.floor(torch.log(u) / log1mq.to(u.device)).long() + 1
-        pos = last + torch.cumsum(steps, 0)
-        positions.append(pos)
-        last = int(pos[-1])
-    pos = torch.cat(positions)
-    return pos[pos < n]
-
-
-def poisson_batch(n: int, q: float, generators, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """One Poisson sample per seed group, padded: ``idx (S, B_max)`` and ``valid (S, B_max)``."""
-    samples = [poisson_sample(n, q, g) for g in generators]
+    samples = [secret.poisson_sample(n, q) for secret, q in samplers]
     width = max(max(len(x) for x in samples), 1)
-    idx = torch.zeros(len(samples), width, dtype=torch.long, device=device)
-    valid = torch.zeros(len(samples), width, dtype=torch.bool, device=device)
+    idx = torch.zeros(len(samples), width, dtype=torch.long)
+    valid = torch.zeros(len(samples), width, dtype=torch.bool)
     for row, x in enumerate(samples):
-        idx[row, :len(x)] = x
+        idx[row, :len(x)] = torch.from_numpy(x)
         valid[row, :len(x)] = True
-    return idx, valid
+    return idx.to(device), valid.to(device)
 
 
 class PublicBatches:
-    """Minibatches of fixed size ``b`` from shuffled epochs, one independent order per seed group."""
+    """Public minibatches of fixed size ``b`` from shuffled epochs, one order per seed group (public generators)."""
 
     def __init__(self, n: int, size: int, generators, device):
         self.n, self.size, self.generators, self.device = n, size, generators, device
@@ -322,13 +307,15 @@ def secret_sums(models, data: FermiData, schedule: FermiSchedule, hp: FermiModel
     return theta_sum, _w_gradient(W, cell_F, hp.inv_sqrt_p, public=record, sensitive=True)
 
 
-def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, batch_generators,
-          noise_generators, on_step=None, on_epoch=None) -> torch.Tensor:
+def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, samplers, release,
+          public_generators, on_epoch=None) -> torch.Tensor:
     """Run Algorithm 1 for every model; returns the last ``W (S, G, m, k, l)``.
 
-    ``on_step()`` is called once per step after the release (the caller records
-    the step's event on each model's ledger); ``on_epoch(step, W)`` after each
-    (expected) epoch of steps.
+    ``samplers``: one secret generator per seed group (its Poisson batches);
+    ``release``: the batched :class:`~dpfair.privacy.Release` of the step (one
+    ledger per model) that draws every model's noise; ``public_generators``: one
+    public torch generator per seed group (its public minibatch order).
+    ``on_epoch(step, W)`` is called after each (expected) epoch of steps.
     """
     dev = data.X.device
     S, G = hp.lam.shape
@@ -337,23 +324,18 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, bat
     expected = q * n
     record = schedule.record
     W = torch.zeros(S, G, m, k, l, device=dev)
-    n_w = m * k * l
-    public = None if record else PublicBatches(n, schedule.public_batch, batch_generators, dev)
+    public = None if record else PublicBatches(n, schedule.public_batch, public_generators, dev)
     x_norm = torch.sqrt((data.X.flatten(1) ** 2).sum(1) + 1.0)
     steps_per_epoch = max(1, round(1 / q))
-    noise_theta = (hp.noise_theta / expected)[..., None]
-    noise_w = (hp.noise_w / expected)[..., None]
+    scales = [hp.noise_theta[..., None], hp.noise_w[..., None, None, None]]
     lr, wlr = hp.learning_rate[..., None], hp.w_learning_rate[..., None, None, None]
+    batch_sources = [(secret, q) for secret in samplers]
 
     for step in range(schedule.n_steps):
-        idx, valid = poisson_batch(n, q, batch_generators, dev)
+        idx, valid = poisson_batch(n, batch_sources, dev)
         theta_sum, w_sum = secret_sums(models, data, schedule, hp, W, idx, valid, x_norm)
-        z = torch.stack([torch.randn(models.n_params + n_w, generator=g, device=dev) for g in noise_generators])
-        z_theta, z_w = z[:, None].split([models.n_params, n_w], dim=-1)
-        grad_theta = theta_sum / expected + noise_theta * z_theta
-        grad_w = w_sum / expected + (noise_w * z_w).reshape(W.shape)
-        if on_step is not None:
-            on_step()
+        noisy_theta, noisy_w = release.noisy_sum([theta_sum, w_sum], scale=scales)
+        grad_theta, grad_w = noisy_theta / expected, noisy_w / expected
         if not record:
             pub = public.next()
             ones = torch.ones(pub.shape, dtype=torch.bool, device=dev)
@@ -371,7 +353,9 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, bat
         norms = W.flatten(3).norm(dim=-1).clamp_min(1e-12)
         W = W * (hp.w_radius[..., None] / norms).clamp(max=1.0)[..., None, None]
         if on_epoch is not None and ((step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps):
+            release.flush()
             on_epoch(step + 1, W)
+    release.flush()
     if schedule.average_from is not None and schedule.average_from < schedule.n_steps:
         models.load(average)
     return W

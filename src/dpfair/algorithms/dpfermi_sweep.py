@@ -1,60 +1,111 @@
 """Fit a whole DP-FERMI grid (ε × λ × seeds × …) as one batched computation.
 
 :func:`fit_dpfermi_grid` returns one fitted :class:`DPFERMIClassifier` per
-grid point, each equal (to float rounding) to what ``fit`` of that estimator
-alone returns: every estimator is prepared by its own ``fit`` preamble
-(checks, its own group-count release, calibration, initialisation, its own
-ledger), then the logistic models of all estimators are trained in lockstep
-by :func:`dpfair.algorithms.dpfermi_engine.train`. Estimators whose random
-streams coincide (same seed, same draws before training) form a seed group
-and share one Poisson batch and one noise draw per step, so a step of the
-whole grid is a few batched matrix products.
+grid point. Every estimator is prepared by its own ``fit`` preamble (checks,
+its own group-count release, calibration, initialisation, its own ledger);
+then the logistic models of all estimators are trained in lockstep by
+:func:`dpfair.algorithms.dpfermi_engine.train`. Estimators with the same
+``random_state`` form a seed group: they share one secret Poisson batch per
+step (and one public minibatch order), so a step of the whole grid is a few
+batched matrix products; every model draws its own noise.
 
-Privacy: each model's ledger records exactly the releases of its own fit
-(``privacy_spent_`` per model). Choosing among the models by their
-performance on private data is a further use of that data that these
-ledgers do not cover.
+Privacy. Each model's ledger records exactly the releases of its own fit
+(``privacy_spent_`` per model): marginally, a model sees a Poisson sample and
+its own noise, exactly as a fit of its own. Releasing *all* the models
+together is a further question, which :attr:`GridFit.privacy_spent` answers
+on the accountant: the models of a seed group release, at each step, one
+Gaussian sum per model on the same batch — jointly a single Poisson-sampled
+Gaussian whose multiplier is ``(Σ_j σ_j⁻²)^{-1/2}`` (each model's normalised
+contribution has norm ≤ 1/σ_j, their concatenation ≤ √Σ σ_j⁻²); seed groups
+use independent batches and every count release has independent noise, so
+all of these compose. Choosing among the models by their performance on
+private data is a further use of that data that none of these ε cover.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 
+import dp_accounting as dpa
 import torch
 
 from dpfair.algorithms import dpfermi_engine as engine
-from dpfair.algorithms.dpfermi import DPFERMIClassifier, stack_hyperparameters
+from dpfair.algorithms.dpfermi import COUNTS, STEP, DPFERMIClassifier, stack_hyperparameters
 from dpfair.nn import LogisticRegression
+from dpfair.privacy import PrivacyLedger, Release, SecretRandom, epsilon_of, gaussian_event
 
 
-def _group_key(prep) -> tuple:
-    return (prep.batch_generator.get_state().numpy().tobytes(), prep.noise_generator.get_state().numpy().tobytes())
+class GridFit(list):
+    """The fitted estimators of a grid (a list, in the grid's product order) and the ε of releasing them all.
+
+    ``privacy_spent``: ``(ε, δ)`` of releasing every model of the grid together
+    (δ: the smallest of the models' δ); ``privacy_event``: the composed event.
+    """
+
+    privacy_event: dpa.DpEvent
+    privacy_spent: tuple[float, float]
 
 
-def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], **params) -> list[DPFERMIClassifier]:
+def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], **params) -> GridFit:
     """Fit ``DPFERMIClassifier(**params, **point)`` for every point of the product ``grid``.
 
     ``grid`` maps hyper-parameter names to lists of values (e.g. ``{"epsilon": [0.5, 1],
     "lam": [0, 1, 2], "random_state": range(5)}``). Logistic models train batched;
-    any other model is fitted one at a time. Returns the estimators in the
-    grid's product order.
+    any other model is fitted one at a time. Returns a :class:`GridFit` (a list of the
+    estimators in the grid's product order, with the joint ``privacy_spent``).
     """
     names = list(grid)
-    estimators = [DPFERMIClassifier(**{**params, **dict(zip(names, values))})
-                  for values in itertools.product(*(list(grid[k]) for k in names))]
-    if not estimators:
-        return []
-    preps = []
-    for est in estimators:
-        Xc, yc, sc = est._start_fit(X, y, sensitive_features)
-        shared = preps[0].data if preps and est.notion == estimators[0].notion else None
-        preps.append(est._prepare(Xc, yc, sc, data=shared))
-    if not all(isinstance(p.model, LogisticRegression) for p in preps):
-        for est, prep in zip(estimators, preps):
-            est._train_prepared(prep)
-        return estimators
-    _train_batched(estimators, preps)
+    estimators = GridFit(DPFERMIClassifier(**{**params, **dict(zip(names, values))})
+                         for values in itertools.product(*(list(grid[k]) for k in names)))
+    if estimators:
+        preps = []
+        try:
+            for est in estimators:
+                Xc, yc, sc = est._start_fit(X, y, sensitive_features)
+                shared = preps[0].data if preps and est.notion == estimators[0].notion else None
+                preps.append(est._prepare(Xc, yc, sc, data=shared))
+            if all(isinstance(p.model, LogisticRegression) for p in preps):
+                _train_batched(estimators, preps)
+            else:
+                for est, prep in zip(estimators, preps):
+                    est._train_prepared(prep)
+        except BaseException:
+            for est in estimators:
+                est._unfit()
+            raise
+        for est in estimators:
+            est._end_fit()
+    estimators.privacy_event, estimators.privacy_spent = joint_privacy(estimators)
     return estimators
+
+
+def _seed_groups(estimators) -> list[list[int]]:
+    """Indices of the estimators that share a secret batch stream (one ``random_state``), in first-seen order."""
+    groups: dict[int, list[int]] = {}
+    for i, est in enumerate(estimators):
+        groups.setdefault(est.random_state_, []).append(i)
+    return list(groups.values())
+
+
+def joint_privacy(estimators) -> tuple[dpa.DpEvent, tuple[float, float]]:
+    """The event and ``(ε, δ)`` of releasing every fitted model of a grid together (see the module docstring)."""
+    if not estimators:
+        return dpa.NoOpDpEvent(), (0.0, 0.0)
+    unit = estimators[0].privacy_unit_
+    delta = min(est.delta_ for est in estimators)
+    events = []
+    for group in _seed_groups(estimators):
+        sigmas = [estimators[i].noise_multiplier_ for i in group]
+        sigma = 0.0 if min(sigmas) == 0 else 1.0 / math.sqrt(sum(s ** -2 for s in sigmas))
+        first = estimators[group[0]]
+        events.append(dpa.SelfComposedDpEvent(gaussian_event(sigma, first.sampling_probability_), first.n_steps_))
+        for i in group:
+            events += [dpa.SelfComposedDpEvent(e.event, e.count) for e in estimators[i].privacy_ledger_.entries
+                       if e.label == COUNTS]
+    event = dpa.ComposedDpEvent(events)
+    accountant = estimators[0].accountant
+    return event, (epsilon_of(event, delta, unit, accountant), delta)
 
 
 def _train_batched(estimators, preps) -> None:
@@ -63,35 +114,42 @@ def _train_batched(estimators, preps) -> None:
         if p.schedule != first.schedule or p.data is not first.data:
             raise ValueError("a batched grid needs the same data, notion, batch_size, epochs and privacy_unit for "
                              "every point; vary those in separate calls")
-    groups: dict[tuple, list[int]] = {}
-    for i, p in enumerate(preps):
-        groups.setdefault(_group_key(p), []).append(i)
-    members = list(groups.values())
+    members = _seed_groups(estimators)
     width = max(len(g) for g in members)
-    slots = [g + [g[-1]] * (width - len(g)) for g in members]  # pad with repeats, results ignored
+    slots = [g + [None] * (width - len(g)) for g in members]  # padding slots: copies of the group's last model
+    filled = [[i if i is not None else g[-1] for i in g] for g in slots]
     dev = first.data.X.device
 
-    weight = torch.stack([torch.stack([preps[i].model.linear.weight.detach() for i in g]) for g in slots])
-    bias = torch.stack([torch.stack([preps[i].model.linear.bias.detach() for i in g]) for g in slots])
+    weight = torch.stack([torch.stack([preps[i].model.linear.weight.detach() for i in g]) for g in filled])
+    bias = torch.stack([torch.stack([preps[i].model.linear.bias.detach() for i in g]) for g in filled])
     models = engine.LinearModels(weight.clone(), bias.clone())
-    hp = stack_hyperparameters([[estimators[i]._hyperparameters(preps[i]) for i in g] for g in slots],
-                               torch.stack([torch.stack([preps[i].inv_sqrt_p for i in g]) for g in slots]), dev)
-    pending = [0]
-
-    def on_step():
-        pending[0] += 1
+    hp = stack_hyperparameters([[estimators[i]._hyperparameters(preps[i]) for i in g] for g in filled],
+                               torch.stack([torch.stack([preps[i].inv_sqrt_p for i in g]) for g in filled]), dev)
+    # One batched release: every slot draws its own noise from one secret stream; padding slots
+    # record on a scratch ledger (their models are discarded).
+    _check_same_step_part(estimators)
+    unit = estimators[0].privacy_unit_
+    ledgers = [estimators[i].privacy_ledger_ if i is not None else PrivacyLedger(unit) for g in slots for i in g]
+    sigmas = [estimators[i].noise_multiplier_ for g in filled for i in g]
+    release = Release(estimators[0].privacy_plan_[STEP], sigmas, SecretRandom(("dpfermi grid", "noise")), ledgers)
 
     def on_epoch(step, W):
         norms = W.flatten(2).norm(dim=-1).tolist()
         for gi, g in enumerate(members):
             for j, i in enumerate(g):
-                estimators[i].privacy_ledger_.record(preps[i].event, "dp-fermi step", count=pending[0])
                 estimators[i].history_.append({"step": step, "w_norm": norms[gi][j]})
-        pending[0] = 0
 
-    W = engine.train(models, first.data, first.schedule, hp, [preps[g[0]].batch_generator for g in members],
-                     [preps[g[0]].noise_generator for g in members], on_step=on_step, on_epoch=on_epoch)
+    W = engine.train(models, first.data, first.schedule, hp, [preps[g[0]].sampler for g in members], release,
+                     [preps[g[0]].public_generator for g in members], on_epoch=on_epoch)
     for gi, g in enumerate(members):
         for j, i in enumerate(g):
             DPFERMIClassifier._set_linear(preps[i].model, models.weight[gi, j], models.bias[gi, j])
             estimators[i]._complete(preps[i].model, W[gi, j])
+
+
+def _check_same_step_part(estimators) -> None:
+    """Every model's plan has the same step part (sampling rate and count), so one release object serves all."""
+    part = estimators[0].privacy_plan_[STEP]
+    for est in estimators[1:]:
+        if est.privacy_plan_[STEP] != part:
+            raise ValueError("a batched grid needs the same sampling rate and number of steps for every point")

@@ -1,16 +1,27 @@
-"""DP-SGD (Abadi et al., *Deep Learning with Differential Privacy*, CCS 2016, Algorithm 1).
+"""DP-SGD (Abadi et al., *Deep Learning with Differential Privacy*, CCS 2016, Algorithm 1), in phases.
 
-Each step draws a Poisson sample with rate ``q = batch_size / n``, clips every
-per-example gradient to L2 norm ``C = max_grad_norm``, and releases the sum
-plus ``N(0, σ²C²I)`` (one :func:`~dpfair.privacy.release_gaussian`); the
-model steps on that sum divided by the expected batch size ``q·n`` (public).
-Privacy: record-level, add/remove-one. Each step is a Poisson-sampled
-Gaussian with noise multiplier σ; the T steps compose on the PLD accountant
-and σ is the smallest value whose composed ε is at most the target.
+Each step draws a secret Poisson sample with rate ``q = batch_size / n`` and
+runs four phases, as Opacus's optimizers do, each a method a variant may
+override:
 
-The sensitive attribute is not used by DP-SGD; fairness metrics of its model
-are measured afterwards. Passing ``sensitive_features`` to ``fit`` only
-checks it.
+1. **bound** (:meth:`DPSGDClassifier._per_sample_bounds`): the clipping bound
+   ``C_i`` of every sampled example (flat clipping: ``C`` for everyone);
+2. **clip**: the sum of the per-example gradients, each scaled to norm at most
+   its ``C_i`` (:func:`dpfair.nn.clipped_gradient_sum`, ghost norms where exact);
+3. **noise**: one :class:`~dpfair.privacy.Release` adds ``N(0, σ²C_max²I)``,
+   where ``C_max`` (:meth:`DPSGDClassifier._release_bound`) bounds every
+   ``C_i`` whatever the data — the per-person bound of the release;
+4. **scale** (:meth:`DPSGDClassifier._scale`): divide by the expected batch size
+   ``q·n`` (public) and hand the gradient to the optimizer.
+
+Privacy: record-level, add/remove-one. Each step is a Poisson-sampled Gaussian
+with noise multiplier σ on bound ``C_max``; the T steps compose on the PLD
+accountant and σ is the smallest value whose composed ε is at most the target.
+A rule whose bounds are chosen from private statistics must release those
+statistics through its own planned parts (:meth:`DPSGDClassifier._plan_parts`).
+
+The sensitive attribute is not used by flat-clipping DP-SGD; fairness metrics
+of its model are measured afterwards.
 """
 
 from __future__ import annotations
@@ -21,10 +32,12 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from dpfair.algorithms.base import TorchClassifier, poisson_batches
+from dpfair.algorithms.base import TorchClassifier
 from dpfair.nn import assign_grads, clipped_gradient_sum
-from dpfair.privacy import dpsgd_event, release_gaussian
+from dpfair.privacy import Part, PrivacyPlan
 from dpfair.validation import check_positive
+
+STEP = "dp-sgd step"
 
 
 def cross_entropy_one(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -43,14 +56,21 @@ class DPSGDClassifier(TorchClassifier):
     noise_multiplier : σ; ``None`` calibrates it to (ε, δ) on ``accountant`` over all steps.
     batch_size : expected Poisson batch size (``q = batch_size / n``).
     epochs : passes over the data; the number of steps is ``ceil(epochs / q)``.
+    clip_method : "auto" (ghost norms where exact, else ``torch.func``), "vmap" or "ghost".
+    groups, classes : the public lists of group and label values (an int k: ``0..k-1``); ``None`` infers
+        them from the data, with a ``PrivacyLeakWarning`` where the data are private (s; y under "record").
+    secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
+    random_state : seeds public randomness only (initialisation); Poisson batches and every noise draw
+        come from a secret generator made fresh for each fit.
     """
 
     _private = True
+    privacy_unit = "record"
 
     def __init__(self, model="logistic", *, epsilon=1.0, delta=None, max_grad_norm=1.0, noise_multiplier=None,
                  batch_size=256, epochs=20, learning_rate=0.5, optimizer="sgd", momentum=0.0,
-                 accountant="pld", clip_method="auto", model_kwargs=None, device="cpu", random_state=None,
-                 verbose=False):
+                 accountant="pld", clip_method="auto", model_kwargs=None, device="cpu", groups=None, classes=None,
+                 secure_mode=False, random_state=None, verbose=False):
         self.model = model
         self.epsilon = epsilon
         self.delta = delta
@@ -65,38 +85,55 @@ class DPSGDClassifier(TorchClassifier):
         self.clip_method = clip_method
         self.model_kwargs = model_kwargs
         self.device = device
+        self.groups = groups
+        self.classes = classes
+        self.secure_mode = secure_mode
         self.random_state = random_state
         self.verbose = verbose
 
-    privacy_unit = "record"
+    # ---- the phases a clipping rule overrides ------------------------------------------------
+    def _plan_parts(self) -> tuple[Part, ...]:
+        """The plan: T Poisson-sampled Gaussian steps (a rule adds the parts that release its statistics)."""
+        return (Part(STEP, count=self.n_steps_, sampling_probability=self.sampling_probability_),)
 
-    def _plan(self, noise_multiplier):
-        return dpsgd_event(noise_multiplier, self.sampling_probability_, self.n_steps_)
+    def _release_bound(self) -> float:
+        """``C_max``: a data-independent bound on every per-example clipping bound."""
+        return float(self.max_grad_norm)
 
+    def _per_sample_bounds(self, step: int, idx: torch.Tensor, y: torch.Tensor, s) -> torch.Tensor | float:
+        """Phase 1: the clipping bound of each sampled example (flat: C)."""
+        return float(self.max_grad_norm)
+
+    def _scale(self, noisy: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Phase 4: the noisy sum over the expected batch size ``q·n`` (public, never the realised size)."""
+        return {k: v / self._expected_batch for k, v in noisy.items()}
+
+    # ---- the loop ---------------------------------------------------------------------------
     def _fit(self, X, y, s):
         self._validate_training()
-        C = check_positive(self.max_grad_norm, "max_grad_norm")
+        check_positive(self.max_grad_norm, "max_grad_norm")
         n = X.shape[0]
         self.sampling_probability_ = min(1.0, self.batch_size / n)
         self.n_steps_ = math.ceil(self.epochs / self.sampling_probability_)
-        self.noise_multiplier_ = self._calibrated_noise()
+        self._calibrate(PrivacyPlan(self._plan_parts()))
+        self.noise_multiplier_ = self._sigmas[STEP]
+        self._expected_batch = self.sampling_probability_ * n
 
         self.model_ = self._build_model(len(self.classes_))
         opt = self._make_optimizer(self.model_.parameters())
         Xt, yt = self._tensor(X), self._tensor(y, torch.long)
-        expected_batch = self.sampling_probability_ * n
+        st = None if s is None else self._tensor(s, torch.long)
+        release = self._release(STEP)
+        bound = self._release_bound()
         steps_per_epoch = max(1, round(1 / self.sampling_probability_))
-        batches = poisson_batches(n, self.sampling_probability_, self.n_steps_, self._torch_rng)
         running, seen = 0.0, 0
         self.model_.train()
-        for step, idx in enumerate(tqdm(batches, total=self.n_steps_, disable=not self.verbose,
-                                        desc="DP-SGD", unit="step")):
-            summed, _ = clipped_gradient_sum(self.model_, cross_entropy_one, Xt[idx], yt[idx], C,
+        for step in tqdm(range(self.n_steps_), disable=not self.verbose, desc="DP-SGD", unit="step"):
+            idx = torch.from_numpy(release.sample(n)).to(self.device_)
+            bounds = self._per_sample_bounds(step, idx, yt[idx], None if st is None else st[idx])
+            summed, _ = clipped_gradient_sum(self.model_, cross_entropy_one, Xt[idx], yt[idx], bounds,
                                              self.clip_method)
-            noisy = release_gaussian(summed, bound=C, noise_multiplier=self.noise_multiplier_,
-                                     generator=self._torch_rng, ledger=self.privacy_ledger_,
-                                     sampling_probability=self.sampling_probability_, label="dp-sgd step")
-            grads = {k: v / expected_batch for k, v in noisy.items()}
+            grads = self._scale(release.noisy_sum(summed, bound=bound))
             assign_grads(self.model_, grads)
             opt.step()
             # Only post-processing of released values is logged: history_ is saved with the model.

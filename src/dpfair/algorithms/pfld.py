@@ -66,28 +66,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import dp_accounting as dpa
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from dpfair.algorithms.base import TorchClassifier, poisson_batches
+from dpfair.algorithms.base import TorchClassifier, public_categories
 from dpfair.nn import assign_grads, clipped_gradient_sum
-from dpfair.privacy import PrivacyLedger, PrivacyUnit, calibrate_noise, gaussian_event, release_gaussian
-from dpfair.validation import (
-    check_group_proportions,
-    check_min_count,
-    check_positive,
-    encode_categories,
-)
+from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, PrivacyUnit, Release
+from dpfair.validation import check_group_proportions, check_positive, encode_categories
 
 DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY = "demographic_parity", "equalized_odds", "accuracy_parity"
 NOTIONS = (DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY)
 
 #: Released counts below this are raised to it before normalising (post-processing).
 _COUNT_FLOOR = 1.0
+
+#: The names of the plan's parts (and of the ledger's entries).
+COUNTS, DUAL, PRIMAL = "pf-ld group counts", "pf-ld dual", "pf-ld primal"
 
 
 # ---- per-sample values and their released sums (module level: the tests check them by brute force) ----
@@ -177,11 +174,6 @@ class _Tensors:
     columns: list
 
 
-def _repeated(event: dpa.DpEvent, count: int) -> dpa.DpEvent:
-    """``count`` releases of ``event``, as :class:`~dpfair.privacy.PrivacyLedger` composes them."""
-    return event if count == 1 else dpa.SelfComposedDpEvent(event, count)
-
-
 class PFLDClassifier(TorchClassifier):
     """Private and fair network trained by the Lagrangian dual (PF-LD); DP of the sensitive attribute.
 
@@ -213,14 +205,13 @@ class PFLDClassifier(TorchClassifier):
 
     _private = True
     _requires_sensitive = True
-    _min_per_group = 1
 
     def __init__(self, model="mlp", *, notion="demographic_parity", epsilon=1.0, delta=None,
                  privacy_unit="sensitive", primal_clip=10.0, dual_clip=5.0, dual_learning_rate=1.0,
                  lambda_init=0.0, group_proportions=None, sensitive_fraction=None, counts_budget=0.05,
                  dual_budget=0.2, missing_value=None, noise_multiplier=None, batch_size=256, epochs=20,
                  learning_rate=1e-3, optimizer="adam", momentum=0.0, accountant="pld", model_kwargs=None,
-                 device="cpu", random_state=None, verbose=False):
+                 device="cpu", groups=None, classes=None, secure_mode=False, random_state=None, verbose=False):
         self.model = model
         self.notion = notion
         self.epsilon = epsilon
@@ -244,6 +235,9 @@ class PFLDClassifier(TorchClassifier):
         self.accountant = accountant
         self.model_kwargs = model_kwargs
         self.device = device
+        self.groups = groups
+        self.classes = classes
+        self.secure_mode = secure_mode
         self.random_state = random_state
         self.verbose = verbose
 
@@ -262,17 +256,15 @@ class PFLDClassifier(TorchClassifier):
         missing = np.asarray(pd.isna(s), dtype=bool)
         if self.missing_value is not None:
             missing |= np.array([v == self.missing_value for v in s.tolist()], dtype=bool)
-        if missing.all():
-            raise ValueError("sensitive_features has no known value (all are missing); "
-                             "PF-LD needs the sensitive attribute of at least some rows")
-        known, self.groups_ = encode_categories(s[~missing], "sensitive_features")
-        check_min_count(known, len(self.groups_), "sensitive_features", self._min_per_group, what="group")
+        groups = public_categories(self.groups, pd.Series(s[~missing]), "groups", True,
+                                   "groups=k or groups=[...] (the data set's group values)")
+        known, self.groups_ = encode_categories(s[~missing], "sensitive_features", classes=groups)
         s_codes = np.full(n, -1, dtype=np.int64)
         s_codes[~missing] = known
         self.n_features_in_ = X.shape[1]
         return X, y_codes, s_codes
 
-    def _check_hyperparameters(self, y, s):
+    def _check_hyperparameters(self):
         if self.notion not in NOTIONS:
             raise ValueError(f"notion must be one of {', '.join(NOTIONS)}, got {self.notion!r}")
         if self.privacy_unit_ is not PrivacyUnit.SENSITIVE:
@@ -291,14 +283,6 @@ class PFLDClassifier(TorchClassifier):
             if r > 1:
                 raise ValueError(f"sensitive_fraction must lie in (0, 1], got {r!r}: it is the fraction of "
                                  "rows whose sensitive value is known")
-        if self.notion == EQUALIZED_ODDS:
-            k = len(self.groups_)
-            empty = np.flatnonzero(np.bincount((y * k + s)[s >= 0], minlength=len(self.classes_) * k) == 0)
-            if empty.size:
-                c, r = divmod(int(empty[0]), k)
-                raise ValueError(f"sensitive_features group {self.groups_[r]} has no member with label "
-                                 f"{self.classes_[c]}, so equalized odds cannot constrain it; merge groups "
-                                 "or use notion='demographic_parity'")
 
     # ---- normalisers: public or released group sizes ------------------------------------------
     def _public_sizes(self, cells_n: np.ndarray, k: int) -> np.ndarray:
@@ -307,41 +291,19 @@ class PFLDClassifier(TorchClassifier):
         return (r * cells_n[:, None] * p).reshape(-1)
 
     def _release_counts(self, groups: np.ndarray, n_constraint_groups: int) -> np.ndarray:
-        noisy = release_gaussian(group_counts(groups, n_constraint_groups), bound=math.sqrt(2) / 2,
-                                 noise_multiplier=self._sigma_counts, generator=self._np_rng,
-                                 ledger=self.privacy_ledger_, label="pf-ld group counts")
+        noisy = self._release(COUNTS).noisy_sum(group_counts(groups, n_constraint_groups), bound=math.sqrt(2) / 2)
         return np.maximum(noisy, _COUNT_FLOOR)
 
-    # ---- the two recurring releases ------------------------------------------------------------
-    # Dual and primal releases are recorded on their own ledgers while training and appended to
-    # ``privacy_ledger_`` at the end, grouped by kind: composition does not depend on the order, and
-    # the grouped ledger is exactly the calibrated plan (fast to account, and the same ε).
-    def _release_dual(self, sums: torch.Tensor, ledger: PrivacyLedger) -> torch.Tensor:
-        return release_gaussian(sums, bound=self.dual_clip_ / math.sqrt(2),
-                                noise_multiplier=self.dual_noise_multiplier_, generator=self._torch_rng,
-                                ledger=ledger, label="pf-ld dual")
-
-    def _release_primal(self, summed: dict[str, torch.Tensor], ledger: PrivacyLedger) -> dict[str, torch.Tensor]:
-        return release_gaussian(summed, bound=float(self.primal_clip), noise_multiplier=self.noise_multiplier_,
-                                generator=self._torch_rng, ledger=ledger,
-                                sampling_probability=self.sampling_probability_, label="pf-ld primal")
-
-    # ---- privacy plan: the ledger's events, grouped as the ledger holds them ----------------------
-    def _plan(self, noise_multiplier: float) -> dpa.DpEvent:
-        events = [] if self._sigma_counts is None else [gaussian_event(self._sigma_counts)]
-        events += [_repeated(gaussian_event(self.dual_noise_multiplier_), int(self.epochs)),
-                   _repeated(gaussian_event(noise_multiplier, self.sampling_probability_), self.n_steps_)]
-        return dpa.ComposedDpEvent(events)
-
-    def _calibrate_share(self, plan, share: float) -> float:
-        if math.isinf(self.epsilon_target_):
-            return 0.0
-        return calibrate_noise(plan, share * self.epsilon_target_, self.delta_, self.privacy_unit_, self.accountant)
+    # ---- privacy plan: counts (unless public), one dual release per epoch, the primal steps ----------
+    def _pfld_plan(self, public: bool) -> PrivacyPlan:
+        parts = () if public else (Part(COUNTS, share=float(self.counts_budget)),)
+        return PrivacyPlan(parts + (Part(DUAL, count=int(self.epochs), share=float(self.dual_budget)),
+                                    Part(PRIMAL, count=self.n_steps_, sampling_probability=self.sampling_probability_)))
 
     # ---- training -------------------------------------------------------------------------------
     def _fit(self, X, y, s):
         self._validate_training()
-        self._check_hyperparameters(y, s)
+        self._check_hyperparameters()
         n, k, l = X.shape[0], len(self.groups_), len(self.classes_)
         notion = self.notion
         groups, cells = constraint_cells(notion, y, s, k)
@@ -354,12 +316,14 @@ class PFLDClassifier(TorchClassifier):
         cells_n = np.bincount(cells, minlength=l if notion == EQUALIZED_ODDS else 1).astype(np.float64)
         public = self.group_proportions is not None
         sizes = self._public_sizes(cells_n, k) if public else None
-        self._sigma_counts = None if public else self._calibrate_share(gaussian_event, self.counts_budget)
-        self.dual_noise_multiplier_ = self._calibrate_share(
-            lambda sd: _repeated(gaussian_event(sd), int(self.epochs)), self.dual_budget)
-        self.noise_multiplier_ = self._calibrated_noise()
+        sigmas = self._calibrate(self._pfld_plan(public))
+        self.dual_noise_multiplier_, self.noise_multiplier_ = sigmas[DUAL], sigmas[PRIMAL]
         self.group_sizes_ = sizes if public else self._release_counts(groups, n_groups)
+        # The recurring releases record on their own ledgers, appended grouped by kind at the end:
+        # composition does not depend on the order, and the grouped ledger is fast to account.
         dual_ledger, primal_ledger = PrivacyLedger(self.privacy_unit_), PrivacyLedger(self.privacy_unit_)
+        dual = Release(self.privacy_plan_[DUAL], sigmas[DUAL], self._secret, dual_ledger)
+        primal = Release(self.privacy_plan_[PRIMAL], sigmas[PRIMAL], self._secret, primal_ledger)
 
         self.model_ = self._build_model(l)
         opt = self._make_optimizer(self.model_.parameters())
@@ -369,10 +333,9 @@ class PFLDClassifier(TorchClassifier):
                                      torch.long), columns)
         lam = torch.full((n_groups, len(columns)), float(self.lambda_init), device=self.device_)
         public_order = torch.empty(0, dtype=torch.long, device=self.device_)
-        batches = poisson_batches(n, self.sampling_probability_, self.n_steps_, self._torch_rng)
         self.model_.train()
         for epoch in tqdm(range(int(self.epochs)), disable=not self.verbose, desc="PF-LD", unit="epoch"):
-            lam, sign, violation = self._dual_step(data, lam, dual_ledger)
+            lam, sign, violation = self._dual_step(data, lam, dual)
             self.history_.append({"epoch": epoch + 1, "lambda_max": float(lam.max()),
                                   "violation_max": float(violation.abs().max())})
             coef = lam * sign / data.sizes[:, None]
@@ -382,12 +345,12 @@ class PFLDClassifier(TorchClassifier):
             ref_coef = torch.zeros(len(cells_n), len(columns), device=self.device_).index_add_(
                 0, data.cell_of_group, lam * sign)
             for _ in range(self.steps_per_epoch_):
-                idx = next(batches)
+                idx = torch.from_numpy(primal.sample(n)).to(self.device_)
                 if len(public_order) < self.batch_size:
                     public_order = torch.cat([public_order, torch.randperm(n, generator=self._torch_rng,
                                                                            device=self.device_)])
                 pub, public_order = public_order[:self.batch_size], public_order[self.batch_size:]
-                grads = self._primal_gradient(data, idx, weights, scale, primal_ledger)
+                grads = self._primal_gradient(data, idx, weights, scale, primal)
                 for name, g in self._public_gradient(data, pub, ref_coef).items():
                     grads[name] = grads[name] + g
                 assign_grads(self.model_, grads)
@@ -399,21 +362,22 @@ class PFLDClassifier(TorchClassifier):
         self._finish_privacy()
 
     @torch.no_grad()
-    def _dual_step(self, data: _Tensors, lam: torch.Tensor, ledger: PrivacyLedger):
+    def _dual_step(self, data: _Tensors, lam: torch.Tensor, release: Release):
         """Release the group sums on the whole data; λ ← λ + s_λ |violation|; the violation's sign ξ."""
         values = torch.cat([per_sample_values(self.model_(data.X[i:i + 8192]), data.y[i:i + 8192], self.notion,
                                               data.columns) for i in range(0, len(data.X), 8192)])
-        noisy = self._release_dual(dual_sums(values, data.groups, len(data.sizes), self.dual_clip_), ledger)
+        noisy = release.noisy_sum(dual_sums(values, data.groups, len(data.sizes), self.dual_clip_),
+                                  bound=self.dual_clip_ / math.sqrt(2))
         ref = torch.zeros(len(data.cells_n), values.shape[1], dtype=values.dtype, device=values.device)
         ref = ref.index_add_(0, data.cells, clip_rows(values, self.dual_clip_)) / data.cells_n[:, None]
         violation = noisy / data.sizes[:, None] - ref[data.cell_of_group]
         return lam + float(self.dual_learning_rate) * violation.abs(), torch.sign(violation), violation
 
-    def _primal_gradient(self, data: _Tensors, idx, weights, scale: float, ledger: PrivacyLedger):
+    def _primal_gradient(self, data: _Tensors, idx, weights, scale: float, release: Release):
         """The group terms' gradient from the secret batch: ``(W/q)·(clipped sum + noise)``."""
         summed = primal_sum(self.model_, data.X[idx], data.y[idx], data.groups[idx], weights, self.notion,
                             float(self.primal_clip))
-        noisy = self._release_primal(summed, ledger)
+        noisy = release.noisy_sum(summed, bound=float(self.primal_clip))
         return {name: g * scale / self.sampling_probability_ for name, g in noisy.items()}
 
     def _public_gradient(self, data: _Tensors, pub, ref_coef) -> dict[str, torch.Tensor]:

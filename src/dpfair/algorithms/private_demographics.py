@@ -41,33 +41,27 @@ uses only Z and the public (X, y): post-processing. The release is recorded
 as dp_accounting's ``RandomizedResponseDpEvent(p = k π̄, k)`` (keep the value
 with probability 1 − p, else output a uniform value: the same channel),
 whose PLD is exact except that the accountant rounds the privacy loss up to
-its discretisation grid (and RDP is looser still); the local ε is lowered by
-that overshoot so that the ε reported is at most the target.
+its discretisation grid (and RDP is looser still); the local ε is calibrated
+on that accountant (its plan's σ is 1/ε_local) so that the ε reported is at
+most the target. The coins come from the fit's secret generator.
 """
 
 from __future__ import annotations
 
 import math
 
-import dp_accounting as dpa
 import numpy as np
 import pandas as pd
 from fairlearn.reductions import UtilityParity
 from fairlearn.reductions._moments.moment import _ALL, _EVENT, _GROUP_ID, _LABEL, _SIGN, Moment
 
 from dpfair.algorithms.fairlearn_wrappers import ReductionsClassifier
-from dpfair.privacy import PrivacyLedger, epsilon_of
+from dpfair.privacy import Part, PrivacyPlan, keep_probability
 
-#: How many times the local ε is lowered by the accountant's overshoot before giving up.
-_MAX_EPSILON_ADJUSTMENTS = 8
+RANDOMIZED_RESPONSE = "randomized response of s"
 
 
 # ---- k-ary randomized response ---------------------------------------------------------------
-def keep_probability(epsilon: float, k: int) -> float:
-    """π = e^ε / (e^ε + k − 1): the probability that randomized response reports the true value."""
-    return 1.0 / (1.0 + (k - 1) * math.exp(-epsilon))
-
-
 def randomization_matrix(epsilon: float, k: int) -> np.ndarray:
     """``T[a, z] = P(Z = z | s = a)`` of k-ary randomized response with local ε."""
     pi = keep_probability(epsilon, k)
@@ -76,20 +70,9 @@ def randomization_matrix(epsilon: float, k: int) -> np.ndarray:
     return T
 
 
-def randomized_response_event(epsilon: float, k: int) -> dpa.DpEvent:
-    """dp_accounting's event of k-ary randomized response: uniform output with probability k·π̄."""
-    return dpa.RandomizedResponseDpEvent(noise_parameter=k * (1.0 - keep_probability(epsilon, k)) / (k - 1),
-                                         num_buckets=k)
-
-
-def release_randomized_response(s: np.ndarray, k: int, epsilon: float, generator: np.random.Generator,
-                                ledger: PrivacyLedger) -> np.ndarray:
-    """Each s_i kept with probability π, else replaced by one of the other k − 1 values uniformly; one event."""
-    ledger.record(randomized_response_event(epsilon, k), "randomized response of s")
-    s = np.asarray(s, dtype=np.int64)
-    keep = generator.random(len(s)) < keep_probability(epsilon, k)
-    other = (s + generator.integers(1, k, size=len(s))) % k
-    return np.where(keep, s, other)
+def randomized_response_plan(k: int) -> PrivacyPlan:
+    """One release: k-ary randomized response of every s (σ = 1/ε_local, see :mod:`dpfair.privacy.plan`)."""
+    return PrivacyPlan((Part(RANDOMIZED_RESPONSE, mechanism="randomized_response", buckets=k),))
 
 
 def corrected_membership(z: np.ndarray, k: int, epsilon: float) -> np.ndarray:
@@ -174,7 +157,11 @@ class PrivateDemographicsClassifier(ReductionsClassifier):
         :class:`~dpfair.algorithms.fairlearn_wrappers.ReductionsClassifier`. The corrected constraints
         are noisier than the exact ones (the variance of ``ê_i`` grows like ``1/(π − π̄)²``), so a bound
         far below that estimation noise is met on the estimates, not certified on the true groups.
-    random_state : seeds the randomized response, the base estimator and ``predict``'s draws.
+    groups : the public list of group values (an int k: ``0..k-1``); ``None`` infers it from s, with a
+        ``PrivacyLeakWarning``.
+    secure_mode : draw the coins of randomized response from the OS CSPRNG (:mod:`dpfair.privacy.samplers`).
+    random_state : seeds public randomness only (the base estimator, ``predict``'s draws); the randomized
+        response draws from a secret generator made fresh for each fit.
 
     Fitted attributes: ``local_epsilon_`` (the ε of the randomized response actually run),
     ``randomization_matrix_`` (T), ``mitigator_`` (fairlearn's fitted ``ExponentiatedGradient``).
@@ -185,37 +172,23 @@ class PrivateDemographicsClassifier(ReductionsClassifier):
 
     def __init__(self, estimator=None, *, notion="demographic_parity", epsilon=1.0, delta=None, accountant="pld",
                  difference_bound=0.01, eg_eps=0.01, max_iter=50, nu=None, eta0=2.0, run_linprog_step=True,
-                 random_state=None):
+                 groups=None, secure_mode=False, random_state=None):
         super().__init__(estimator, notion=notion, difference_bound=difference_bound, eg_eps=eg_eps,
                          max_iter=max_iter, nu=nu, eta0=eta0, run_linprog_step=run_linprog_step,
                          random_state=random_state)
         self.epsilon = epsilon
         self.delta = delta
         self.accountant = accountant
-
-    def _local_epsilon(self, k: int) -> float:
-        """The target ε, lowered by the accountant's overshoot until it reports at most the target."""
-        target = self.epsilon_target_
-        if math.isinf(target):
-            return target
-        eps = target
-        for _ in range(_MAX_EPSILON_ADJUSTMENTS):
-            overshoot = epsilon_of(randomized_response_event(eps, k), self.delta_, self.privacy_unit_,
-                                   self.accountant) - target
-            if overshoot <= 0:
-                return eps
-            eps -= overshoot
-            if eps <= 0:
-                break
-        raise ValueError(f"the {self.accountant} accountant reports more than epsilon={target:g} for randomized "
-                         "response at every local epsilon tried; use accountant='pld'")
+        self.groups = groups
+        self.secure_mode = secure_mode
 
     def _fit(self, X, y, s):
         self._check_reductions()
         k = len(self.groups_)
-        self.local_epsilon_ = self._local_epsilon(k)
+        sigma = self._calibrate(randomized_response_plan(k))[RANDOMIZED_RESPONSE]
+        self.local_epsilon_ = math.inf if sigma == 0 else 1.0 / sigma
         self.randomization_matrix_ = randomization_matrix(self.local_epsilon_, k)
-        z = release_randomized_response(s, k, self.local_epsilon_, self._np_rng, self.privacy_ledger_)
+        z = self._release(RANDOMIZED_RESPONSE).randomize(s, k)
         moment = CorrectedParity(self.notion, n_groups=k, epsilon=self.local_epsilon_,
                                  difference_bound=self.difference_bound)
         self._fit_reductions(X, y, z, moment)

@@ -1,94 +1,204 @@
-"""Releases: the one mechanism under every private method of dpfair.
+"""Releases: the one mechanism path under every private method of dpfair.
 
-A release takes a sum over people of per-person contributions, each bounded
-by construction (``bound``: the norm under add/remove-one, the radius of the
-ball it lies in under replace-one; see :mod:`dpfair.privacy.units`), adds
-noise of scale ``noise_multiplier × bound`` drawn from the caller's seeded
-generator, and records one event on the caller's ledger. With
-``sampling_probability < 1`` the sum runs over a Poisson sample and the event
-is ``PoissonSampledDpEvent``: the privacy argument is that of the subsampled
-Gaussian (or Laplace) mechanism, accounted under the ledger's relation.
+Every private algorithm here releases, again and again, one of four things:
 
-The noise is added to the *sum*; an algorithm that needs a mean divides by
-a public normaliser (the expected batch size ``q·n``), never by the realised
+- a **noisy sum** (Gaussian or Laplace): a sum over people of per-person
+  contributions, each bounded by construction (``bound``: the norm under
+  add/remove-one, the radius of the ball it lies in under replace-one; see
+  :mod:`dpfair.privacy.units`), plus noise of scale ``σ × bound``. With
+  ``sampling_probability < 1`` the sum runs over a secret Poisson sample and
+  the event is ``PoissonSampledDpEvent``;
+- **randomized response** of a categorical value per person (k-ary, local ε);
+- an **exponential-mechanism** choice among candidates scored by a sum over
+  people whose change under a neighbour is at most ``sensitivity``.
+
+A :class:`Release` is one part of an estimator's :class:`~dpfair.privacy.plan.PrivacyPlan`
+made concrete: the part, its noise multiplier(s), the fit's
+:class:`~dpfair.privacy.randomness.SecretRandom` and the ledger(s) that record
+it. Each call draws the noise from the secret generator and records the
+part's event once on every model's ledger (batched: ``noise_multiplier`` and
+the ledgers are per model, the noise of every model is an independent draw;
+a batched release writes its ledgers on :meth:`Release.flush`).
+Nothing else in dpfair draws noise, so a spy on :class:`Release` sees every
+release (``tests/privacy/test_release_path.py``).
+
+The noise is added to the *sum*; an algorithm that needs a mean divides by a
+public normaliser (the expected batch size ``q·n``), never by the realised
 batch size, which depends on private membership.
 """
 
 from __future__ import annotations
+
+import math
 
 import dp_accounting as dpa
 import numpy as np
 import torch
 
 from dpfair.privacy.accounting import PrivacyLedger
+from dpfair.privacy.randomness import SecretRandom
 from dpfair.validation import check_positive
 
+# ---- events -----------------------------------------------------------------------------------
 
-def _event(mechanism, noise_multiplier: float, sampling_probability: float) -> dpa.DpEvent:
-    event = mechanism(float(noise_multiplier))
+
+def _sampled(event: dpa.DpEvent, sampling_probability: float) -> dpa.DpEvent:
     if sampling_probability < 1.0:
         event = dpa.PoissonSampledDpEvent(float(sampling_probability), event)
     return event
 
 
 def gaussian_event(noise_multiplier: float, sampling_probability: float = 1.0) -> dpa.DpEvent:
-    return _event(dpa.GaussianDpEvent, noise_multiplier, sampling_probability)
+    """A Gaussian sum with multiplier σ, optionally on a Poisson sample of rate q."""
+    return _sampled(dpa.GaussianDpEvent(float(noise_multiplier)), sampling_probability)
 
 
 def laplace_event(noise_multiplier: float, sampling_probability: float = 1.0) -> dpa.DpEvent:
-    return _event(dpa.LaplaceDpEvent, noise_multiplier, sampling_probability)
+    """A Laplace sum with multiplier σ (scale / L1 bound), optionally Poisson-sampled."""
+    return _sampled(dpa.LaplaceDpEvent(float(noise_multiplier)), sampling_probability)
 
 
-def _add_noise(total, scale: float, generator, draw_torch, draw_numpy):
+def pure_dp_event(epsilon: float) -> dpa.DpEvent:
+    """The event of an ε-DP mechanism: binary randomized response with ε (the worst ε-DP mechanism)."""
+    if math.isinf(epsilon):
+        return dpa.NonPrivateDpEvent()
+    return dpa.RandomizedResponseDpEvent(2.0 / (math.exp(epsilon) + 1.0), 2)
+
+
+def keep_probability(epsilon: float, k: int) -> float:
+    """π = e^ε / (e^ε + k − 1): the probability that k-ary randomized response reports the true value."""
+    return 1.0 / (1.0 + (k - 1) * math.exp(-epsilon))
+
+
+def randomized_response_event(epsilon: float, k: int) -> dpa.DpEvent:
+    """dp_accounting's event of k-ary randomized response: uniform output with probability k·π̄."""
+    if math.isinf(epsilon):
+        return dpa.NonPrivateDpEvent()
+    return dpa.RandomizedResponseDpEvent(noise_parameter=k * (1.0 - keep_probability(epsilon, k)) / (k - 1),
+                                         num_buckets=k)
+
+
+# ---- the release object --------------------------------------------------------------------------
+
+
+def _add(total, std, draw):
+    """``total + std·Z`` for a tensor, an array, a dict or a list of them; ``std`` broadcasts (per block for lists)."""
     if isinstance(total, dict):
-        return {k: _add_noise(v, scale, generator, draw_torch, draw_numpy) for k, v in total.items()}
+        return {k: _add(v, std, draw) for k, v in total.items()}
+    if isinstance(total, (list, tuple)):
+        stds = std if isinstance(std, (list, tuple)) else [std] * len(total)
+        return [_add(v, s, draw) for v, s in zip(total, stds)]
     if isinstance(total, torch.Tensor):
-        if scale == 0.0:
-            return total.clone()
-        return total + scale * draw_torch(total, generator)
+        return total + std * draw(total.shape, total)
     arr = np.asarray(total, dtype=np.float64)
-    if scale == 0.0:
-        return arr.copy()
-    return arr + scale * draw_numpy(arr.shape, generator)
+    return arr + np.asarray(std) * draw(arr.shape, None)
 
 
-def _torch_gaussian(t, g):
-    return torch.randn(t.shape, generator=g, device=t.device, dtype=t.dtype)
+class Release:
+    """One planned part, ready to release: its event, noise multiplier(s), the secret coins and the ledgers.
 
-
-def _torch_laplace(t, g):
-    # Laplace(0, 1) as the difference of two unit exponentials: exact and seeded by ``g``.
-    e = torch.empty((2, *t.shape), device=t.device, dtype=t.dtype).exponential_(generator=g)
-    return e[0] - e[1]
-
-
-def _release(total, bound, noise_multiplier, generator, ledger, sampling_probability, label, event, draws):
-    """Check the scale, record ``event(σ, q)`` on ``ledger``, add ``σ·bound`` times the unit noise of ``draws``."""
-    check_positive(bound, "bound")
-    check_positive(noise_multiplier, "noise_multiplier", allow_zero=True)
-    ledger.record(event(noise_multiplier, sampling_probability), label)
-    return _add_noise(total, noise_multiplier * bound, generator, *draws)
-
-
-_GAUSSIAN_DRAWS = (_torch_gaussian, lambda shape, g: g.standard_normal(shape))
-_LAPLACE_DRAWS = (_torch_laplace, lambda shape, g: g.laplace(0.0, 1.0, shape))
-
-
-def release_gaussian(total, *, bound: float, noise_multiplier: float, generator, ledger: PrivacyLedger,
-                     sampling_probability: float = 1.0, label: str = ""):
-    """Release ``total + N(0, (noise_multiplier·bound)² I)`` and record it on ``ledger``.
-
-    ``total`` is a tensor, an array or a dict of tensors (one vector whose
-    concatenation has L2-bounded per-person contributions); ``generator`` is a
-    ``torch.Generator`` (on the tensors' device) or a ``numpy.random.Generator``.
-    ``noise_multiplier = 0`` releases without noise and records ε = ∞.
+    ``part`` is a :class:`~dpfair.privacy.plan.Part`; ``noise_multiplier`` is a float
+    (one model) or a sequence / tensor with one entry per model, each recorded on
+    the matching ledger of ``ledgers``. For randomized response the "noise
+    multiplier" is ``1/ε_local`` and for the exponential mechanism ``2/ε₀`` (the
+    plan's parametrisations, see :mod:`dpfair.privacy.plan`).
     """
-    return _release(total, bound, noise_multiplier, generator, ledger, sampling_probability, label,
-                    gaussian_event, _GAUSSIAN_DRAWS)
 
+    def __init__(self, part, noise_multiplier, secret: SecretRandom, ledgers):
+        if not isinstance(secret, SecretRandom):
+            raise TypeError("a Release draws only from a SecretRandom (dpfair.privacy.randomness)")
+        self.part = part
+        self.secret = secret
+        self.ledgers = [ledgers] if isinstance(ledgers, PrivacyLedger) else list(ledgers)
+        sigmas = noise_multiplier.detach().cpu().reshape(-1).tolist() if isinstance(noise_multiplier, torch.Tensor) \
+            else np.atleast_1d(np.asarray(noise_multiplier, dtype=np.float64)).tolist()
+        if len(sigmas) != len(self.ledgers):
+            raise ValueError(f"{len(sigmas)} noise multipliers for {len(self.ledgers)} ledgers")
+        for sigma in sigmas:
+            check_positive(sigma, "noise_multiplier", allow_zero=True)
+        self.noise_multipliers = sigmas
+        self.events = [part.event(s) for s in sigmas]
+        self.pending = 0
 
-def release_laplace(total, *, bound: float, noise_multiplier: float, generator, ledger: PrivacyLedger,
-                    sampling_probability: float = 1.0, label: str = ""):
-    """Release ``total + Laplace(noise_multiplier·bound)`` per coordinate; ``bound`` is an L1 bound."""
-    return _release(total, bound, noise_multiplier, generator, ledger, sampling_probability, label,
-                    laplace_event, _LAPLACE_DRAWS)
+    @property
+    def noise_multiplier(self) -> float:
+        """The multiplier of a single-model release."""
+        if len(self.noise_multipliers) != 1:
+            raise ValueError("a batched release has one noise multiplier per model")
+        return self.noise_multipliers[0]
+
+    def _record(self) -> None:
+        self.pending += 1
+        if len(self.ledgers) == 1:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the releases made since the last flush on every ledger (run-length encoded)."""
+        if self.pending:
+            for ledger, event in zip(self.ledgers, self.events):
+                ledger.record(event, self.part.name, count=self.pending)
+            self.pending = 0
+
+    def _kind(self, *kinds) -> None:
+        if self.part.mechanism not in kinds:
+            raise ValueError(f"part {self.part.name!r} is a {self.part.mechanism} release, not {' or '.join(kinds)}")
+
+    # ---- noisy sums ----------------------------------------------------------------------------
+    def sample(self, n: int) -> np.ndarray:
+        """The secret Poisson sample of ``range(n)`` this (sampled) part releases a sum over."""
+        return self.secret.poisson_sample(n, self.part.sampling_probability)
+
+    def noisy_sum(self, total, bound=1.0, *, scale=None):
+        """``total + σ·bound·Z`` (Z Gaussian or Laplace per the part), recorded as one release.
+
+        ``total``: tensor, array, dict or list of blocks (one vector whose per-person
+        contribution is bounded: for a list, each block's contribution norm divided by
+        its ``bound`` entry, squared and summed, is at most 1). ``scale``: the noise
+        standard deviation (or Laplace scale) directly, per block or per model,
+        instead of ``σ·bound`` (batched releases, where σ differs by model).
+        """
+        self._kind("gaussian", "laplace")
+        if scale is None:
+            sigma = self.noise_multiplier
+            bounds = bound if isinstance(bound, (list, tuple)) else [bound]
+            for b in bounds:
+                check_positive(float(b), "bound")
+            scale = [sigma * b for b in bound] if isinstance(bound, (list, tuple)) else sigma * bound
+        self._record()
+        draw = self.secret.normal if self.part.mechanism == "gaussian" else self.secret.laplace
+        return _add(total, scale, draw)
+
+    # ---- randomized response -------------------------------------------------------------------
+    def randomize(self, values, k: int) -> np.ndarray:
+        """k-ary randomized response: each value kept with probability π, else one of the other k − 1 uniformly."""
+        self._kind("randomized_response")
+        sigma = self.noise_multiplier
+        epsilon = math.inf if sigma == 0 else 1.0 / sigma
+        self._record()
+        values = np.asarray(values, dtype=np.int64)
+        keep = self.secret.random(len(values)) < keep_probability(epsilon, k)
+        other = (values + self.secret.integers(1, k, size=len(values))) % k
+        return np.where(keep, values, other)
+
+    # ---- exponential mechanism -------------------------------------------------------------------
+    def select(self, scores: np.ndarray, sensitivity: float) -> tuple[int, np.ndarray]:
+        """McSherry–Talwar over a product set with ε₀ = 2/σ: ``(j, g_1..g_m)`` with prob. ∝ ``exp(ε₀ Σ_a scores[j, a, g_a] / 2Δ)``.
+
+        ``scores`` has shape ``(J, m, G)``: J families, each the product of m
+        independent choices among G options (m = 1 for a single choice). The joint
+        draw is exact: ``j`` from its marginal (a log-sum-exp per factor), then each
+        ``g_a`` given ``j``, by Gumbel-max on the secret generator. ``Δ`` bounds the
+        change of a total score when one person changes; ``σ = 0`` (ε₀ = ∞) or ``Δ = 0``
+        returns an arg-max.
+        """
+        self._kind("exponential")
+        sigma = self.noise_multiplier
+        self._record()
+        if sigma == 0 or sensitivity <= 0.0:
+            j = int(np.argmax(scores.max(axis=2).sum(axis=1)))
+            return j, np.argmax(scores[j], axis=1)
+        logits = scores * ((2.0 / sigma) / (2.0 * sensitivity))
+        top = logits.max(axis=2, keepdims=True)
+        marginal = (top[..., 0] + np.log(np.exp(logits - top).sum(axis=2))).sum(axis=1)
+        j = int(np.argmax(marginal + self.secret.gumbel(marginal.shape)))
+        return j, np.argmax(logits[j] + self.secret.gumbel(logits[j].shape), axis=1)

@@ -1,0 +1,185 @@
+"""Secret randomness: the coins every privacy guarantee of dpfair rests on.
+
+A mechanism is differentially private only if its coins are unknown to the
+attacker. Every draw a guarantee depends on — which people a Poisson batch
+holds, every Gaussian and Laplace noise vector, randomized response, the
+exponential mechanism — comes from a :class:`SecretRandom`:
+
+- seeded with 128 bits of OS entropy (``secrets.randbits(128)``) into numpy's
+  ``PCG64DXSM`` (128-bit state and increment): a seed search is out of reach;
+- created fresh inside each ``fit`` (or each batched grid), so two models,
+  even with the same ``random_state``, never share a noise draw;
+- never stored, printed or saved: it refuses to be pickled or copied, its
+  ``repr`` shows nothing, and estimators drop it when ``fit`` ends.
+
+``random_state`` seeds only *public* randomness (model initialisation, the
+order of public minibatches, data splits), which an attacker may know.
+
+``secure=True`` draws the noise from :mod:`dpfair.privacy.samplers` (OS
+CSPRNG and samplers that resist floating-point attacks, Mironov 2012);
+slower, never reproducible.
+
+**Reproducible noise, for tests only.** Inside ``with reproducible_noise(seed):``
+every ``SecretRandom`` is seeded from ``(seed, key)`` instead of the OS, so a
+fit can be replayed exactly. The noise can then be recomputed by anyone who
+knows the seed, which voids the guarantee: a :class:`PrivacyLeakWarning` is
+raised, estimators mark themselves (``privacy_guarantee_ = "void: ..."``), the
+CLI writes that into the result JSON, and the seed itself is never written
+anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import secrets
+import warnings
+import zlib
+
+import numpy as np
+import torch
+
+from dpfair.exceptions import PrivacyLeakWarning
+
+#: The bits of OS entropy each secret generator is seeded with.
+ENTROPY_BITS = 128
+
+#: Set by :func:`reproducible_noise`; ``None`` (the default): secret OS entropy.
+_TEST_SEED: contextvars.ContextVar[int | None] = contextvars.ContextVar("dpfair_reproducible_noise", default=None)
+
+VOID_GUARANTEE = "void: reproducible noise (dpfair.privacy.reproducible_noise), for tests only"
+
+
+@contextlib.contextmanager
+def reproducible_noise(seed: int):
+    """Make every :class:`SecretRandom` created inside the block deterministic. **Voids every guarantee.**
+
+    For tests and debugging only: with the seed, the noise of every release can be
+    recomputed and subtracted. Estimators fitted inside the block warn and set
+    ``privacy_guarantee_`` to say so.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"reproducible_noise needs a non-negative integer seed, got {seed!r}")
+    token = _TEST_SEED.set(int(seed))
+    try:
+        yield
+    finally:
+        _TEST_SEED.reset(token)
+
+
+def noise_is_reproducible() -> bool:
+    """Whether :func:`reproducible_noise` is active (the guarantee of what is fitted now is void)."""
+    return _TEST_SEED.get() is not None
+
+
+def _key_words(key) -> list[int]:
+    """A stable list of 32-bit words naming a stream (only used under :func:`reproducible_noise`)."""
+    return [zlib.crc32(repr(part).encode()) for part in (key if isinstance(key, tuple) else (key,))]
+
+
+class SecretRandom:
+    """The secret generator of one fit: Poisson sampling and every noise draw.
+
+    ``key`` names the stream; it matters only under :func:`reproducible_noise`
+    (then the stream is a function of the test seed and the key). ``secure``
+    draws Gaussian, Laplace and Gumbel noise from :mod:`dpfair.privacy.samplers`.
+    """
+
+    __slots__ = ("_gen", "secure", "reproducible")
+
+    def __init__(self, key=(), *, secure: bool = False):
+        seed = _TEST_SEED.get()
+        self.secure = bool(secure)
+        self.reproducible = seed is not None
+        if self.reproducible:
+            if self.secure:
+                raise ValueError("secure_mode=True draws from the OS CSPRNG and cannot be made reproducible; "
+                                 "use secure_mode=False inside reproducible_noise()")
+            warnings.warn(f"reproducible_noise is active: the noise of this fit can be recomputed from the "
+                          f"seed, so it carries no privacy guarantee ({VOID_GUARANTEE})",
+                          PrivacyLeakWarning, stacklevel=3)
+            entropy = [seed, *_key_words(key)]
+        else:
+            entropy = secrets.randbits(ENTROPY_BITS)
+        self._gen = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(entropy)))
+
+    # ---- never revealed ---------------------------------------------------------------
+    def __repr__(self) -> str:
+        return "SecretRandom(<secret>)"
+
+    def __reduce__(self):
+        raise TypeError("SecretRandom holds the secret coins of a privacy guarantee and cannot be pickled or "
+                        "copied; it lives only while fit runs")
+
+    def __deepcopy__(self, memo):
+        self.__reduce__()
+
+    # ---- draws --------------------------------------------------------------------------
+    @staticmethod
+    def _as(arr: np.ndarray, like):
+        if isinstance(like, torch.Tensor):
+            return torch.from_numpy(arr).to(device=like.device, dtype=like.dtype)
+        return arr
+
+    def _dtype(self, like):
+        return np.float32 if isinstance(like, torch.Tensor) and like.dtype == torch.float32 else np.float64
+
+    def normal(self, shape, like=None):
+        """Standard normal draws of ``shape`` (a torch tensor on ``like``'s device when ``like`` is one)."""
+        shape = tuple(shape)
+        if self.secure:
+            from dpfair.privacy.samplers import secure_gaussian
+            arr = secure_gaussian(shape, 1.0).astype(self._dtype(like))
+        else:
+            arr = self._gen.standard_normal(shape, dtype=self._dtype(like))
+        return self._as(arr, like)
+
+    def laplace(self, shape, like=None):
+        """Laplace(0, 1) draws of ``shape``."""
+        shape = tuple(shape)
+        if self.secure:
+            from dpfair.privacy.samplers import secure_laplace
+            arr = secure_laplace(shape, 1.0)
+        else:
+            arr = self._gen.laplace(0.0, 1.0, shape)
+        return self._as(arr.astype(self._dtype(like)), like)
+
+    def gumbel(self, shape) -> np.ndarray:
+        """Standard Gumbel draws (the exponential mechanism's Gumbel-max), float64."""
+        if self.secure:
+            from dpfair.privacy.samplers import secure_uniform
+            u = secure_uniform(tuple(shape))
+            return -np.log(-np.log(u))
+        return self._gen.gumbel(size=shape)
+
+    def random(self, size) -> np.ndarray:
+        """Uniform [0, 1) draws (randomized response's coins)."""
+        if self.secure:
+            from dpfair.privacy.samplers import secure_uniform
+            return secure_uniform(tuple(np.atleast_1d(size)))
+        return self._gen.random(size)
+
+    def integers(self, low: int, high: int, size) -> np.ndarray:
+        """Uniform integers in ``[low, high)``."""
+        if self.secure:
+            from dpfair.privacy.samplers import secure_uniform
+            return (low + np.floor(secure_uniform(tuple(np.atleast_1d(size))) * (high - low))).astype(np.int64)
+        return self._gen.integers(low, high, size=size)
+
+    def poisson_sample(self, n: int, q: float) -> np.ndarray:
+        """Sorted indices of a Poisson sample of ``range(n)``: each kept independently with probability ``q``.
+
+        Drawn as the gaps between kept indices, i.i.d. geometric with success
+        probability ``q`` (exact, numpy's sampler), so a sample costs about ``q·n``
+        draws; ``q ≥ 1`` keeps everyone.
+        """
+        if q >= 1.0:
+            return np.arange(n, dtype=np.int64)
+        chunk = int(q * n + 6.0 * (q * n) ** 0.5 + 16)
+        parts, last = [], -1
+        while last < n:
+            pos = last + np.cumsum(self._gen.geometric(q, size=chunk))
+            parts.append(pos)
+            last = int(pos[-1])
+        pos = np.concatenate(parts)
+        return pos[pos < n]
