@@ -34,7 +34,7 @@ def test_bad_options(name, options, word):
 
 def test_info_for_present_data(shared_data):
     info = dataset_info("german", data_home=shared_data)
-    assert info["on_disk"] and info["rows"] == 1_000 and info["features"] == 57
+    assert info["on_disk"] and info["rows"] == 1_000 and info["features"] == 58
     assert info["groups"] == ["Female", "Male"] and info["group_sizes"] == {"Female": 310, "Male": 690}
     assert info["label_balance"] == pytest.approx(0.7)
     assert info["sensitive_options"] == ["sex", "age"] and "CC BY" in info["licence"]

@@ -1,4 +1,4 @@
-"""The :class:`Dataset` container and the split and preprocessing shared by every loader.
+"""The :class:`Dataset` container, the public :class:`Schema` of a data set, and the split shared by every loader.
 
 Every loader turns its raw files into a :class:`Table` (cleaned features, label codes, group codes, the text of
 its definitions) and hands it to :func:`finish`, which
@@ -7,22 +7,177 @@ its definitions) and hands it to :func:`finish`, which
   label × group cell has fewer than 2 rows it stratifies by label only, and if some label has fewer than 2 rows
   it does not stratify (the description says which was used).  A loader may instead fix the split (an
   official split) or give row groups that must not straddle train and test (e.g. patients);
-* fits the preprocessing on the training part only: categorical columns are one-hot encoded (categories unseen
-  in training are all-zero), numeric columns are standardised to mean 0 and variance 1 on the training part,
-  binary 0/1 columns are passed through;
-* returns a :class:`Dataset` with float features, int64 labels ``0..l-1`` and int64 groups ``0..k-1``.
+* turns every row into features with the data set's public :class:`Schema`, declared in code with the loader:
+  numeric columns are clipped to a declared range ``[lo, hi]`` and mapped to ``(x - center) / scale`` with
+  declared constants, categorical columns are one-hot encoded over a declared vocabulary in its declared order
+  (a value outside it is an error), 0/1 columns are passed through.  No statistic of the rows is used, so a row's
+  features depend on that row alone, whichever other rows exist and whichever split it falls in: what the
+  record-level privacy unit needs (removing one training record changes no other row's features and no feature
+  name).  A ready matrix ``X`` (MNIST pixels) is passed through unchanged;
+* returns a :class:`Dataset` with float features, int64 labels ``0..l-1`` and int64 groups ``0..k-1``, carrying
+  its schema.
+
+A table that lists bare numeric columns instead of a schema (``Table.numeric``, kept for generated data) has them
+standardised with the mean and standard deviation of the training part; its schema is then marked
+``public=False`` and the description says so.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupShuffleSplit, train_test_split
-from sklearn.preprocessing import OneHotEncoder, StandardScaler
+from sklearn.preprocessing import StandardScaler
 
 from dpfair.validation import check_1d, check_features
+
+
+KINDS = ("numeric", "categorical", "binary")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a public schema: how a raw value becomes features, with constants fixed in code.
+
+    ``kind`` is ``"numeric"`` (the value is clipped to ``[lo, hi]``, then mapped to ``(x - center) / scale``: one
+    feature named after the column), ``"categorical"`` (one-hot over ``categories`` in their declared order:
+    features ``name=category``; a value outside them is an error) or ``"binary"`` (a 0/1 value passed through).
+    Build columns with :meth:`numeric`, :meth:`categorical` and :meth:`binary`.
+    """
+
+    name: str
+    kind: str
+    categories: tuple[str, ...] = ()
+    lo: float = -math.inf
+    hi: float = math.inf
+    center: float = 0.0
+    scale: float = 1.0
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"a column name must be a non-empty string, got {self.name!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"column {self.name!r}: unknown kind {self.kind!r}; valid: {', '.join(KINDS)}")
+        if self.kind == "categorical":
+            cats = self.categories
+            if not cats or not all(isinstance(c, str) for c in cats) or len(set(cats)) != len(cats):
+                raise ValueError(f"column {self.name!r}: categories must be distinct strings, got {cats!r}")
+        elif self.categories:
+            raise ValueError(f"column {self.name!r}: only a categorical column has categories")
+        if not (self.lo <= self.hi and math.isfinite(self.center) and math.isfinite(self.scale) and self.scale > 0):
+            raise ValueError(f"column {self.name!r}: need lo <= hi, a finite center and a finite scale > 0")
+
+    @classmethod
+    def numeric(cls, name: str, lo: float, hi: float, center: float, scale: float) -> Column:
+        return cls(name, "numeric", lo=float(lo), hi=float(hi), center=float(center), scale=float(scale))
+
+    @classmethod
+    def categorical(cls, name: str, categories) -> Column:
+        return cls(name, "categorical", categories=tuple(categories))
+
+    @classmethod
+    def binary(cls, name: str) -> Column:
+        return cls(name, "binary")
+
+    @property
+    def feature_names(self) -> list[str]:
+        if self.kind == "categorical":
+            return [f"{self.name}={c}" for c in self.categories]
+        return [self.name]
+
+    def encode(self, values: pd.Series, dataset: str = "data") -> np.ndarray:
+        """The ``(n, len(feature_names))`` float64 features of the raw ``values``, row by row."""
+        where = f"{dataset}: column {self.name!r}"
+        if values.isna().any():
+            raise ValueError(f"{where} has a missing value (row {int(np.flatnonzero(values.isna())[0])})")
+        if self.kind == "categorical":
+            text = values.astype(str).to_numpy()
+            codes = pd.Index(self.categories).get_indexer(text)
+            if np.any(codes < 0):
+                bad = sorted(set(text[codes < 0]))
+                raise ValueError(f"{where} has value(s) {', '.join(map(repr, bad[:5]))} outside its declared "
+                                 f"categories {list(self.categories)}")
+            return np.eye(len(self.categories))[codes]
+        x = pd.to_numeric(values, errors="raise").to_numpy(np.float64)
+        if self.kind == "binary":
+            if not np.isin(x, (0.0, 1.0)).all():
+                raise ValueError(f"{where} is declared 0/1 but holds {sorted(set(x[~np.isin(x, (0.0, 1.0))]))[:5]}")
+            return x[:, None]
+        return ((np.clip(x, self.lo, self.hi) - self.center) / self.scale)[:, None]
+
+    def describe(self) -> str:
+        if self.kind == "categorical":
+            return f"{self.name}: one-hot over {{{', '.join(self.categories)}}}"
+        if self.kind == "binary":
+            return f"{self.name}: 0/1"
+        return f"{self.name}: clip to [{self.lo:g}, {self.hi:g}], (x - {self.center:g}) / {self.scale:g}"
+
+
+def numeric_columns(text: str) -> tuple[Column, ...]:
+    """Numeric columns from a whitespace table, one ``name lo hi center scale`` line each (blank lines skipped)."""
+    columns = []
+    for line in text.strip().splitlines():
+        if line.strip():
+            name, lo, hi, center, scale = line.split()
+            columns.append(Column.numeric(name, float(lo), float(hi), float(center), float(scale)))
+    return tuple(columns)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The public description of a data set's features, fixed in code: its :class:`Column` s in feature order.
+
+    ``source`` says where the constants come from (documentation, or a rounded summary of the public file fixed
+    once in code).  ``public`` is False only for the fallback that standardises bare numeric columns on the
+    training part (see the module docstring).
+    """
+
+    columns: tuple[Column, ...]
+    source: str = ""
+    public: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "columns", tuple(self.columns))
+        names = [c.name for c in self.columns]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a schema lists a column twice: {names}")
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def feature_names(self) -> list[str]:
+        return [f for c in self.columns for f in c.feature_names]
+
+    def __getitem__(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def without(self, names) -> Schema:
+        """This schema less the columns ``names`` (each must be in it)."""
+        unknown = [n for n in names if n not in self.names]
+        if unknown:
+            raise ValueError(f"no column(s) {unknown} in the schema; columns: {self.names}")
+        return replace(self, columns=tuple(c for c in self.columns if c.name not in set(names)))
+
+    def transform(self, frame: pd.DataFrame, dataset: str = "data") -> np.ndarray:
+        """The float64 feature matrix of ``frame``: each row from that row's values and the schema alone."""
+        missing = [n for n in self.names if n not in frame.columns]
+        if missing:
+            raise ValueError(f"{dataset}: the schema's column(s) {missing} are not in the data")
+        blocks = [c.encode(frame[c.name], dataset) for c in self.columns]
+        return np.hstack(blocks) if blocks else np.zeros((len(frame), 0))
+
+    def describe(self) -> str:
+        """One line per column, then the source of the constants."""
+        lines = [c.describe() for c in self.columns]
+        return "\n".join(lines + [f"({'public schema' if self.public else 'not public'}: {self.source})"])
 
 
 @dataclass(repr=False)
@@ -32,7 +187,10 @@ class Dataset:
     ``X_*`` are float64 (float32 for MNIST pixels) of shape ``(n, d)``; ``y_*`` are int64 codes in ``0..l-1``
     described by ``label_names``; ``s_*`` are int64 group codes in ``0..k-1`` described by ``group_names``.
     ``n_dropped`` counts rows dropped for missing values.  ``image_shape`` is the ``(channels, height, width)``
-    of each row for image data (``X.reshape(-1, *image_shape)``), else ``None``.
+    of each row for image data (``X.reshape(-1, *image_shape)``), else ``None``.  ``schema`` is the public
+    :class:`Schema` the features were built with (``None`` when a ready matrix was passed through, e.g. MNIST
+    pixels): under the record-level privacy unit it, the row counts, ``label_names`` and ``group_names`` are what
+    is treated as public.
     """
 
     name: str
@@ -50,6 +208,7 @@ class Dataset:
     licence: str
     n_dropped: int
     image_shape: tuple[int, ...] | None = None
+    schema: Schema | None = None
 
     @property
     def n_features(self) -> int:
@@ -85,8 +244,10 @@ class Dataset:
 class Table:
     """A cleaned data set before splitting, as loaders build it.
 
-    Either ``frame`` (a DataFrame whose columns are listed in ``categorical``, ``numeric`` and ``binary``) or
-    ``X`` (a ready numeric matrix, passed through unchanged) holds the features.  ``test_mask`` fixes the split;
+    Either ``frame`` (a DataFrame) with ``schema`` (its public :class:`Schema`: which columns are features, in
+    which order, and how they are encoded) or ``X`` (a ready numeric matrix, passed through unchanged) holds the
+    features.  Instead of a schema, a frame may list 0/1 columns in ``binary`` and numeric columns in ``numeric``
+    (standardised on the training part: not public, see the module docstring).  ``test_mask`` fixes the split;
     ``split_groups`` asks for a group-wise random split instead of a stratified one.
     """
 
@@ -100,7 +261,7 @@ class Table:
     licence: str
     n_dropped: int
     frame: pd.DataFrame | None = None
-    categorical: list[str] = field(default_factory=list)
+    schema: Schema | None = None
     numeric: list[str] = field(default_factory=list)
     binary: list[str] = field(default_factory=list)
     X: np.ndarray | None = None
@@ -159,43 +320,51 @@ def _split(table: Table, test_size: float, random_state: int) -> tuple[np.ndarra
     raise ValueError(f"cannot split {n} rows of {table.name!r} with test_size={test_size}")
 
 
+def table_schema(table: Table, train: np.ndarray) -> Schema:
+    """The schema of a frame table: its declared one, else one built from its ``binary`` and ``numeric`` lists."""
+    if table.schema is not None:
+        if table.numeric or table.binary:
+            raise ValueError(f"{table.name}: give either a schema or numeric/binary column lists, not both")
+        return table.schema
+    columns = []
+    if table.numeric:
+        scaler = StandardScaler().fit(table.frame[table.numeric].iloc[train].to_numpy(np.float64))
+        columns += [Column.numeric(c, -math.inf, math.inf, m, s)
+                    for c, m, s in zip(table.numeric, scaler.mean_, scaler.scale_)]
+    columns += [Column.binary(c) for c in table.binary]
+    if table.numeric:
+        return Schema(columns, "numeric columns standardised with the mean and standard deviation of the "
+                      "training part", public=False)
+    return Schema(columns, "0/1 columns passed through")
+
+
 def _preprocess(table: Table, train: np.ndarray, test: np.ndarray):
-    """Fit the encoders on the training rows; return ``(X_train, X_test, feature_names)``."""
+    """``(X_train, X_test, feature_names, schema)``: every row encoded by the schema alone (or passed through)."""
     if table.X is not None:
         names = table.feature_names or [f"x{j}" for j in range(table.X.shape[1])]
-        return table.X[train], table.X[test], names
-    frame = table.frame
-    tr, te = frame.iloc[train], frame.iloc[test]
-    blocks_tr, blocks_te, names = [], [], []
-    if table.numeric:
-        scaler = StandardScaler().fit(tr[table.numeric].to_numpy(np.float64))
-        blocks_tr.append(scaler.transform(tr[table.numeric].to_numpy(np.float64)))
-        blocks_te.append(scaler.transform(te[table.numeric].to_numpy(np.float64)))
-        names += list(table.numeric)
-    if table.categorical:
-        enc = OneHotEncoder(handle_unknown="ignore", sparse_output=False, dtype=np.float64)
-        enc.fit(tr[table.categorical].astype(str))
-        blocks_tr.append(enc.transform(tr[table.categorical].astype(str)))
-        blocks_te.append(enc.transform(te[table.categorical].astype(str)))
-        names += [f"{col}={cat}" for col, cats in zip(table.categorical, enc.categories_) for cat in cats]
-    if table.binary:
-        blocks_tr.append(tr[table.binary].to_numpy(np.float64))
-        blocks_te.append(te[table.binary].to_numpy(np.float64))
-        names += list(table.binary)
-    return np.hstack(blocks_tr), np.hstack(blocks_te), names
+        return table.X[train], table.X[test], names, None
+    schema = table_schema(table, train)
+    X = schema.transform(table.frame, table.name)
+    return X[train], X[test], schema.feature_names, schema
 
 
 def finish(table: Table, test_size: float, random_state: int) -> Dataset:
-    """Split ``table``, fit the preprocessing on its training part and return the :class:`Dataset`."""
+    """Split ``table``, encode its rows with its schema and return the :class:`Dataset`."""
     test_size = check_test_size(test_size)
     y = check_1d(table.y, "y").astype(np.int64)
     s = check_1d(table.s, "s", len(y)).astype(np.int64)
     train, test, note = _split(table, test_size, random_state)
-    X_train, X_test, names = _preprocess(table, train, test)
+    X_train, X_test, names, schema = _preprocess(table, train, test)
     if table.X is None:
         X_train, X_test = check_features(X_train, "X_train"), check_features(X_test, "X_test")
     description = f"{table.description} Split: {note}; {len(train):,} train / {len(test):,} test rows"
-    description += "." if table.X is not None else "; preprocessing fitted on the training part only."
+    if schema is None:
+        description += "."
+    elif schema.public:
+        description += "; features from the data set's public schema fixed in code (no statistic of the rows)."
+    else:
+        description += ("; numeric columns standardised on the training part (no public schema: a row's "
+                        "features depend on the other training rows).")
     return Dataset(
         name=table.name,
         X_train=X_train,
@@ -212,4 +381,5 @@ def finish(table: Table, test_size: float, random_state: int) -> Dataset:
         licence=table.licence,
         n_dropped=int(table.n_dropped),
         image_shape=table.image_shape,
+        schema=schema,
     )
