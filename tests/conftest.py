@@ -17,3 +17,21 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"offline data mirror {SHARED_DATA} not found")
     return SHARED_DATA
+
+
+@pytest.fixture
+def replay():
+    """``with replay(seed):`` makes secret noise reproducible (tests that compare fits; voids the guarantee)."""
+    import contextlib
+    import warnings
+
+    from dpfair.exceptions import PrivacyLeakWarning
+    from dpfair.privacy import reproducible_noise
+
+    @contextlib.contextmanager
+    def replayed(seed: int = 0):
+        with reproducible_noise(seed), warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            yield
+
+    return replayed

@@ -18,7 +18,7 @@ from dpfair.algorithms import dpfermi_engine as engine
 from dpfair.algorithms.dpfermi import paper_noise, stack_hyperparameters
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import LogisticRegression, make_model
-from dpfair.privacy import epsilon_of, max_neighbour_distance
+from dpfair.privacy import Part, PrivacyLedger, Release, SecretRandom, epsilon_of, max_neighbour_distance
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:absl")
 
@@ -32,7 +32,17 @@ def _data(n=600, k=3, d=5, l=2, seed=0):
     return X, y, s
 
 
-FAST = dict(batch_size=64, epochs=3, epsilon=4.0)
+FAST = dict(batch_size=64, epochs=3, epsilon=4.0, groups=3)
+
+
+def _train(models, data, schedule, hp):
+    """The engine with secret streams keyed by seed group (deterministic under ``replay``); returns W."""
+    S, G = hp.lam.shape
+    samplers = [SecretRandom(("batches", g)) for g in range(S)]
+    release = Release(Part("dp-fermi step", sampling_probability=min(schedule.sampling_probability, 1.0)),
+                      [1.0] * (S * G), SecretRandom(("noise",)), [PrivacyLedger("sensitive") for _ in range(S * G)])
+    return engine.train(models, data, schedule, hp, samplers, release,
+                        [torch.Generator().manual_seed(g) for g in range(S)])
 
 
 # ---- the release of one step: sensitivity by brute force ------------------------------------------------------
@@ -98,7 +108,7 @@ def test_module_release_sensitivity_mlp():
 
 # ---- noise and accounting ------------------------------------------------------------------------------------
 
-def test_added_noise_has_the_calibrated_standard_deviation():
+def test_added_noise_has_the_calibrated_standard_deviation(replay):
     """One step of 20 seed groups with λ = 0 and no public part's effect on the difference of two runs."""
     n, d, S = 50, 199, 20
     X, y, s = _data(n=n, k=2, d=d)
@@ -110,9 +120,8 @@ def test_added_noise_has_the_calibrated_standard_deviation():
         hp = stack_hyperparameters([[[0.0, 1.0, 1.0, 1.0, noise, noise, 1.0]]] * S,
                                    torch.ones(S, 1, 1, 2), "cpu")
         models = engine.LinearModels(torch.zeros(S, 1, 1, d), torch.zeros(S, 1, 1))
-        gens = [torch.Generator().manual_seed(i) for i in range(S)]
-        noise_gens = [torch.Generator().manual_seed(100 + i) for i in range(S)]
-        engine.train(models, data, schedule, hp, gens, noise_gens)
+        with replay(0):  # the same secret batches in both runs
+            _train(models, data, schedule, hp)
         thetas.append(torch.cat([models.weight.flatten(1), models.bias.flatten(1)], 1))
     diff = (thetas[1] - thetas[0]).flatten().double()
     expected = 3.0 / (0.5 * n)  # learning rate 1 × noise std on the sum / the public normaliser q·n
@@ -139,7 +148,8 @@ def test_ledger_spends_at_most_the_target_under_the_units_relation(unit, relatio
     labels = [e.label for e in est.privacy_ledger_.entries]
     assert labels == ["group counts", "dp-fermi step"]
     assert est.privacy_ledger_.entries[1].count == est.n_steps_
-    assert eps == pytest.approx(epsilon_of(est._plan(est.noise_multiplier_), delta, unit), rel=1e-9)
+    assert eps == pytest.approx(est.privacy_plan_.epsilon(est.noise_multipliers_, delta, unit), rel=1e-9)
+    assert est.privacy_plan_.matches(est.privacy_ledger_, est.noise_multipliers_)
 
 
 def test_public_proportions_spend_nothing_on_counts():
@@ -155,7 +165,8 @@ def test_paper_calibration_warns_and_reports_what_it_spends():
     with pytest.warns(PrivacyLeakWarning, match="Theorem 3.3"):
         est = DPFERMIClassifier(calibration="paper", random_state=0, **FAST).fit(X, y, sensitive_features=s)
     assert est.privacy_spent_[0] == pytest.approx(
-        epsilon_of(est._plan(est.noise_multiplier_), est.delta_, "sensitive"), rel=1e-9)
+        est.privacy_plan_.epsilon(est.noise_multipliers_, est.delta_, "sensitive"), rel=1e-9)
+    assert est.privacy_plan_.matches(est.privacy_ledger_, est.noise_multipliers_)
 
 
 def test_paper_noise_formula_matches_the_quoted_adult_figure():
@@ -189,7 +200,7 @@ def test_linear_closed_form_gradients_agree_with_autograd():
         torch.testing.assert_close(got[0, 0], want, atol=1e-5, rtol=1e-4)
 
 
-def test_closed_form_and_torch_func_paths_train_the_same_model():
+def test_closed_form_and_torch_func_paths_train_the_same_model(replay):
     X, y, s = _data()
 
     class Wrapped(torch.nn.Module):  # hides the LogisticRegression type: forces the torch.func path
@@ -203,8 +214,10 @@ def test_closed_form_and_torch_func_paths_train_the_same_model():
     for notion in ("demographic_parity", "equalized_odds", "equal_opportunity"):
         for unit in ("sensitive", "record"):
             kw = dict(notion=notion, privacy_unit=unit, lam=2.0, random_state=1, **FAST)
-            a = DPFERMIClassifier(model=LogisticRegression(5, 2, seed=0), **kw).fit(X, y, sensitive_features=s)
-            b = DPFERMIClassifier(model=Wrapped(), **kw).fit(X, y, sensitive_features=s)
+            with replay(0):
+                a = DPFERMIClassifier(model=LogisticRegression(5, 2, seed=0), **kw).fit(X, y, sensitive_features=s)
+            with replay(0):
+                b = DPFERMIClassifier(model=Wrapped(), **kw).fit(X, y, sensitive_features=s)
             np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(X), atol=1e-5)
             np.testing.assert_allclose(a.W_, b.W_, atol=1e-5)
 
@@ -233,33 +246,56 @@ def test_fairness_regulariser_reduces_the_violation():
 
 # ---- reproducibility, grids, scikit-learn --------------------------------------------------------------------
 
-def test_same_seed_same_model_other_seed_other_model():
+def test_random_state_does_not_reproduce_the_noise_but_replay_does(replay):
     X, y, s = _data()
     a = DPFERMIClassifier(random_state=3, **FAST).fit(X, y, sensitive_features=s)
     b = DPFERMIClassifier(random_state=3, **FAST).fit(X, y, sensitive_features=s)
-    c = DPFERMIClassifier(random_state=4, **FAST).fit(X, y, sensitive_features=s)
-    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
-    assert np.abs(a.predict_proba(X) - c.predict_proba(X)).max() > 1e-4
+    assert np.abs(a.predict_proba(X) - b.predict_proba(X)).max() > 1e-4  # the noise is secret
+    assert a.privacy_guarantee_ == "differential privacy"
+    with replay(5):
+        c = DPFERMIClassifier(random_state=3, **FAST).fit(X, y, sensitive_features=s)
+    with replay(5):
+        d = DPFERMIClassifier(random_state=3, **FAST).fit(X, y, sensitive_features=s)
+        e = DPFERMIClassifier(random_state=4, **FAST).fit(X, y, sensitive_features=s)
+    np.testing.assert_array_equal(c.predict_proba(X), d.predict_proba(X))
+    assert np.abs(c.predict_proba(X) - e.predict_proba(X)).max() > 1e-4
+    assert c.privacy_guarantee_.startswith("void")
 
 
-def test_batched_grid_equals_one_fit_per_point():
+def test_batched_grid_without_noise_equals_one_fit_per_point(replay):
     X, y, s = _data()
-    grid = {"epsilon": [20.0, math.inf], "lam": [0.0, 2.0], "random_state": [0, 1]}
-    ests = fit_dpfermi_grid(X, y, s, grid, notion="equalized_odds", batch_size=64, epochs=3)
-    assert len(ests) == 8
+    grid = {"lam": [0.0, 2.0], "random_state": [0, 1]}
+    kw = dict(notion="equalized_odds", batch_size=64, epochs=3, epsilon=math.inf, groups=3)
+    with replay(0):
+        ests = fit_dpfermi_grid(X, y, s, grid, **kw)
+    assert len(ests) == 4
     for est in ests:
-        one = DPFERMIClassifier(notion="equalized_odds", batch_size=64, epochs=3, epsilon=est.epsilon, lam=est.lam,
-                                random_state=est.random_state).fit(X, y, sensitive_features=s)
+        with replay(0):
+            one = DPFERMIClassifier(**kw, lam=est.lam, random_state=est.random_state).fit(X, y, sensitive_features=s)
         np.testing.assert_allclose(est.predict_proba(X), one.predict_proba(X), atol=1e-5)
         assert est.privacy_ledger_.to_records() == one.privacy_ledger_.to_records()
+
+
+def test_grid_models_have_their_own_ledgers_and_independent_noise():
+    X, y, s = _data()
+    grid = {"epsilon": [2.0, 4.0], "lam": [0.0, 0.0]}
+    ests = fit_dpfermi_grid(X, y, s, grid, batch_size=64, epochs=3, groups=3, random_state=0)
+    for est in ests:
+        one = DPFERMIClassifier(batch_size=64, epochs=3, groups=3, epsilon=est.epsilon, random_state=0)
+        one.fit(X, y, sensitive_features=s)
+        assert est.privacy_ledger_.to_records() == one.privacy_ledger_.to_records()
         assert est.privacy_spent_ == one.privacy_spent_
+        assert not hasattr(est, "_secret")
+    # two points with the same hyper-parameters and seed: the same batches, but their own noise
+    assert np.abs(ests[0].predict_proba(X) - ests[1].predict_proba(X)).max() > 1e-4
+    assert not np.allclose(ests[0].group_proportions_, ests[1].group_proportions_)
 
 
 def test_multiclass_crossed_groups_and_mlp():
     X, y, s = _data(l=3, k=2, seed=2)
     race = np.random.default_rng(0).integers(0, 2, len(y))
     crossed = np.array([f"{a}|{b}" for a, b in zip(s, race)])
-    est = DPFERMIClassifier(notion="equalized_odds", model="mlp", random_state=0, **FAST)
+    est = DPFERMIClassifier(notion="equalized_odds", model="mlp", random_state=0, **{**FAST, "groups": None})
     est.fit(X, y, sensitive_features=crossed)
     assert est.W_.shape == (3, 4, 3)
     assert est.predict(X).shape == y.shape and set(est.predict(X)) <= {0, 1, 2}
@@ -347,7 +383,7 @@ def test_cnn_on_small_images():
     assert est.privacy_spent_[0] <= 8.0
 
 
-def test_tail_average_returns_the_mean_of_the_last_iterates():
+def test_tail_average_returns_the_mean_of_the_last_iterates(replay):
     X, y, s = _data(n=200, k=2, d=3)
     data = engine.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
                             torch.zeros(200, dtype=torch.long), 1, 2, 2)
@@ -363,7 +399,8 @@ def test_tail_average_returns_the_mean_of_the_last_iterates():
         models = Recording(torch.zeros(1, 1, 1, 3), torch.zeros(1, 1, 1))
         models.history = []
         schedule = engine.FermiSchedule(0.2, 10, 40, False, 1.0, average_from)
-        engine.train(models, data, schedule, hp, [torch.Generator().manual_seed(0)], [torch.Generator().manual_seed(1)])
+        with replay(0):
+            _train(models, data, schedule, hp)
         iterates[average_from] = (models.flat(), torch.stack(models.history))
     last, history = iterates[None]
     torch.testing.assert_close(last, history[-1])

@@ -20,7 +20,7 @@ from dpfair.algorithms.pfld import (
 from dpfair.datasets import make_synthetic
 from dpfair.fairness import demographic_parity_violation
 from dpfair.nn import MLP, LogisticRegression
-from dpfair.privacy import PrivacyLedger, epsilon_of, max_neighbour_distance
+from dpfair.privacy import PrivacyLedger, Release, SecretRandom, epsilon_of, max_neighbour_distance
 
 NOTIONS = ("demographic_parity", "equalized_odds", "accuracy_parity")
 
@@ -114,8 +114,12 @@ def test_counts_release_moves_by_at_most_twice_its_bound():
 def test_releases_add_noise_of_the_calibrated_scale(calibrated):
     est = calibrated
     ledger = PrivacyLedger("sensitive")
-    dual = est._release_dual(torch.zeros(4000, 5), ledger)
-    primal = est._release_primal({"w": torch.zeros(20000)}, ledger)
+    sigmas = est.noise_multipliers_
+    assert (sigmas["pf-ld dual"], sigmas["pf-ld primal"]) == (est.dual_noise_multiplier_, est.noise_multiplier_)
+    dual = Release(est.privacy_plan_["pf-ld dual"], sigmas["pf-ld dual"], SecretRandom(), ledger).noisy_sum(
+        torch.zeros(4000, 5), bound=est.dual_clip_ / math.sqrt(2))
+    primal = Release(est.privacy_plan_["pf-ld primal"], sigmas["pf-ld primal"], SecretRandom(), ledger).noisy_sum(
+        {"w": torch.zeros(20000)}, bound=est.primal_clip)
     # sample std of N iid normals: relative standard error 1/√(2N) < 1 %; allow 4 %
     assert float(dual.std()) == pytest.approx(est.dual_noise_multiplier_ * est.dual_clip_ / math.sqrt(2), rel=0.04)
     assert float(primal["w"].std()) == pytest.approx(est.noise_multiplier_ * est.primal_clip, rel=0.04)
@@ -132,7 +136,8 @@ def test_ledger_spends_at_most_the_target_and_close_to_it(calibrated):
     records = est.privacy_ledger_.to_records()
     assert [r["label"] for r in records] == ["pf-ld group counts", "pf-ld dual", "pf-ld primal"]
     assert [r["count"] for r in records] == [1, 2, est.n_steps_] and est.n_steps_ == 8
-    assert epsilon_of(est._plan(est.noise_multiplier_), 1e-5, "sensitive") == eps
+    assert est.privacy_plan_.epsilon(est.noise_multipliers_, 1e-5, "sensitive") == eps
+    assert est.privacy_plan_.matches(est.privacy_ledger_, est.noise_multipliers_)
     # the shares: the counts alone spend 5 % of ε, the dual releases alone 20 %
     assert epsilon_of(est.privacy_ledger_.dp_event.events[0], 1e-5, "sensitive") <= 0.05
     assert epsilon_of(est.privacy_ledger_.dp_event.events[1], 1e-5, "sensitive") == pytest.approx(0.2, rel=0.01)
@@ -209,26 +214,30 @@ def test_multiclass_labels_compare_every_class():
     assert est.lambdas_.shape == (2, 3)
 
 
-def test_missing_sensitive_values(data):
+def test_missing_sensitive_values(data, replay):
     X, y, s = data
     rng = np.random.default_rng(0)
     unknown = rng.random(len(s)) < 0.4  # r ≈ 0.6
     s_nan = np.where(unknown, np.nan, s.astype(float))
-    est = PFLDClassifier(epsilon=math.inf, epochs=2, random_state=0).fit(X, y, s_nan)
+    with replay(0):
+        est = PFLDClassifier(epsilon=math.inf, epochs=2, random_state=0).fit(X, y, s_nan)
     assert list(est.groups_) == [0.0, 1.0]
     assert np.array_equal(est.group_sizes_, np.bincount(s[~unknown], minlength=2))
     s_marked = np.where(unknown, -1, s)
-    other = PFLDClassifier(epsilon=math.inf, epochs=2, missing_value=-1, random_state=0).fit(X, y, s_marked)
+    with replay(0):  # the same secret batches
+        other = PFLDClassifier(epsilon=math.inf, epochs=2, missing_value=-1, random_state=0).fit(X, y, s_marked)
     assert np.array_equal(other.predict_proba(X), est.predict_proba(X))
     labels = np.where(unknown, None, np.array(["f", "m"])[s]).astype(object)
     private = PFLDClassifier(random_state=0, **FIXED_NOISE).fit(X, y, labels)
     assert list(private.groups_) == ["f", "m"] and private.privacy_spent_[0] < math.inf
 
 
-def test_same_seed_same_model_other_seed_other_model(data):
+def test_same_seed_same_model_only_when_the_noise_is_replayed(data, replay):
     X, y, s = data
     fit = lambda seed: PFLDClassifier(random_state=seed, **FIXED_NOISE).fit(X, y, s).predict_proba(X)  # noqa: E731
-    a, b, c = fit(3), fit(3), fit(4)
+    assert not np.array_equal(fit(3), fit(3))  # the batches and the noise are secret
+    with replay(0):
+        a, b, c = fit(3), fit(3), fit(4)
     assert np.array_equal(a, b) and not np.array_equal(a, c)
 
 
@@ -261,13 +270,13 @@ def test_bad_sensitive_features(data):
     X, y, s = data
     with pytest.raises(ValueError, match="needs sensitive_features"):
         PFLDClassifier(epochs=1).fit(X, y)
-    with pytest.raises(ValueError, match="no known value"):
-        PFLDClassifier(epochs=1).fit(X, y, np.full(len(y), np.nan))
-    with pytest.raises(ValueError, match="single group"):
+    with pytest.raises(ValueError, match="at least two: pass groups="):
         PFLDClassifier(epochs=1).fit(X, y, np.where(s == 1, np.nan, 0.0))
+    # with the public group list, what the private s holds decides no error: no known value, or a group
+    # without any member of a label, still fits
+    PFLDClassifier(epochs=1, groups=[0.0, 1.0]).fit(X, y, np.full(len(y), np.nan))
     lonely = s.copy()
     lonely[np.flatnonzero(y == 0)[0]] = 2  # group 2 has no member with label 1
-    with pytest.raises(ValueError, match="group 2 has no member with label 1"):
-        PFLDClassifier(notion="equalized_odds", epochs=1).fit(X, y, lonely)
+    PFLDClassifier(notion="equalized_odds", epochs=1, groups=3).fit(X, y, lonely)
     with pytest.raises(ValueError, match="one entry per row"):
         PFLDClassifier(epochs=1).fit(X, y, s[:-1])

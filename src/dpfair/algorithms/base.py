@@ -112,7 +112,11 @@ def public_categories(declared, values, name: str, private: bool, fix: str):
         warnings.warn(f"the list of {name} was inferred from the private data; which values occur is private "
                       f"(ε = ∞ for a value held by one person). Pass {fix} to keep the guarantee",
                       PrivacyLeakWarning, stacklevel=5)
-    return np.unique(check_1d(values, name))
+    found = np.unique(check_1d(values, name))
+    if len(found) < 2:
+        raise ValueError(f"the data hold {len(found)} distinct value(s) for {name}; fairness and classification "
+                         f"need at least two: pass {fix}")
+    return found
 
 
 class FairEstimator(ClassifierMixin, BaseEstimator):
@@ -141,20 +145,23 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         return self
 
     def _unfit(self) -> None:
-        """Drop every fitted and transient attribute: a failed fit leaves an unfitted estimator."""
-        params = set(self.get_params(deep=False))
-        for key in [k for k in vars(self) if k not in params]:
-            delattr(self, key)
+        """Drop every fitted (``name_``) and transient attribute: a failed fit leaves an unfitted estimator."""
+        before = vars(self).get("_attributes_before_fit", set(vars(self)))
+        for key in list(vars(self)):
+            if (key.endswith("_") and not key.startswith("__")) or key not in before:
+                delattr(self, key)
+        vars(self).pop("_attributes_before_fit", None)
 
     def _end_fit(self) -> None:
-        """Forget the secret generator and every transient (``_``-prefixed) attribute of the fit."""
-        params = set(self.get_params(deep=False))
-        for key in [k for k in vars(self) if k.startswith("_") and k not in params]:
+        """Forget the secret generator and every transient (``_``-prefixed) attribute this fit made."""
+        before = vars(self).pop("_attributes_before_fit")
+        for key in [k for k in vars(self) if k.startswith("_") and k not in before]:
             delattr(self, key)
 
     def _start_fit(self, X, y, sensitive_features):
         """Checks, encoding, randomness, budget and an empty ledger; returns ``(X, y_codes, s_codes)``."""
         self._unfit()
+        self._attributes_before_fit = set(vars(self)) | {"_attributes_before_fit"}
         if self._private:
             self.privacy_unit_ = check_privacy_unit(self.privacy_unit)
         X, y_codes, s_codes = self._check_fit_inputs(X, y, sensitive_features)
@@ -223,6 +230,8 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         return Release(self.privacy_plan_[name], self._sigmas[name], self._secret, self.privacy_ledger_)
 
     def _finish_privacy(self) -> None:
+        if hasattr(self, "_sigmas"):
+            self.noise_multipliers_ = dict(self._sigmas)
         if self._private:
             eps = self.privacy_ledger_.epsilon(self.delta_, self.accountant)
             self.privacy_spent_ = (eps, self.delta_)

@@ -150,8 +150,9 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     # ---- privacy ---------------------------------------------------------------
     def _postprocess_plan(self) -> PrivacyPlan:
         """The base's own releases on the same data (fixed), then the Laplace counts."""
-        base = tuple(Part(f"base {i}: {e.label}", mechanism="fixed", count=e.count, fixed=e.event)
-                     for i, e in enumerate(self._base_entries))
+        labels = [e.label for e in self._base_entries]
+        base = tuple(Part(label if labels.count(label) == 1 else f"{label} #{i}", mechanism="fixed", count=e.count,
+                          fixed=e.event) for i, (label, e) in enumerate(zip(labels, self._base_entries)))
         return PrivacyPlan(base + (Part(COUNTS, mechanism="laplace"),))
 
     def _check_base_budget(self) -> None:

@@ -45,6 +45,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter
 
+from dpfair._compat import pmf_predict
 from dpfair.algorithms.base import FairEstimator
 from dpfair.validation import check_features, check_positive, encode_categories
 
@@ -156,7 +157,7 @@ class ReductionsClassifier(FairEstimator):
         self._finish_privacy()
 
     def _predict_proba(self, X) -> np.ndarray:
-        return np.asarray(self.mitigator_._pmf_predict(X), dtype=np.float64)
+        return np.asarray(pmf_predict(self.mitigator_, X), dtype=np.float64)
 
     def predict(self, X) -> np.ndarray:
         """Randomized predictions of the mixture Q, seeded by ``random_state`` (fairlearn's draw)."""
@@ -232,7 +233,7 @@ class ThresholdClassifier(FairEstimator):
     def predict_proba(self, X, sensitive_features=None) -> np.ndarray:
         """Probabilities of the randomized post-processed classifier (columns follow ``classes_``)."""
         X, codes = self._check_predict_inputs(X, sensitive_features)
-        return np.asarray(self.postprocessor_._pmf_predict(X, sensitive_features=codes), dtype=np.float64)
+        return np.asarray(pmf_predict(self.postprocessor_, X, sensitive_features=codes), dtype=np.float64)
 
     def predict(self, X, sensitive_features=None) -> np.ndarray:
         """Randomized predictions, seeded by ``random_state`` (fairlearn's draw)."""
