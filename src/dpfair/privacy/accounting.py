@@ -8,15 +8,37 @@ ledger at its δ. Noise multipliers follow the bound convention of
 
 Two accountants: ``"pld"`` (privacy loss distributions; tight, the default
 for reporting) and ``"rdp"`` (Rényi DP; the fallback when a PLD cannot be
-built). dp_accounting's two accountants disagree on unsampled mechanisms
-under ``REPLACE_ONE``: its PLD accountant treats a ``GaussianDpEvent`` there as
-a shift of ±bound (distance 2·bound), its RDP accountant as a shift of one
-bound, and its PLD accountant refuses a ``LaplaceDpEvent``. For an unsampled
-mechanism the privacy loss depends only on the distance between the two
-neighbouring outputs, so both accountants here convert such events to their
-``ADD_OR_REMOVE_ONE`` equivalent with sensitivity 2·bound; the two then agree
-(pinned by a test). Poisson-sampled events under ``REPLACE_ONE`` need the PLD
-accountant (dp_accounting has no RDP bound for them).
+built). For an unsampled mechanism the privacy loss depends only on the
+distance between the two neighbouring outputs, and under ``REPLACE_ONE`` that
+distance is 2·bound (a value +bound replaced by −bound). Both accountants here
+convert such events to their ``ADD_OR_REMOVE_ONE`` equivalent with sensitivity
+2·bound (multiplier halved), so that they agree (pinned by a test). Poisson-
+sampled events under ``REPLACE_ONE`` need the PLD accountant (dp_accounting has
+no RDP bound for them).
+
+Upstream behaviours worked around (dp-accounting 0.5.0–0.6.0; each is pinned
+by a test in ``tests/test_compat.py`` that fails once upstream changes it, and
+says which workaround to remove then). Upstream internals are reached only
+through :mod:`dpfair._compat`.
+
+1. The RDP accountant ignores ``REPLACE_ONE`` for an unsampled
+   ``GaussianDpEvent``: it accounts a shift of one bound, i.e. the
+   ``ADD_OR_REMOVE_ONE`` value (σ = 0.2, δ = 1e-6: ε 37.4, where its PLD
+   accountant gives 96.7). Upstream: ``RdpAccountant._maybe_compose``
+   (``python/dp_accounting/dp_accounting/rdp/rdp_privacy_accountant.py``),
+   reported as https://github.com/google/differential-privacy/issues/378
+   (open), with a proposed fix in
+   https://github.com/google/differential-privacy/pull/464 (open, unmerged).
+2. The PLD accountant refuses a ``LaplaceDpEvent`` under ``REPLACE_ONE``
+   (``PLDAccountant._maybe_compose`` in
+   ``python/dp_accounting/dp_accounting/pld/pld_privacy_accountant.py``
+   accepts it only under ``ADD_OR_REMOVE_ONE``/``REPLACE_SPECIAL``). No
+   upstream issue was found.
+3. The PLD accountant composes a ``RandomizedResponseDpEvent`` once whatever
+   its count: its branch of ``PLDAccountant._maybe_compose`` (same file)
+   composes ``from_randomized_response(...)`` without ``self_compose(count)``,
+   unlike every other mechanism there, so ``SelfComposedDpEvent(rr, 5)``
+   reports the ε of one release. No upstream issue was found.
 """
 
 from __future__ import annotations
@@ -26,9 +48,15 @@ from dataclasses import dataclass, field
 
 import dp_accounting as dpa
 from dp_accounting import NeighboringRelation
-from dp_accounting.pld import pld_privacy_accountant
-from dp_accounting.rdp import rdp_privacy_accountant
 
+from dpfair._compat import (
+    AccountantHook,
+    PLDAccountantBase,
+    RdpAccountantBase,
+    absorb_pld,
+    absorb_rdp,
+    pld_discretization,
+)
 from dpfair.privacy.units import relation_of
 
 ACCOUNTANTS = ("pld", "rdp")
@@ -38,6 +66,7 @@ ACCOUNTANTS = ("pld", "rdp")
 PLD_DISCRETIZATION = 1e-4
 
 _REPLACE = NeighboringRelation.REPLACE_ONE
+_ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
 
 
 def _unsampled_replace_equivalent(event: dpa.DpEvent) -> dpa.DpEvent | None:
@@ -50,78 +79,65 @@ def _unsampled_replace_equivalent(event: dpa.DpEvent) -> dpa.DpEvent | None:
 
 
 class _ReplaceAwareMixin:
-    """Routes unsampled mechanisms under REPLACE_ONE through an ADD/REMOVE sub-accountant.
+    """Routes unsampled mechanisms under REPLACE_ONE through an ADD/REMOVE sub-accountant (workarounds 1, 2).
 
     Both sub-accountants are of the same kind; ε is taken from the composed
     privacy loss of all events, so the composition stays exact (PLD) or
-    additive in Rényi divergence (RDP).
+    additive in Rényi divergence (RDP). Gaussian and Laplace events are
+    supported by both upstream accountants under ADD_OR_REMOVE_ONE, so the
+    check pass (``do_compose=False``) accepts them.
     """
 
-    def _maybe_compose(self, event, count, do_compose):
+    def compose_event(self, event, count, do_compose):
         if self.neighboring_relation is _REPLACE:
             equivalent = _unsampled_replace_equivalent(event)
             if equivalent is not None:
-                return self._compose_equivalent(equivalent, count, do_compose)
+                if do_compose:
+                    self._compose_equivalent(equivalent, count)
+                return None
             if isinstance(event, dpa.SelfComposedDpEvent):
-                return self._maybe_compose(event.event, event.count * count, do_compose)
+                return self.compose_event(event.event, event.count * count, do_compose)
             if isinstance(event, dpa.ComposedDpEvent):
                 for e in event.events:
-                    err = self._maybe_compose(e, count, do_compose)
+                    err = self.compose_event(e, count, do_compose)
                     if err is not None:
                         return err
                 return None
-        return super()._maybe_compose(event, count, do_compose)
+        return super().compose_event(event, count, do_compose)
 
 
-class PLDAccountant(_ReplaceAwareMixin, pld_privacy_accountant.PLDAccountant):
+class PLDAccountant(_ReplaceAwareMixin, AccountantHook, PLDAccountantBase):
     """dp_accounting's PLD accountant with unsampled REPLACE_ONE mechanisms made consistent."""
 
-    def __init__(self, neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
+    def __init__(self, neighboring_relation=_ADD_REMOVE,
                  value_discretization_interval: float = PLD_DISCRETIZATION):
         super().__init__(neighboring_relation, value_discretization_interval)
 
-    def _maybe_compose(self, event, count, do_compose):
-        # dp_accounting composes a RandomizedResponseDpEvent once whatever its count: self-compose it here.
+    def compose_event(self, event, count, do_compose):
+        # Workaround 3: upstream composes a RandomizedResponseDpEvent once whatever its count.
         if isinstance(event, dpa.RandomizedResponseDpEvent) and count > 1 and do_compose:
-            helper = pld_privacy_accountant.PLDAccountant(self.neighboring_relation,
-                                                          self._value_discretization_interval)
-            err = helper._maybe_compose(event, 1, True)
-            if err is None:
-                self._contains_non_dp_event |= helper._contains_non_dp_event
-                self._pld = self._pld.compose(helper._pld.self_compose(count))
-            return err
-        return super()._maybe_compose(event, count, do_compose)
+            helper = PLDAccountantBase(self.neighboring_relation, pld_discretization(self))
+            helper.compose(event)
+            absorb_pld(self, helper, count)
+            return None
+        return super().compose_event(event, count, do_compose)
 
-    def _compose_equivalent(self, event, count, do_compose):
-        if do_compose:
-            if isinstance(event, dpa.GaussianDpEvent) and event.noise_multiplier == 0:
-                self._contains_non_dp_event = True
-                return None
-            helper = pld_privacy_accountant.PLDAccountant(
-                NeighboringRelation.ADD_OR_REMOVE_ONE, self._value_discretization_interval
-            )
-            err = helper._maybe_compose(event, count, True)
-            if err is not None:
-                return err
-            self._contains_non_dp_event |= helper._contains_non_dp_event
-            self._pld = self._pld.compose(helper._pld)
-        return None
+    def _compose_equivalent(self, event, count):
+        helper = PLDAccountantBase(_ADD_REMOVE, pld_discretization(self))
+        helper.compose(event, count)
+        absorb_pld(self, helper)
 
 
-class RDPAccountant(_ReplaceAwareMixin, rdp_privacy_accountant.RdpAccountant):
+class RDPAccountant(_ReplaceAwareMixin, AccountantHook, RdpAccountantBase):
     """dp_accounting's RDP accountant with unsampled REPLACE_ONE mechanisms made consistent."""
 
-    def __init__(self, neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE):
+    def __init__(self, neighboring_relation=_ADD_REMOVE):
         super().__init__(neighboring_relation=neighboring_relation)
 
-    def _compose_equivalent(self, event, count, do_compose):
-        helper = rdp_privacy_accountant.RdpAccountant(
-            self._orders, NeighboringRelation.ADD_OR_REMOVE_ONE
-        )
-        err = helper._maybe_compose(event, count, do_compose)
-        if err is None and do_compose:
-            self._rdp = self._rdp + helper._rdp
-        return err
+    def _compose_equivalent(self, event, count):
+        helper = RdpAccountantBase(self.orders, _ADD_REMOVE)
+        helper.compose(event, count)
+        absorb_rdp(self, helper)
 
 
 def make_accountant(accountant: str = "pld", relation="record"):
