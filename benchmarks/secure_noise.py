@@ -1,0 +1,163 @@
+"""Cost of secure noise (``dpfair.privacy.samplers``) against the plain samplers it replaces.
+
+Times one call producing ``n = 10^6`` draws for:
+
+- ``secure_gaussian`` / ``secure_laplace``: exact discrete Gaussian / Laplace on the
+  default power-of-two grid (float64), OS-keyed ChaCha20 coins;
+- ``add_secure_gaussian``: the whole secure release of a float32 torch tensor (round the
+  sum to the grid, add the noise in float64, cast back);
+- the baselines: numpy ``Generator.standard_normal`` and ``Generator.laplace`` (PCG64DXSM,
+  float64), ``torch.randn`` (float32 and float64, CPU), and Opacus' secure-mode arithmetic
+  ``(Z₁ + Z₂ + Z₃ + Z₄)/2`` with ``torch.normal`` (its CSPRNG, torchcsprng, is not installed
+  here, so this row is a lower bound of Opacus' secure-mode cost);
+- the raw coins: ``os.urandom`` and the ChaCha20 keystream for the 8·10^6 bytes of 10^6 uint64.
+
+Every method runs ``--repeats`` times, interleaved round-robin (so a change in machine load
+hits all methods alike), after one warm-up call each; the table reports the median and the
+minimum wall time and the ratio of medians to the matching numpy sampler and to
+``torch.randn`` (float32). One process, default thread settings.
+
+Run from the repository root: ``python benchmarks/secure_noise.py`` (``--n``, ``--repeats``,
+``--out``). Writes ``results/secure_noise/secure_noise.csv`` and ``secure_noise.md`` and prints
+the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from dpfair.privacy import samplers  # noqa: E402
+
+
+def methods(n: int) -> dict[str, tuple[str, callable]]:
+    """name -> (distribution, zero-argument callable drawing n values)."""
+    gen = np.random.Generator(np.random.PCG64DXSM())
+    x32 = torch.randn(n, dtype=torch.float32)
+
+    def opacus_style():
+        total = torch.zeros(n)
+        for _ in range(4):
+            total += torch.normal(0.0, 1.0, size=(n,))
+        return total / 2
+
+    out = {
+        "secure_gaussian": ("gaussian", lambda: samplers.secure_gaussian(n, 1.0)),
+        "secure_laplace": ("laplace", lambda: samplers.secure_laplace(n, 1.0)),
+        "add_secure_gaussian(float32 tensor)": ("gaussian", lambda: samplers.add_secure_gaussian(x32, 1.0)),
+        "numpy standard_normal": ("gaussian", lambda: gen.standard_normal(n)),
+        "numpy laplace": ("laplace", lambda: gen.laplace(0.0, 1.0, n)),
+        "torch.randn float32": ("gaussian", lambda: torch.randn(n)),
+        "torch.randn float64": ("gaussian", lambda: torch.randn(n, dtype=torch.float64)),
+        "opacus secure-mode sum of 4 torch.normal": ("gaussian", opacus_style),
+        "os.urandom 8e6 bytes": ("coins", lambda: os.urandom(8 * n)),
+    }
+    if samplers._Cipher is not None:
+        out["ChaCha20 keystream 8e6 bytes"] = ("coins", lambda: samplers._random_bytes(8 * n))
+    return out
+
+
+def measure(n: int, repeats: int) -> list[dict]:
+    table = methods(n)
+    times = {name: [] for name in table}
+    for _, fn in table.values():  # warm-up
+        fn()
+    for _ in range(repeats):
+        for name, (_, fn) in table.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    med = {name: statistics.median(ts) for name, ts in times.items()}
+    reference = {"gaussian": med["numpy standard_normal"], "laplace": med["numpy laplace"]}
+    rows = []
+    for name, (kind, _) in table.items():
+        rows.append({
+            "method": name,
+            "distribution": kind,
+            "n": n,
+            "median_ms": round(1e3 * med[name], 2),
+            "min_ms": round(1e3 * min(times[name]), 2),
+            "ratio_vs_numpy": round(med[name] / reference[kind], 2) if kind in reference else "",
+            "ratio_vs_torch_randn_f32": round(med[name] / med["torch.randn float32"], 2),
+        })
+    return rows
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    lines = [
+        "# Secure noise: cost per 10^6 draws",
+        "",
+        f"Measured {meta['date']} on {meta['machine']} ({meta['cpus']} CPUs, load average before the run "
+        f"{meta['load_before']}, after {meta['load_after']}); Python {meta['python']}, numpy {meta['numpy']}, "
+        f"torch {meta['torch']} ({meta['torch_threads']} threads); coins: {meta['coins']}. "
+        f"Median and minimum of {meta['repeats']} interleaved runs; ratios are of medians. "
+        "`ratio_vs_numpy`: against numpy's sampler of the same distribution (`standard_normal` or `laplace`).",
+        "",
+        "| method | distribution | median ms | min ms | ratio vs numpy | ratio vs torch.randn f32 |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['method']} | {r['distribution']} | {r['median_ms']} | {r['min_ms']} | "
+                     f"{r['ratio_vs_numpy']} | {r['ratio_vs_torch_randn_f32']} |")
+    lines += [
+        "",
+        "The secure samplers return exact discrete Gaussian / Laplace draws on a power-of-two grid "
+        "(`dpfair/privacy/samplers.py`, module docstring); the Opacus row is only the arithmetic of "
+        "its secure mode (four normal draws per value) on torch's default generator, without the "
+        "torchcsprng CSPRNG it also needs.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "secure_noise")
+    args = parser.parse_args(argv)
+
+    load_before = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    t0 = time.perf_counter()
+    rows = measure(args.n, args.repeats)
+    wall = time.perf_counter() - t0
+    meta = {
+        "date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "machine": f"{platform.machine()} {platform.processor() or platform.platform()}",
+        "cpus": os.cpu_count(),
+        "load_before": load_before,
+        "load_after": ", ".join(f"{v:.2f}" for v in os.getloadavg()),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "coins": "ChaCha20 (cryptography/OpenSSL) keyed by os.urandom" if samplers._Cipher is not None
+        else "os.urandom",
+        "repeats": args.repeats,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "secure_noise.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    text = markdown(rows, meta)
+    (args.out / "secure_noise.md").write_text(text)
+    print(text)
+    print(f"wall time {wall:.1f} s; wrote {args.out / 'secure_noise.csv'} and {args.out / 'secure_noise.md'}")
+
+
+if __name__ == "__main__":
+    main()
