@@ -136,7 +136,7 @@ def test_bad_input_is_a_clear_value_error(data):
     thr = ThresholdClassifier(random_state=0).fit(X, y, s)
     with pytest.raises(ValueError, match="sensitive_features=s"):
         thr.predict(X)
-    with pytest.raises(ValueError, match="not seen in fit"):
+    with pytest.raises(ValueError, match="outside the known list"):
         thr.predict(X, sensitive_features=np.full(len(X), 9))
 
 

@@ -11,18 +11,29 @@ from dpfair.algorithms.private_demographics import (
     CorrectedParity,
     PrivateDemographicsClassifier,
     corrected_membership,
-    keep_probability,
     randomization_matrix,
-    randomized_response_event,
-    release_randomized_response,
 )
 from dpfair.datasets import make_synthetic
-from dpfair.privacy import PrivacyLedger, epsilon_of
+from dpfair.privacy import (
+    Part,
+    PrivacyLedger,
+    Release,
+    SecretRandom,
+    epsilon_of,
+    keep_probability,
+    randomized_response_event,
+)
 
 # fairlearn 0.15 trips pandas' deprecations (enlarging a Series with .at, ...); not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:fairlearn.*")
 
 FAST = dict(max_iter=5)
+
+
+def release_randomized_response(s, k, epsilon, ledger):
+    """k-ary randomized response of ``s`` through dpfair's one release path (secret coins)."""
+    part = Part("randomized response of s", mechanism="randomized_response", buckets=k)
+    return Release(part, 0.0 if math.isinf(epsilon) else 1.0 / epsilon, SecretRandom(), ledger).randomize(s, k)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +48,7 @@ def test_randomized_response_flips_with_the_stated_probabilities(k, epsilon):
     m = 40_000  # draws per true value
     s = np.repeat(np.arange(k), m)
     ledger = PrivacyLedger("sensitive")
-    z = release_randomized_response(s, k, epsilon, np.random.default_rng(0), ledger)
+    z = release_randomized_response(s, k, epsilon, ledger)
     freq = np.zeros((k, k))
     np.add.at(freq, (s, z), 1.0 / m)
     T = randomization_matrix(epsilon, k)
@@ -63,7 +74,7 @@ def test_randomized_response_is_epsilon_ldp_and_is_dp_accountings_channel(k):
 
 def test_infinite_epsilon_keeps_every_value():
     s = np.arange(100) % 3
-    z = release_randomized_response(s, 3, math.inf, np.random.default_rng(0), PrivacyLedger("sensitive"))
+    z = release_randomized_response(s, 3, math.inf, PrivacyLedger("sensitive"))
     np.testing.assert_array_equal(z, s)
     np.testing.assert_array_equal(corrected_membership(s, 3, math.inf), np.eye(3)[s])
 
@@ -78,7 +89,7 @@ def test_corrected_sums_are_unbiased_over_randomized_response_draws(k, epsilon):
     h = rng.integers(0, 2, n).astype(float)  # a fixed classifier's predictions
     # The quantities the constraints are built from: counts and positive predictions, overall and per label.
     g = np.stack([np.ones(n), h, h * (y == 0), h * (y == 1), 1.0 * (y == 1)], axis=1)  # (n, 5)
-    z = release_randomized_response(np.tile(s, draws), k, epsilon, rng, PrivacyLedger("sensitive"))
+    z = release_randomized_response(np.tile(s, draws), k, epsilon, PrivacyLedger("sensitive"))
     w = corrected_membership(z, k, epsilon).reshape(draws, n, k)
     estimates = np.einsum("ng,dnk->dgk", g, w)  # (draws, 5, k)
     truth = g.T @ np.eye(k)[s]
@@ -101,7 +112,7 @@ def test_corrected_moment_is_the_ratio_of_corrected_sums(notion):
     y = rng.integers(0, 2, n)
     X = rng.normal(size=(n, 2))
     h = rng.integers(0, 2, n)
-    z = release_randomized_response(s, k, epsilon, rng, PrivacyLedger("sensitive"))
+    z = release_randomized_response(s, k, epsilon, PrivacyLedger("sensitive"))
     moment = CorrectedParity(notion, n_groups=k, epsilon=epsilon, difference_bound=0.05)
     moment.load_data(X, y, sensitive_features=z)
     gamma = moment.gamma(lambda X_: h)
@@ -159,18 +170,21 @@ def test_ledger_reports_the_local_epsilon_within_the_target(datasets, epsilon, k
     spent, delta = est.privacy_spent_
     assert delta == 1e-5 and spent <= epsilon
     assert [e.event for e in est.privacy_ledger_.entries] == [randomized_response_event(est.local_epsilon_, k)]
+    assert spent >= 0.995 * epsilon - 1e-4  # calibrated on the plan: within CALIBRATION_RTOL of the target
     if accountant == "pld":  # exact up to its 1e-4 discretisation grid
         assert spent == pytest.approx(est.local_epsilon_, abs=1e-4)
-        assert est.local_epsilon_ >= epsilon - 2e-4
-    else:  # RDP is loose for randomized response: the local ε is lowered by its overshoot (about 0.015)
-        assert epsilon - 0.03 <= est.local_epsilon_ < epsilon and spent >= epsilon - 1e-3
+    else:  # RDP is loose for randomized response: the local ε is lower (about 0.015)
+        assert epsilon - 0.03 <= est.local_epsilon_ < epsilon
     np.testing.assert_allclose(est.randomization_matrix_, randomization_matrix(est.local_epsilon_, k))
 
 
-def test_same_seed_same_model_other_seed_other_release(datasets):
+def test_same_seed_same_model_only_when_the_noise_is_replayed(datasets, replay):
     X, y, s = datasets[2]
-    a, b, c = (PrivateDemographicsClassifier(epsilon=2.0, difference_bound=0.05, random_state=r, max_iter=3)
-               .fit(X, y, s) for r in (4, 4, 5))
+    fit = lambda r: PrivateDemographicsClassifier(epsilon=2.0, difference_bound=0.05, random_state=r,  # noqa: E731
+                                                  max_iter=3).fit(X, y, s)
+    assert not np.array_equal(fit(4).predict_proba(X), fit(4).predict_proba(X))  # the coins are secret
+    with replay(0):
+        a, b, c = fit(4), fit(4), fit(5)
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
     assert not np.array_equal(a.predict_proba(X), c.predict_proba(X))
@@ -185,8 +199,7 @@ def test_correction_controls_the_true_violation_that_noisy_groups_used_naively_d
     X, y, s = make_synthetic(n_samples=2000, n_features=4, label_bias=0.6, feature_bias=2.0, random_state=7)
     est = PrivateDemographicsClassifier(epsilon=1.0, difference_bound=0.05, random_state=0, max_iter=10)
     est.fit(X, y, s)
-    z = release_randomized_response(s, 2, est.local_epsilon_, np.random.default_rng(0),
-                                    PrivacyLedger("sensitive"))
+    z = release_randomized_response(s, 2, est.local_epsilon_, PrivacyLedger("sensitive"))
     naive = ExponentiatedGradient(LogisticRegression(max_iter=1000), DemographicParity(difference_bound=0.05),
                                   eps=0.01, max_iter=10).fit(X, y, sensitive_features=z)
 
@@ -214,9 +227,10 @@ def test_bad_input_is_a_clear_value_error(datasets):
         PrivateDemographicsClassifier().fit(X, y, np.zeros(len(y)))
     s_one_member = s.copy()
     s_one_member[0] = 9
-    with pytest.raises(ValueError, match="group 2 has 1 members"):
-        PrivateDemographicsClassifier().fit(X, y, s_one_member)
-    # A group with no member among the released values pushes its corrected share below zero.
+    # a one-member group is private: with the public group list it fits, no error names it
+    PrivateDemographicsClassifier(groups=[0, 1, 9], **FAST).fit(X, y, s_one_member)
+    # A group with no member among the released values pushes its corrected share below zero: it is
+    # floored at 1/n (post-processing), not an error that would depend on the private s.
     moment = CorrectedParity("demographic_parity", n_groups=2, epsilon=0.1)
-    with pytest.raises(ValueError, match="group 1's share .* raise epsilon"):
-        moment.load_data(X, y, sensitive_features=np.zeros(len(y), dtype=np.int64))
+    moment.load_data(X, y, sensitive_features=np.zeros(len(y), dtype=np.int64))
+    assert moment.prob_group_event.min() == pytest.approx(1 / len(y))

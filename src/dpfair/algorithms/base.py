@@ -114,8 +114,9 @@ def public_categories(declared, values, name: str, private: bool, fix: str):
                       PrivacyLeakWarning, stacklevel=5)
     found = np.unique(check_1d(values, name))
     if len(found) < 2:
-        raise ValueError(f"the data hold {len(found)} distinct value(s) for {name}; fairness and classification "
-                         f"need at least two: pass {fix}")
+        data, what = ("y", "class") if name == "classes" else ("sensitive_features", "group")
+        raise ValueError(f"{data} has a single {what}; fairness and classification need at least two "
+                         f"(if others exist but are absent from these rows, pass {fix})")
     return found
 
 
@@ -124,7 +125,8 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
 
     Class attributes a subclass may set:
     ``_requires_sensitive`` (``fit`` needs ``sensitive_features``),
-    ``_min_per_class`` (members each class needs, checked only where y is public),
+    ``_min_per_class`` / ``_min_per_group`` (members each class / group needs, checked only where
+    those arrays are public: y under the sensitive unit, s for non-private methods),
     ``_private`` (whether ``epsilon``/``delta`` hyper-parameters exist).
     Subclasses may take ``groups`` and ``classes`` (public lists; see the module docstring)
     and ``secure_mode`` (noise from :mod:`dpfair.privacy.samplers`).
@@ -132,6 +134,7 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
 
     _requires_sensitive = False
     _min_per_class = 2
+    _min_per_group = 2
     _private = False
 
     # ---- fitting -------------------------------------------------------
@@ -209,8 +212,9 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             groups = public_categories(getattr(self, "groups", None), s, "groups", self._private,
                                        "groups=k or groups=[...] (the data set's group values)")
             s_codes, self.groups_ = encode_categories(s, "sensitive_features", n, classes=groups)
-            if not self._private:
-                check_min_count(s_codes, len(self.groups_), "sensitive_features", 1, what="group")
+            if not self._private:  # a non-private method may look at the counts of s
+                check_min_count(s_codes, len(self.groups_), "sensitive_features", self._min_per_group,
+                                what="group")
         self.n_features_in_ = X.shape[1]
         return X, y_codes, s_codes
 

@@ -125,13 +125,9 @@ class CorrectedParity(UtilityParity):
         weights = corrected_membership(z.to_numpy(), k, self.epsilon)
         p_event = events.sum(0) / n
         p_group_event = events.T @ weights / n
-        if np.any(p_group_event <= 0):
-            e, a = np.argwhere(p_group_event <= 0)[0]
-            raise ValueError(
-                f"the randomized-response estimate of group {a}'s share (event {names[e]!r}) is "
-                f"{p_group_event[e, a]:.3g} <= 0 at local epsilon={self.epsilon:g}: the group is too small "
-                "for this much noise; raise epsilon, merge small groups or collect more data"
-            )
+        # A small group's estimated share can come out <= 0 (randomized response's noise): floor it at
+        # 1/n, post-processing of the release, so that no fit fails on what the private s holds.
+        p_group_event = np.maximum(p_group_event, 1.0 / n)
         self.prob_event = pd.Series(p_event, index=pd.Index(names, name=_EVENT))
         cells = pd.MultiIndex.from_product([names, range(k)], names=[_EVENT, _GROUP_ID])
         self.prob_group_event = pd.Series(p_group_event.ravel(), index=cells)

@@ -11,29 +11,79 @@ must be traceable by ``torch.func.vmap`` (no ``.item()``, no data-dependent
 Python control flow).  ``y`` may also be a tuple/list of tensors (e.g. labels
 and sensitive attributes), each sliced the same way, or ``None``.
 
-The model must treat the examples of a batch independently (no BatchNorm in
-training mode) and its forward must accept a batch of one.  Dropout is
-allowed: under ``vmap`` each example draws its own mask.
+Clipping bounds
+---------------
+``max_norm`` is one positive finite bound ``C`` or a 1-D tensor of shape
+``(B,)`` holding one bound ``C_i`` per example (group-aware clipping).  The
+gradient ``g_i`` of example ``i`` is scaled by ``c_i = min(1, C_i / ||g_i||)``
+(1 where ``g_i = 0``), so it adds at most ``C_i`` (L2) to the clipped sum
+``sum_i c_i g_i``, and removing example ``i`` from the batch changes that sum by
+at most ``C_i``.
+
+Independent examples
+--------------------
+That bound needs the loss of example ``i`` to depend on example ``i`` alone and
+the model to keep no state learnt from the batch.  Batch-statistics layers break
+it: any ``_BatchNorm`` (``BatchNorm1d/2d/3d``, ``SyncBatchNorm``, the lazy
+variants) in training mode or without running statistics, and an
+``InstanceNorm`` that tracks running statistics in training mode (they would be
+learnt from the private batch without noise).  :func:`check_batch_independence`
+refuses them with a ``ValueError``, for every method: replace BatchNorm by
+GroupNorm or LayerNorm (as Opacus's ``ModuleValidator.fix`` does) or put it in
+eval mode with frozen running statistics.  Dropout is allowed.
 
 Methods
 -------
 ``"vmap"``
-    ``torch.func.vmap(grad(...))`` over the batch: works for any module,
-    materialises every per-sample gradient (memory ``B * n_params``).
+    ``torch.func.vmap(grad(...))`` over the batch: every example is run alone,
+    as a batch of one, so examples cannot interact.  Works for any other
+    module; materialises every per-sample gradient (memory ``B * n_params``);
+    dropout draws one mask per example.  A ``torch.func`` error (e.g. a layer
+    that updates a buffer from the batch in place) becomes a ``ValueError``
+    naming the likely cause.
 ``"ghost"``
-    Ghost norms: for every ``nn.Linear`` the per-sample gradient norm is
-    computed from its input ``a_i`` and output gradient ``delta_i`` without
-    forming the gradient (``||delta_i a_i^T||_F^2 = ||a_i||^2 ||delta_i||^2``;
-    for inputs with extra (sequence) dimensions the Gram-matrix identity
-    ``sum_{t,s} (a_t . a_s)(delta_t . delta_s)``), then the clipped sum comes
-    from ONE extra weighted backward pass of ``sum_i c_i * loss_i`` through the
-    same graph.  Supported only when every trainable parameter is the
-    ``weight``/``bias`` of a plain ``nn.Linear`` (exact type) and is used only
-    through that module's forward (no weight tying, no direct use of
-    ``layer.weight`` elsewhere); parameter-free layers (activations, dropout,
-    pooling, reshapes) may appear anywhere.
+    Ghost norms.  One batched forward records, for every call ``k`` of a plain
+    ``nn.Linear`` (``z = a W^T + b``), its input ``a_k`` and output ``z_k``
+    (extra leading dimensions after the batch are positions ``t``).  One
+    backward of ``sum_j w_j loss_j``, with fixed distinct probe weights
+    ``w_j`` in ``[1, 2)``, gives ``delta_{k,i} = d(sum_j w_j loss_j)/dz_{k,i}
+    / w_i``.  The gradient of example ``i`` for a weight ``W`` is
+    ``g_i = sum_{k, t} delta_{k,i,t} a_{k,i,t}^T`` over every call of every
+    ``nn.Linear`` holding ``W`` (a layer called several times, a weight shared
+    by several layers), hence, over the concatenated positions,
+    ``||g_i||_F^2 = sum_{t,s} (a_t . a_s)(delta_t . delta_s)``
+    (``||a_i||^2 ||delta_i||^2`` for a single call on 2-D input), and a bias
+    contributes ``||sum_t delta_{i,t}||^2``; no ``g_i`` is formed.  The clipped
+    sum is the autograd gradient of ``sum_i c_i loss_i``: one more backward
+    through the same graph.
+
+    Exact only when (1) every trainable parameter is the ``weight``/``bias``
+    of plain ``nn.Linear`` modules (exact type), (2) it reaches the loss only
+    through those modules' forward calls and (3) no operation mixes the
+    examples.  (1) is checked before the forward pass (:func:`ghost_supported`
+    with the refusals above).  (2) and (3) are verified after the weighted
+    backward, to a relative tolerance of ``1000 * eps`` of the dtype
+    (``1.2e-4`` in float32):
+
+    a. for every parameter, autograd's gradient of ``sum_i c_i loss_i`` must
+       equal ``sum_i c_i g_i`` rebuilt from the records.  A use outside the
+       recorded calls (``F.linear(x, layer.weight)``, an embedding-style tie
+       using the weight transposed, a ``functional_call`` running the layer
+       with a weight derived from it, a replaced ``forward``), or examples
+       mixed after a layer (``c_i / w_i`` differs between examples), breaks
+       the equality;
+    b. for a floating ``X``, the input gradients of the two backward passes
+       must agree row by row (row ``i`` scaled by ``c_i / w_i``): they do not
+       when the loss of one example depends on another example's input
+       anywhere in the network (e.g. ``x - x.mean(0)``).
+
+    Either failure raises :class:`GhostUnsupportedError`.  Mixing that carries
+    no gradient (batch statistics under ``no_grad`` or ``detach``) escapes
+    (b); the type checks above cover BatchNorm.  The check costs the
+    weight-gradient products once more and the input gradient in both
+    backward passes.
 ``"auto"``
-    ``"ghost"`` when :func:`ghost_supported` holds, else ``"vmap"``.
+    ``"ghost"`` when it passes both its checks, else ``"vmap"``.
 """
 
 from __future__ import annotations
@@ -43,12 +93,15 @@ from collections.abc import Callable, Mapping
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.modules.instancenorm import _InstanceNorm
 
 __all__ = [
     "CLIP_METHODS",
     "GhostUnsupportedError",
     "apply_gradient",
     "assign_grads",
+    "check_batch_independence",
     "clip_coefficients",
     "clipped_gradient_sum",
     "clipped_sum",
@@ -61,6 +114,11 @@ __all__ = [
 CLIP_METHODS = ("auto", "vmap", "ghost")
 
 LossFn = Callable[..., torch.Tensor]
+
+_BATCHNORM_FIX = (
+    "replace it with GroupNorm or LayerNorm (as Opacus's ModuleValidator.fix does), "
+    "or put it in eval mode (module.eval()) with frozen running statistics"
+)
 
 
 class GhostUnsupportedError(ValueError):
@@ -121,10 +179,27 @@ def _batch_size(X: torch.Tensor, y) -> int:
     return n
 
 
-def _check_max_norm(max_norm) -> float:
+def _check_max_norm(max_norm, n: int | None = None) -> float | torch.Tensor:
+    """A clipping bound: a positive finite number, or a 1-D tensor of ``n`` of them."""
+    if isinstance(max_norm, torch.Tensor) and max_norm.dim() > 0:
+        if max_norm.dim() != 1 or (n is not None and max_norm.shape[0] != n):
+            raise ValueError(
+                "max_norm must be a positive number or a 1-D tensor with one bound per example "
+                f"({n}), got a tensor of shape {tuple(max_norm.shape)}"
+            )
+        if max_norm.dtype == torch.bool or max_norm.is_complex():
+            raise ValueError(f"max_norm must hold real numbers, got dtype {max_norm.dtype}")
+        bounds = max_norm.detach()
+        bad = ~(torch.isfinite(bounds) & (bounds > 0))
+        if bool(bad.any()):
+            i = int(bad.nonzero()[0, 0])
+            raise ValueError(
+                f"max_norm must be positive and finite for every example, got {bounds[i].item()!r} at index {i}"
+            )
+        return bounds
     try:
         c = float(max_norm)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RuntimeError):
         raise ValueError(f"max_norm must be a positive number, got {max_norm!r}") from None
     if not (c > 0 and c < float("inf")):
         raise ValueError(f"max_norm must be a positive finite number, got {max_norm!r}")
@@ -147,7 +222,95 @@ def _split_params(model: nn.Module, params: Mapping[str, torch.Tensor] | None):
     return params, consts
 
 
+def _tensor_slots(model: nn.Module) -> dict[str, str]:
+    """``{slot: name}``: every module attribute holding a parameter or buffer, once, and its canonical name.
+
+    A module reachable under two names is listed once and a tensor shared by
+    several modules under each of them.  ``functional_call(..., tie_weights=True)``
+    swaps an aliased module's tensor twice and restores the wrong one, leaving
+    the model holding the substitute (torch 2.13); filling every slot explicitly
+    with ``tie_weights=False`` avoids that.
+    """
+    canonical = {id(t): n for n, t in [*model.named_parameters(), *model.named_buffers()]}
+    slots = {}
+    for mname, m in model.named_modules():
+        held = [*m.named_parameters(recurse=False, remove_duplicate=False),
+                *m.named_buffers(recurse=False, remove_duplicate=False)]
+        for attr, t in held:
+            if t is not None:
+                slots[f"{mname}.{attr}" if mname else attr] = canonical[id(t)]
+    return slots
+
+
+# --------------------------------------------------------------------------- independence
+
+
+def check_batch_independence(model: nn.Module) -> None:
+    """Raise ``ValueError`` if a module of ``model`` makes one example's gradient depend on others.
+
+    Refused, for every clipping method: any ``_BatchNorm`` (``BatchNorm1d/2d/3d``,
+    ``SyncBatchNorm``, lazy variants) in training mode or without running
+    statistics (it normalises with the batch's statistics), and an
+    ``InstanceNorm`` with ``track_running_stats=True`` in training mode (its
+    running statistics would be learnt from the private batch without noise).
+    """
+    for name, m in model.named_modules():
+        where = f"{name or 'the model'} ({type(m).__name__})"
+        if isinstance(m, _BatchNorm) and m.running_mean is None:
+            raise ValueError(
+                f"{where} has no running statistics (track_running_stats=False), so it always normalises "
+                "with the statistics of the batch: each example's gradient depends on the other examples "
+                "and per-example clipping bounds nothing, so training cannot be differentially private; "
+                "replace it with GroupNorm or LayerNorm (as Opacus's ModuleValidator.fix does)"
+            )
+        if isinstance(m, _BatchNorm) and m.training:
+            raise ValueError(
+                f"{where} is in training mode, where it normalises with the statistics of the batch: "
+                "each example's gradient depends on the other examples and per-example clipping bounds "
+                f"nothing, so training cannot be differentially private; {_BATCHNORM_FIX}"
+            )
+        if isinstance(m, _InstanceNorm) and m.training and m.track_running_stats:
+            raise ValueError(
+                f"{where} tracks running statistics in training mode: they are learnt from the private "
+                "batch without noise, so the trained model would not be differentially private; use "
+                "track_running_stats=False or put it in eval mode with frozen statistics"
+            )
+
+
 # --------------------------------------------------------------------------- vmap path
+
+# phrases of the errors torch.func raises for what it cannot batch or differentiate
+_TORCH_FUNC_ERRORS = ("vmap", "transform", "batching rule", "batched tensor")
+
+
+def _vmap_gradients(model, loss_fn, X, y, params, chunk_size):
+    params, consts = _split_params(model, params)
+    n = _batch_size(X, y)
+    if n == 0:
+        return {k: p.new_zeros((0, *p.shape)) for k, p in params.items()}
+
+    slots = _tensor_slots(model)
+
+    def loss_one(p, x, t):
+        values = {**consts, **p}
+        tensors = {slot: values[name] for slot, name in slots.items()}
+        out = functional_call(model, tensors, (x.unsqueeze(0),), tie_weights=False)
+        return loss_fn(out, _slice_one(t, 0)).sum()
+
+    in_dims = (None, 0, None if y is None else 0)
+    g = vmap(grad(loss_one), in_dims=in_dims, randomness="different", chunk_size=chunk_size)
+    try:
+        return g(params, X, y)
+    except RuntimeError as err:
+        if not any(s in str(err).lower() for s in _TORCH_FUNC_ERRORS):
+            raise
+        raise ValueError(
+            "torch.func could not compute per-example gradients: it runs the model on every example "
+            "alone (a batch of one), so forward must not mix the examples of a batch nor update the "
+            "model's buffers in place (BatchNorm in training mode does both: "
+            f"{_BATCHNORM_FIX}), nor use data-dependent Python control flow such as .item(). "
+            f"torch.func said: {err}"
+        ) from err
 
 
 def per_sample_gradients(
@@ -167,20 +330,11 @@ def per_sample_gradients(
     through unchanged.  ``loss_fn`` follows the module's convention (one
     example as a batch of one).  ``chunk_size`` bounds how many examples
     ``vmap`` processes at once (memory).  An empty batch returns zero-size
-    tensors.
+    tensors.  Raises ``ValueError`` for models refused by
+    :func:`check_batch_independence` and for what ``torch.func`` cannot run.
     """
-    params, consts = _split_params(model, params)
-    n = _batch_size(X, y)
-    if n == 0:
-        return {k: p.new_zeros((0, *p.shape)) for k, p in params.items()}
-
-    def loss_one(p, x, t):
-        out = functional_call(model, {**consts, **p}, (x.unsqueeze(0),))
-        return loss_fn(out, _slice_one(t, 0)).sum()
-
-    in_dims = (None, 0, None if y is None else 0)
-    g = vmap(grad(loss_one), in_dims=in_dims, randomness="different", chunk_size=chunk_size)
-    return g(params, X, y)
+    check_batch_independence(model)
+    return _vmap_gradients(model, loss_fn, X, y, params, chunk_size)
 
 
 def per_sample_norms(grads: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -194,18 +348,26 @@ def per_sample_norms(grads: Mapping[str, torch.Tensor]) -> torch.Tensor:
     return sq.sqrt()
 
 
-def clip_coefficients(norms: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """``min(1, max_norm / norm)`` per example; 1 where the norm is 0."""
-    c = _check_max_norm(max_norm)
-    tiny = torch.finfo(norms.dtype).tiny if norms.is_floating_point() else 1e-30
-    return (c / norms.clamp_min(tiny)).clamp(max=1.0)
+def clip_coefficients(norms: torch.Tensor, max_norm: float | torch.Tensor) -> torch.Tensor:
+    """``min(1, max_norm / norm)`` per example; 1 where the norm is 0.
+
+    ``max_norm`` is one positive bound or a tensor of shape ``(B,)`` with one
+    bound per example (``norms`` has shape ``(B,)``).
+    """
+    c = _check_max_norm(max_norm, norms.shape[0] if norms.dim() == 1 else None)
+    dtype = norms.dtype if norms.is_floating_point() else torch.get_default_dtype()
+    if isinstance(c, torch.Tensor):
+        c = c.to(device=norms.device, dtype=dtype)
+    tiny = torch.finfo(dtype).tiny
+    return (c / norms.to(dtype).clamp_min(tiny)).clamp(max=1.0)
 
 
 def clipped_sum(
-    grads: Mapping[str, torch.Tensor], max_norm: float
+    grads: Mapping[str, torch.Tensor], max_norm: float | torch.Tensor
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Sum over the batch of the per-example gradients clipped to L2 norm ``max_norm``.
+    """Sum over the batch of the per-example gradients, example ``i`` clipped to L2 norm ``max_norm[i]``.
 
+    ``max_norm`` is one bound or a tensor ``(B,)`` of per-example bounds.
     Returns ``(summed, norms)``: ``summed[name]`` has the parameter's shape,
     ``norms`` are the unclipped per-example norms ``(B,)``.
     """
@@ -218,54 +380,80 @@ def clipped_sum(
 # --------------------------------------------------------------------------- ghost path
 
 
-def _linear_owners(model: nn.Module):
-    """Map id(param) -> (module, attr) for trainable params; raise if ghost is unsupported."""
+def _ghost_params(model: nn.Module) -> dict[str, nn.Parameter]:
+    """Trainable parameters; raise unless each is only ever the weight/bias of plain ``nn.Linear``s."""
+    check_batch_independence(model)
     trainable = trainable_params(model)
     if not trainable:
         raise ValueError("the model has no trainable parameters (none with requires_grad=True)")
-    owners: dict[int, tuple[nn.Module, str]] = {}
     for mname, m in model.named_modules(remove_duplicate=False):
         for attr, p in m.named_parameters(recurse=False):
-            if not p.requires_grad:
-                continue
-            if type(m) is not nn.Linear or attr not in ("weight", "bias"):
+            if p.requires_grad and (type(m) is not nn.Linear or attr not in ("weight", "bias")):
                 raise GhostUnsupportedError(
                     f"parameter {attr!r} of module {mname or '<root>'} ({type(m).__name__}) "
                     "is not the weight/bias of a plain nn.Linear"
                 )
-            if id(p) in owners and owners[id(p)][0] is not m:
-                raise GhostUnsupportedError(f"parameter {mname}.{attr} is shared between modules")
-            owners[id(p)] = (m, attr)
-    return owners
+    return trainable
 
 
 def ghost_supported(model: nn.Module) -> bool:
-    """Whether every trainable parameter is the weight/bias of a plain ``nn.Linear`` (not shared)."""
+    """Whether ``model`` passes the ghost path's checks made before running it.
+
+    Every trainable parameter must be the weight/bias of plain ``nn.Linear``
+    modules (several of them may share it) and no module may be refused by
+    :func:`check_batch_independence`.  The exactness check made after the
+    forward and backward passes can still refuse the model (see the module
+    docstring); ``method="auto"`` then uses vmap.
+    """
     try:
-        _linear_owners(model)
-    except GhostUnsupportedError:
+        _ghost_params(model)
+    except ValueError:
         return False
     return True
 
 
-def _ghost_clipped_sum(model, loss_fn, X, y, max_norm):
-    owners = _linear_owners(model)
-    named = trainable_params(model)
-    modules: dict[int, nn.Module] = {}
-    for m, _ in owners.values():
-        modules[id(m)] = m
-    records: dict[int, list] = {k: [] for k in modules}
-    n = X.shape[0]
+def _rtol(dtype: torch.dtype) -> float:
+    return min(1e3 * torch.finfo(dtype).eps, 1e-2)
 
-    def hook(mod, args, out):
-        records[id(mod)].append((args[0].detach(), out))
+
+def _probe_weights(n: int, like: torch.Tensor) -> torch.Tensor:
+    """Fixed, pairwise distinct weights in ``[1, 2)`` (golden-ratio sequence); no RNG is drawn."""
+    i = torch.arange(1, n + 1, dtype=torch.float64)
+    return (1.0 + torch.remainder(i * 0.6180339887498949, 1.0)).to(dtype=like.dtype, device=like.device)
+
+
+def _weight_sq_norms(a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """``||d_i^T a_i||_F^2`` per example for ``a (B, T, in)``, ``d (B, T, out)``."""
+    t = a.shape[1]
+    if t == 1:
+        return a.pow(2).sum((1, 2)) * d.pow(2).sum((1, 2))
+    if t * t <= a.shape[2] * d.shape[2]:
+        return (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(d, d.transpose(1, 2))).sum((1, 2))
+    return torch.einsum("bto,bti->boi", d, a).pow(2).sum((1, 2))
+
+
+def _ghost_clipped_sum(model, loss_fn, X, y, max_norm):
+    named = _ghost_params(model)
+    trainable = {id(p) for p in named.values()}
+    n = X.shape[0]
+    calls = []  # (weight or None, bias or None, input, output) per call of a plain nn.Linear
+
+    def hook(mod, args, kwargs, out):
+        w = mod.weight if id(mod.weight) in trainable else None
+        b = mod.bias if mod.bias is not None and id(mod.bias) in trainable else None
+        if (w is None and b is None) or not out.requires_grad:
+            return None
+        calls.append((w, b, (args[0] if args else kwargs["input"]).detach(), out))
         # hand the rest of the network a copy so that in-place ops downstream
         # (ReLU(inplace=True)) cannot rewrite the tensor whose gradient we take
         return out.clone()
 
-    handles = [m.register_forward_hook(hook) for m in modules.values()]
+    linears = [m for m in model.modules() if type(m) is nn.Linear]
+    handles = [m.register_forward_hook(hook, with_kwargs=True, prepend=True) for m in linears]
+    # gradients w.r.t. the input reveal examples that interact (check b)
+    x_leaf = X.detach().requires_grad_() if X.is_floating_point() else None
     try:
-        out = model(X)
+        out = model(X if x_leaf is None else x_leaf.clone())
     finally:
         for h in handles:
             h.remove()
@@ -278,57 +466,81 @@ def _ghost_clipped_sum(model, loss_fn, X, y, max_norm):
     losses = per_example(_slice_one(out, 1), _slice_one(y, 1))
     if losses.shape != (n,):
         raise ValueError(f"loss_fn must return one value per example, got shape {tuple(losses.shape)}")
-
-    outputs = [o for recs in records.values() for (_, o) in recs]
-    for a, o in ((a, o) for recs in records.values() for (a, o) in recs):
-        if a.dim() < 2 or a.shape[0] != n or o.shape[0] != n:
+    if not calls:
+        raise GhostUnsupportedError("no nn.Linear holding a trainable parameter took part in the forward pass")
+    for _, _, a, z in calls:
+        if a.dim() < 2 or a.shape[0] != n or z.shape[0] != n:
             raise GhostUnsupportedError(
                 f"an nn.Linear received input of shape {tuple(a.shape)}; the ghost path needs "
                 f"the batch ({n}) as its leading dimension"
             )
-    deltas = torch.autograd.grad(losses.sum(), outputs, retain_graph=True, allow_unused=True)
+
+    # backward 1, probe-weighted: output gradients (w_i * delta_i without interaction)
+    w = _probe_weights(n, losses)
+    inputs = [z for *_, z in calls] + ([] if x_leaf is None else [x_leaf])
+    grads1 = torch.autograd.grad((w * losses).sum(), inputs, retain_graph=True, allow_unused=True)
+    weight_uses: dict[int, list] = {}
+    bias_uses: dict[int, list] = {}
+    for (wp, bp, a, z), d in zip(calls, grads1):
+        d = torch.zeros_like(z) if d is None else d.detach()
+        d = d.reshape(n, -1, d.shape[-1])  # (B, T, out)
+        if wp is not None:
+            weight_uses.setdefault(id(wp), []).append((a.reshape(n, -1, a.shape[-1]), d))
+        if bp is not None:
+            bias_uses.setdefault(id(bp), []).append(d)
+    # all uses side by side: (B, T, in) and (B, T, out) per weight; sum_t delta, (B, out), per bias
+    weight_uses = {
+        k: tuple(torch.cat(u, 1) if len(v) > 1 else u[0] for u in zip(*v)) for k, v in weight_uses.items()
+    }
+    bias_uses = {k: sum(d.sum(1) for d in v) for k, v in bias_uses.items()}
 
     sq = torch.zeros(n, dtype=losses.dtype, device=losses.device)
-    i = 0
-    for key, m in modules.items():
-        recs = records[key]
-        if not recs:
-            continue
-        a = torch.cat([r[0].reshape(n, -1, r[0].shape[-1]) for r in recs], dim=1)  # (B, T, in)
-        ds = []
-        for r in recs:
-            d = deltas[i]
-            i += 1
-            ds.append(torch.zeros_like(r[1]) if d is None else d.detach())
-        d = torch.cat([dd.reshape(n, -1, dd.shape[-1]) for dd in ds], dim=1)  # (B, T, out)
-        t = a.shape[1]
-        if m.weight.requires_grad:
-            if t == 1:
-                sq = sq + a.pow(2).sum((1, 2)) * d.pow(2).sum((1, 2))
-            elif t * t <= a.shape[2] * d.shape[2]:
-                gram_a = torch.bmm(a, a.transpose(1, 2))
-                gram_d = torch.bmm(d, d.transpose(1, 2))
-                sq = sq + (gram_a * gram_d).sum((1, 2))
-            else:
-                g = torch.einsum("bto,bti->boi", d, a)
-                sq = sq + g.pow(2).sum((1, 2))
-        if m.bias is not None and m.bias.requires_grad:
-            sq = sq + d.sum(1).pow(2).sum(1)
-    norms = sq.clamp_min(0).sqrt().detach()
+    for a, d in weight_uses.values():
+        sq = sq + _weight_sq_norms(a, d)
+    for d_sum in bias_uses.values():
+        sq = sq + d_sum.pow(2).sum(1)
+    norms = (sq.clamp_min(0).sqrt() / w).detach()
     coef = clip_coefficients(norms, max_norm).to(losses.dtype)
 
+    # backward 2: the clipped sum
     names = list(named)
-    gs = torch.autograd.grad((coef * losses).sum(), [named[k] for k in names], allow_unused=True)
-    summed = {}
-    for k, g in zip(names, gs):
-        p = named[k]
-        m, _ = owners[id(p)]
-        if not records[id(m)] and g is not None and bool(torch.any(g != 0)):
+    inputs = [named[k] for k in names] + ([] if x_leaf is None else [x_leaf])
+    grads2 = torch.autograd.grad((coef * losses).sum(), inputs, allow_unused=True)
+    summed = {k: torch.zeros_like(named[k]) if g is None else g.detach() for k, g in zip(names, grads2)}
+
+    # exactness check (module docstring, a and b): error relative to the sum of the terms' magnitudes
+    s = coef / w
+    rel = {}  # parameter name (None: the input) -> relative error
+    for k in names:
+        key = id(named[k])
+        if key in weight_uses:
+            a, d = weight_uses[key]
+            rebuilt = (d * s.view(-1, 1, 1)).flatten(0, 1).T @ a.flatten(0, 1)
+            scale = (s.view(-1, 1) * d.norm(dim=2) * a.norm(dim=2)).sum()
+        elif key in bias_uses:
+            rebuilt = (bias_uses[key] * s.view(-1, 1)).sum(0)
+            scale = (s * bias_uses[key].norm(dim=1)).sum()
+        else:  # never the weight/bias of a recorded call: its gradient must be 0
+            rebuilt, scale = torch.zeros_like(summed[k]), torch.zeros((), dtype=s.dtype, device=s.device)
+        rel[k] = (summed[k] - rebuilt).norm() / scale  # 0/0 = nan passes: no use, no gradient
+    if x_leaf is not None and grads1[-1] is not None:
+        gx1, gx2 = grads1[-1].detach(), grads2[-1].detach()
+        err = (gx2 - s.view(-1, *[1] * (gx1.dim() - 1)) * gx1).norm()
+        rel[None] = err / (s * gx1.reshape(n, -1).norm(dim=1)).sum()
+    failed = (torch.stack(list(rel.values())) > _rtol(losses.dtype)).tolist()
+    for (k, r), bad in zip(rel.items(), failed):
+        if bad and k is None:
             raise GhostUnsupportedError(
-                f"parameter {k!r} received a gradient although its nn.Linear was never called; "
-                "it is used outside the module's forward"
+                "the loss of one example depends on the inputs of other examples (an operation mixes the "
+                "examples of the batch, e.g. batch statistics such as x - x.mean(0)): per-example ghost "
+                f"norms do not bound each example's contribution (relative error {float(r):.3g})"
             )
-        summed[k] = torch.zeros_like(p) if g is None else g.detach()
+        if bad:
+            raise GhostUnsupportedError(
+                f"the gradient of parameter {k!r} differs from the one rebuilt from its nn.Linear calls "
+                f"(relative error {float(r):.3g}): it is used outside those modules' forward "
+                "(e.g. F.linear(x, layer.weight)), or examples of the batch interact after the layer"
+            )
     return summed, norms
 
 
@@ -340,40 +552,44 @@ def clipped_gradient_sum(
     loss_fn: LossFn,
     X: torch.Tensor,
     y=None,
-    max_norm: float = 1.0,
+    max_norm: float | torch.Tensor = 1.0,
     method: str = "auto",
     *,
     chunk_size: int | None = None,
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Sum of the per-example gradients, each clipped to L2 norm ``max_norm``.
+    """Sum of the per-example gradients, example ``i`` clipped to L2 norm ``max_norm`` (or ``max_norm[i]``).
 
-    Returns ``(summed, norms)``: ``summed`` maps every trainable parameter name
-    to a tensor of the parameter's shape, ``norms`` holds the unclipped
-    per-example gradient norms ``(B,)`` (detached).  ``method`` is ``"auto"``,
-    ``"vmap"`` or ``"ghost"`` (see the module docstring).  An empty batch
-    (``B == 0``, as Poisson sampling may draw) returns zeros and an empty
-    ``norms``.  Does not touch ``p.grad``.
+    ``max_norm`` is one positive bound or a tensor of shape ``(B,)`` with one
+    positive bound per example.  Returns ``(summed, norms)``: ``summed`` maps
+    every trainable parameter name to a tensor of the parameter's shape,
+    ``norms`` holds the unclipped per-example gradient norms ``(B,)``
+    (detached).  ``method`` is ``"auto"``, ``"vmap"`` or ``"ghost"`` (see the
+    module docstring); ``"ghost"`` raises :class:`GhostUnsupportedError` where
+    it would not be exact.  Models refused by :func:`check_batch_independence`
+    raise ``ValueError`` for every method.  An empty batch (``B == 0``, as
+    Poisson sampling may draw) returns zeros and an empty ``norms``.  Does not
+    touch ``p.grad``.
     """
     if method not in CLIP_METHODS:
         raise ValueError(f"method must be one of {list(CLIP_METHODS)}, got {method!r}")
-    _check_max_norm(max_norm)
     n = _batch_size(X, y)
+    _check_max_norm(max_norm, n)
+    check_batch_independence(model)
     if n == 0:
         params, _ = _split_params(model, None)
         p0 = next(iter(params.values()))
         zeros = {k: torch.zeros_like(p) for k, p in params.items()}
         return zeros, torch.zeros(0, dtype=p0.dtype, device=p0.device)
-    if method == "auto":
-        method = "ghost" if ghost_supported(model) else "vmap"
-        if method == "ghost":
-            try:
-                with torch.enable_grad():
-                    return _ghost_clipped_sum(model, loss_fn, X, y, max_norm)
-            except GhostUnsupportedError:
-                method = "vmap"
-    if method == "ghost":
-        with torch.enable_grad():
-            return _ghost_clipped_sum(model, loss_fn, X, y, max_norm)
-    grads = per_sample_gradients(model, loss_fn, X, y, chunk_size=chunk_size)
+    if method != "vmap":
+        try:
+            with torch.enable_grad():
+                return _ghost_clipped_sum(model, loss_fn, X, y, max_norm)
+        except GhostUnsupportedError as err:
+            if method == "ghost":
+                raise GhostUnsupportedError(
+                    f"ghost norms would not be exact for this model: {err}; use method='vmap' "
+                    "(or 'auto', which falls back to it)"
+                ) from err
+    grads = _vmap_gradients(model, loss_fn, X, y, None, chunk_size)
     summed, norms = clipped_sum(grads, max_norm)
     return summed, norms.detach()
