@@ -11,6 +11,7 @@ exits with status 2; nothing already on disk is overwritten unless asked.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -23,9 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from dpfair import __version__
+from dpfair.privacy import reproducible_noise
 
 DEFAULT_METHOD = "dp-fermi"
 DEFAULT_DATASET = "adult"
+DEFAULT_EPSILON = 1.0
 
 
 def _parse_value(text: str):
@@ -89,7 +92,7 @@ def _output_paths(args) -> tuple[Path, Path]:
     return out, model
 
 
-def _build_estimator(args, n_train: int):
+def _build_estimator(args, data):
     from dpfair.algorithms import METHODS
 
     if args.method not in METHODS:
@@ -99,8 +102,13 @@ def _build_estimator(args, n_train: int):
     params = dict(random_state=args.seed)
     if "verbose" in valid:
         params["verbose"] = not args.quiet
+    # the data set declares its group and label lists: public, never read off the private arrays
+    if "groups" in valid:
+        params["groups"] = data.n_groups
+    if "classes" in valid:
+        params["classes"] = data.n_classes
     if "epsilon" in valid:
-        params["epsilon"] = args.epsilon
+        params["epsilon"] = DEFAULT_EPSILON if args.epsilon is None else args.epsilon
         params["delta"] = args.delta
     elif args.epsilon is not None and not math.isinf(args.epsilon):
         raise ValueError(f"method {args.method!r} is not private; drop --epsilon or choose a private method")
@@ -130,13 +138,17 @@ def cmd_train(args) -> int:
 
     if args.epsilon is not None and not args.epsilon > 0:
         raise ValueError(f"--epsilon must be > 0, got {args.epsilon}; smaller epsilon means more privacy")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be a non-negative integer, got {args.seed}")
     out, model_path = _output_paths(args)
     options = _key_values(args.option, "--option")
     data = load_dataset(args.dataset, sensitive=args.sensitive, random_state=args.seed,
                         data_home=args.data_home, **options)
-    est = _build_estimator(args, len(data.y_train))
+    est = _build_estimator(args, data)
+    noise = contextlib.nullcontext() if args.reproducible_noise is None else reproducible_noise(args.reproducible_noise)
     t0 = time.perf_counter()
-    est.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
+    with noise:
+        est.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
     seconds = time.perf_counter() - t0
     if getattr(est, "_predict_needs_sensitive", False):
         y_pred = est.predict(data.X_test, sensitive_features=data.s_test)
@@ -159,6 +171,7 @@ def cmd_train(args) -> int:
         "fairness": fairness_summary(data.y_test, y_pred, data.s_test),
         "epsilon": eps,
         "delta": delta,
+        "privacy_guarantee": est.privacy_guarantee_,
         "noise_multiplier": getattr(est, "noise_multiplier_", None),
         "privacy_ledger": est.privacy_ledger_.to_records(),
         "fit_seconds": seconds,
@@ -170,7 +183,10 @@ def cmd_train(args) -> int:
     print(f"{args.method} on {data.name} (sensitive: {data.sensitive}, groups: {', '.join(data.group_names)})")
     rows = [("test error", f"{result['test_error']:.4f}")]
     rows += [(f"{k.replace('_', ' ')} violation", f"{v:.4f}") for k, v in result["fairness"].items()]
-    rows += [("epsilon spent", f"{eps:.6g}"), ("delta", f"{delta:.3g}"), ("fit time", f"{seconds:.1f} s"),
+    rows += [("epsilon spent", f"{eps:.6g}"), ("delta", f"{delta:.3g}")]
+    if est.privacy_guarantee_.startswith("void"):
+        rows += [("privacy guarantee", est.privacy_guarantee_)]
+    rows += [("fit time", f"{seconds:.1f} s"),
              ("result", str(out)), ("model", str(model_path))]
     _print_table(rows)
     return 0
@@ -245,9 +261,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "accuracy_parity (default: the method's)")
     p.add_argument("--lam", type=float, default=None, help="DP-FERMI's fairness weight λ ≥ 0")
     p.add_argument("--model", default=None, help="logistic, mlp or cnn (default: the method's)")
-    p.add_argument("--epsilon", type=float, default=1.0, help="privacy budget ε (inf: no privacy)")
+    p.add_argument("--epsilon", type=float, default=None,
+                   help=f"privacy budget ε of a private method (default {DEFAULT_EPSILON:g}; inf: no privacy)")
     p.add_argument("--delta", type=float, default=None, help="privacy budget δ (default 1/n²)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split and of training")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the PUBLIC randomness: the split, initialisation, public minibatch order "
+                        "(the privacy noise is always secret and fresh)")
+    p.add_argument("--reproducible-noise", type=int, default=None, metavar="SEED",
+                   help="TESTS ONLY: make the privacy noise reproducible from SEED; voids the guarantee, and the "
+                        "result says so")
     p.add_argument("--out", default=None, help="JSON result file; the model is saved beside it as .pt")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="estimator hyper-parameter")

@@ -174,7 +174,7 @@ def _rebuild_hs(eg):
     if "predictors_" not in vars(eg):
         return
     try:
-        from fairlearn.reductions._exponentiated_gradient._lagrangian import _PredictorAsCallable as wrap
+        from dpfair._compat import _PredictorAsCallable as wrap
     except ImportError:  # pragma: no cover - depends on fairlearn's internals
         wrap = _PredictorAsCallable
     preds = eg.predictors_
@@ -184,7 +184,7 @@ def _rebuild_hs(eg):
 @functools.cache
 def _trusted() -> dict[str, _Trusted]:
     from fairlearn.postprocessing import ThresholdOptimizer
-    from fairlearn.postprocessing._interpolated_thresholder import InterpolatedThresholder
+    from dpfair._compat import InterpolatedThresholder
     from fairlearn.reductions import (
         DemographicParity,
         EqualizedOdds,
@@ -361,7 +361,7 @@ def _encode_array(a: np.ndarray, where: str, saver: _Saver, est):
 def _encode_library_value(value, where, saver, est):
     """pandas containers, sklearn's Bunch, fairlearn's threshold rules and the trusted third-party objects."""
     import pandas as pd
-    from fairlearn.postprocessing._threshold_operation import ThresholdOperation
+    from dpfair._compat import ThresholdOperation
     from sklearn.utils import Bunch
 
     enc = functools.partial(_encode, saver=saver, est=est)
@@ -775,7 +775,7 @@ def _d_bunch(body, at, ld):
 
 
 def _d_threshold_operation(body, at, ld):
-    from fairlearn.postprocessing._threshold_operation import ThresholdOperation
+    from dpfair._compat import ThresholdOperation
 
     op, threshold = _pair(body, 2, at)
     _expect(op in (">", "<"), f"{at}: invalid threshold operator")

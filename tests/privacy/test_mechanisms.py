@@ -19,7 +19,7 @@ from dpfair.privacy import (
 
 
 def release(part, sigma=1.0, ledger=None, secret=None):
-    return Release(part, sigma, secret or SecretRandom(), ledger or PrivacyLedger("record"))
+    return Release(part, sigma, secret or SecretRandom(), PrivacyLedger("record") if ledger is None else ledger)
 
 
 def test_gaussian_noise_has_the_calibrated_standard_deviation():

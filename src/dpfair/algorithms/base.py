@@ -255,20 +255,20 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
 
     # ---- persistence ---------------------------------------------------
     def save(self, path) -> None:
-        """Write the fitted estimator (hyper-parameters, model weights, ledger) to ``path``."""
-        check_is_fitted(self, "classes_")
-        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
-        torch.save({"class": type(self).__name__, "state": state}, path)
+        """Write the fitted estimator to ``path`` as a safe model file (tensors + JSON; see dpfair.persistence)."""
+        from dpfair.persistence import save_estimator
+
+        save_estimator(self, path)
 
 
-def load_estimator(path) -> FairEstimator:
-    """Read an estimator written by :meth:`FairEstimator.save`."""
-    from dpfair.algorithms import ESTIMATORS
+def load_estimator(path, *, model=None) -> FairEstimator:
+    """Read a model file written by :meth:`FairEstimator.save`; loading never runs code from the file.
 
-    blob = torch.load(path, map_location="cpu", weights_only=False)
-    est = ESTIMATORS[blob["class"]].__new__(ESTIMATORS[blob["class"]])
-    est.__dict__.update(blob["state"])
-    return est
+    ``model``: a module of the same architecture, for estimators trained on a user-defined torch module.
+    """
+    from dpfair.persistence import load_estimator as _load
+
+    return _load(path, model=model)
 
 
 class TorchClassifier(FairEstimator):

@@ -52,9 +52,8 @@ import math
 
 import numpy as np
 import pandas as pd
-from fairlearn.reductions import UtilityParity
-from fairlearn.reductions._moments.moment import _ALL, _EVENT, _GROUP_ID, _LABEL, _SIGN, Moment
 
+from dpfair._compat import _ALL, _EVENT, _GROUP_ID, _LABEL, _SIGN, Moment, UtilityParity, set_utility_parity_state
 from dpfair.algorithms.fairlearn_wrappers import ReductionsClassifier
 from dpfair.privacy import Part, PrivacyPlan, keep_probability
 
@@ -119,23 +118,22 @@ class CorrectedParity(UtilityParity):
         k, n = self.n_groups, len(y)
         events, names = _events(self.notion, y.to_numpy())
         labels = y.to_numpy().astype(np.float64)
-        self.utilities = (np.stack([labels, 1.0 - labels], axis=1) if self.notion == "accuracy_parity"
-                          else np.stack([np.zeros(n), np.ones(n)], axis=1))
-        self.utility_diff = self.utilities[:, 1] - self.utilities[:, 0]
+        utilities = (np.stack([labels, 1.0 - labels], axis=1) if self.notion == "accuracy_parity"
+                     else np.stack([np.zeros(n), np.ones(n)], axis=1))
         weights = corrected_membership(z.to_numpy(), k, self.epsilon)
         p_event = events.sum(0) / n
         p_group_event = events.T @ weights / n
         # A small group's estimated share can come out <= 0 (randomized response's noise): floor it at
         # 1/n, post-processing of the release, so that no fit fails on what the private s holds.
         p_group_event = np.maximum(p_group_event, 1.0 / n)
-        self.prob_event = pd.Series(p_event, index=pd.Index(names, name=_EVENT))
         cells = pd.MultiIndex.from_product([names, range(k)], names=[_EVENT, _GROUP_ID])
-        self.prob_group_event = pd.Series(p_group_event.ravel(), index=cells)
-        self._index = pd.MultiIndex.from_product([["+", "-"], names, range(k)], names=[_SIGN, _EVENT, _GROUP_ID])
+        index = pd.MultiIndex.from_product([["+", "-"], names, range(k)], names=[_SIGN, _EVENT, _GROUP_ID])
         plus = (events / p_event)[:, :, None] - events[:, :, None] * weights[:, None, :] / p_group_event
         plus = plus.reshape(n, -1)
-        self.U = pd.DataFrame(np.hstack([plus, -plus]), columns=self._index)
-        self.default_objective_lambda_vec = None
+        set_utility_parity_state(self, utilities=utilities,
+                                 prob_event=pd.Series(p_event, index=pd.Index(names, name=_EVENT)),
+                                 prob_group_event=pd.Series(p_group_event.ravel(), index=cells), index=index,
+                                 U=pd.DataFrame(np.hstack([plus, -plus]), columns=index))
 
 
 # ---- the estimator -----------------------------------------------------------------------------

@@ -107,6 +107,8 @@ class Release:
     def __init__(self, part, noise_multiplier, secret: SecretRandom, ledgers):
         if not isinstance(secret, SecretRandom):
             raise TypeError("a Release draws only from a SecretRandom (dpfair.privacy.randomness)")
+        if secret.secure and not isinstance(ledgers, PrivacyLedger) and len(ledgers) > 1:
+            raise ValueError("secure_mode=True fits one model at a time; fit the grid's points separately")
         self.part = part
         self.secret = secret
         self.ledgers = [ledgers] if isinstance(ledgers, PrivacyLedger) else list(ledgers)
@@ -164,9 +166,41 @@ class Release:
             for b in bounds:
                 check_positive(float(b), "bound")
             scale = [sigma * b for b in bound] if isinstance(bound, (list, tuple)) else sigma * bound
+        if self.secret.secure:
+            return self._secure_sum(total, scale)
         self._record()
         draw = self.secret.normal if self.part.mechanism == "gaussian" else self.secret.laplace
         return _add(total, scale, draw)
+
+    def _secure_sum(self, total, scale):
+        """``secure_mode``: the sum rounded to a grid plus exact discrete Gaussian noise (:mod:`.samplers`).
+
+        The std is raised so that the rounding's extra sensitivity (``g·√k``) and the
+        discrete noise are still covered by the planned ``GaussianDpEvent(σ)``
+        (``calibrate_secure_gaussian``), so the ledger and the plan are unchanged.
+        """
+        from dpfair.privacy.samplers import add_secure_gaussian, calibrate_secure_gaussian
+
+        if self.part.mechanism != "gaussian":
+            raise ValueError("secure_mode=True covers Gaussian releases and randomized response; this method "
+                             f"releases {self.part.name!r} with Laplace noise: use secure_mode=False")
+        sigma = self.noise_multiplier
+        self._record()
+
+        def one(block, std):
+            if isinstance(block, dict):
+                return {k: one(v, std) for k, v in block.items()}
+            std = float(torch.as_tensor(std).reshape(-1)[0]) if not isinstance(std, float) else std
+            if sigma == 0.0 or std == 0.0:
+                return block
+            numel = block.numel() if isinstance(block, torch.Tensor) else np.size(block)
+            secure = calibrate_secure_gaussian(sigma, std / sigma, max(int(numel), 1))
+            return add_secure_gaussian(block, secure.std)
+
+        if isinstance(total, (list, tuple)):
+            stds = scale if isinstance(scale, (list, tuple)) else [scale] * len(total)
+            return [one(v, sd) for v, sd in zip(total, stds)]
+        return one(total, scale)
 
     # ---- randomized response -------------------------------------------------------------------
     def randomize(self, values, k: int) -> np.ndarray:
@@ -176,6 +210,9 @@ class Release:
         epsilon = math.inf if sigma == 0 else 1.0 / sigma
         self._record()
         values = np.asarray(values, dtype=np.int64)
+        if self.secret.secure:
+            from dpfair.privacy.samplers import secure_randomized_response
+            return secure_randomized_response(values, epsilon, k) if math.isfinite(epsilon) else values.copy()
         keep = self.secret.random(len(values)) < keep_probability(epsilon, k)
         other = (values + self.secret.integers(1, k, size=len(values))) % k
         return np.where(keep, values, other)

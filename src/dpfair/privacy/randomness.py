@@ -15,9 +15,12 @@ exponential mechanism — comes from a :class:`SecretRandom`:
 ``random_state`` seeds only *public* randomness (model initialisation, the
 order of public minibatches, data splits), which an attacker may know.
 
-``secure=True`` draws the noise from :mod:`dpfair.privacy.samplers` (OS
-CSPRNG and samplers that resist floating-point attacks, Mironov 2012);
-slower, never reproducible.
+``secure=True`` (estimators' ``secure_mode``) draws from
+:mod:`dpfair.privacy.samplers`: OS-keyed ChaCha20 coins, and Gaussian
+releases as the sum rounded to a power-of-two grid plus exact discrete
+Gaussian noise (Canonne, Kamath, Steinke 2020), which closes the
+floating-point attacks on textbook samplers (Mironov 2012); randomized
+response and Gumbel draws from the same coins. Slower, never reproducible.
 
 **Reproducible noise, for tests only.** Inside ``with reproducible_noise(seed):``
 every ``SecretRandom`` is seeded from ``(seed, key)`` instead of the OS, so a
@@ -125,35 +128,33 @@ class SecretRandom:
         return np.float32 if isinstance(like, torch.Tensor) and like.dtype == torch.float32 else np.float64
 
     def normal(self, shape, like=None):
-        """Standard normal draws of ``shape`` (a torch tensor on ``like``'s device when ``like`` is one)."""
-        shape = tuple(shape)
-        if self.secure:
-            from dpfair.privacy.samplers import secure_gaussian
-            arr = secure_gaussian(shape, 1.0).astype(self._dtype(like))
-        else:
-            arr = self._gen.standard_normal(shape, dtype=self._dtype(like))
-        return self._as(arr, like)
+        """Standard normal draws of ``shape`` (a torch tensor on ``like``'s device when ``like`` is one).
+
+        Under ``secure`` the noise of a release is drawn by :class:`~dpfair.privacy.Release`
+        itself (rounded sum plus exact discrete noise), never by scaling these floats.
+        """
+        self._no_float_noise("Gaussian")
+        return self._as(self._gen.standard_normal(tuple(shape), dtype=self._dtype(like)), like)
 
     def laplace(self, shape, like=None):
         """Laplace(0, 1) draws of ``shape``."""
-        shape = tuple(shape)
+        self._no_float_noise("Laplace")
+        return self._as(self._gen.laplace(0.0, 1.0, tuple(shape)).astype(self._dtype(like)), like)
+
+    def _no_float_noise(self, kind: str) -> None:
         if self.secure:
-            from dpfair.privacy.samplers import secure_laplace
-            arr = secure_laplace(shape, 1.0)
-        else:
-            arr = self._gen.laplace(0.0, 1.0, shape)
-        return self._as(arr.astype(self._dtype(like)), like)
+            raise RuntimeError(f"secure_mode draws {kind} noise through Release (exact discrete samplers); "
+                               "scaled floating-point draws would undo that")
 
     def gumbel(self, shape) -> np.ndarray:
         """Standard Gumbel draws (the exponential mechanism's Gumbel-max), float64."""
         if self.secure:
-            from dpfair.privacy.samplers import secure_uniform
-            u = secure_uniform(tuple(shape))
-            return -np.log(-np.log(u))
+            from dpfair.privacy.samplers import secure_gumbel
+            return secure_gumbel(tuple(np.atleast_1d(shape)))
         return self._gen.gumbel(size=shape)
 
     def random(self, size) -> np.ndarray:
-        """Uniform [0, 1) draws (randomized response's coins)."""
+        """Uniform [0, 1) draws."""
         if self.secure:
             from dpfair.privacy.samplers import secure_uniform
             return secure_uniform(tuple(np.atleast_1d(size)))
@@ -162,8 +163,8 @@ class SecretRandom:
     def integers(self, low: int, high: int, size) -> np.ndarray:
         """Uniform integers in ``[low, high)``."""
         if self.secure:
-            from dpfair.privacy.samplers import secure_uniform
-            return (low + np.floor(secure_uniform(tuple(np.atleast_1d(size))) * (high - low))).astype(np.int64)
+            from dpfair.privacy.samplers import secure_integers
+            return secure_integers(low, high, tuple(np.atleast_1d(size)))
         return self._gen.integers(low, high, size=size)
 
     def poisson_sample(self, n: int, q: float) -> np.ndarray:
