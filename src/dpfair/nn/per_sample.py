@@ -37,8 +37,9 @@ Methods
 ``"vmap"``
     ``torch.func.vmap(grad(...))`` over the batch: every example is run alone,
     as a batch of one, so examples cannot interact.  Works for any other
-    module; materialises every per-sample gradient (memory ``B * n_params``);
-    dropout draws one mask per example.  A ``torch.func`` error (e.g. a layer
+    module (shared parameters and submodules included); materialises every
+    per-sample gradient (memory ``B * n_params``); dropout draws one mask per
+    example.  A ``torch.func`` error (e.g. a layer
     that updates a buffer from the batch in place) becomes a ``ValueError``
     naming the likely cause.
 ``"ghost"``
@@ -58,12 +59,14 @@ Methods
     through the same graph.
 
     Exact only when (1) every trainable parameter is the ``weight``/``bias``
-    of plain ``nn.Linear`` modules (exact type), (2) it reaches the loss only
-    through those modules' forward calls and (3) no operation mixes the
-    examples.  (1) is checked before the forward pass (:func:`ghost_supported`
-    with the refusals above).  (2) and (3) are verified after the weighted
-    backward, to a relative tolerance of ``1000 * eps`` of the dtype
-    (``1.2e-4`` in float32):
+    of one or several plain ``nn.Linear`` modules (exact type), (2) it
+    reaches the loss only through those modules' forward calls and (3) no
+    operation mixes the examples.  (1) is checked before the forward pass
+    (:func:`ghost_supported`, with the refusals above).  (2) and (3) are
+    verified after the weighted backward, to ``1000 * eps`` of the dtype
+    (``1.2e-4`` in float32, at most ``1e-2``) relative to the sum of the
+    magnitudes of the terms summed (``sum_{i,t} c_i ||delta_{i,t}||
+    ||a_{i,t}||`` for a weight):
 
     a. for every parameter, autograd's gradient of ``sum_i c_i loss_i`` must
        equal ``sum_i c_i g_i`` rebuilt from the records.  A use outside the
@@ -80,8 +83,8 @@ Methods
     Either failure raises :class:`GhostUnsupportedError`.  Mixing that carries
     no gradient (batch statistics under ``no_grad`` or ``detach``) escapes
     (b); the type checks above cover BatchNorm.  The check costs the
-    weight-gradient products once more and the input gradient in both
-    backward passes.
+    weight-gradient products once more and the gradient with respect to ``X``
+    in both backward passes.
 ``"auto"``
     ``"ghost"`` when it passes both its checks, else ``"vmap"``.
 """
