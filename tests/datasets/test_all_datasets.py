@@ -83,7 +83,7 @@ def test_fixed_constants_keep_numeric_features_near_standard(loaded, name):
     np.testing.assert_allclose(X[:, numeric].mean(axis=0), 0, atol=0.02)
     np.testing.assert_allclose(X[:, numeric].std(axis=0), 1, atol=0.02)
     assert set(np.unique(X[:, onehot])) <= {0.0, 1.0}
-    assert "public schema" in data.description and data.schema.public
+    assert "public schema" in data.description
 
 
 def test_sensitive_columns_are_not_features_by_default(loaded):

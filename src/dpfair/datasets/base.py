@@ -16,10 +16,6 @@ its definitions) and hands it to :func:`finish`, which
   name).  A ready matrix ``X`` (MNIST pixels) is passed through unchanged;
 * returns a :class:`Dataset` with float features, int64 labels ``0..l-1`` and int64 groups ``0..k-1``, carrying
   its schema.
-
-A table that lists bare numeric columns instead of a schema (``Table.numeric``, kept for generated data) has them
-standardised with the mean and standard deviation of the training part; its schema is then marked
-``public=False`` and the description says so.
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupShuffleSplit, train_test_split
-from sklearn.preprocessing import StandardScaler
 
 from dpfair.validation import check_1d, check_features
 
@@ -131,13 +126,11 @@ class Schema:
     """The public description of a data set's features, fixed in code: its :class:`Column` s in feature order.
 
     ``source`` says where the constants come from (documentation, or a rounded summary of the public file fixed
-    once in code).  ``public`` is False only for the fallback that standardises bare numeric columns on the
-    training part (see the module docstring).
+    once in code).
     """
 
     columns: tuple[Column, ...]
     source: str = ""
-    public: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "columns", tuple(self.columns))
@@ -177,7 +170,7 @@ class Schema:
     def describe(self) -> str:
         """One line per column, then the source of the constants."""
         lines = [c.describe() for c in self.columns]
-        return "\n".join(lines + [f"({'public schema' if self.public else 'not public'}: {self.source})"])
+        return "\n".join(lines + [f"(public schema: {self.source})"])
 
 
 @dataclass(repr=False)
@@ -246,8 +239,8 @@ class Table:
 
     Either ``frame`` (a DataFrame) with ``schema`` (its public :class:`Schema`: which columns are features, in
     which order, and how they are encoded) or ``X`` (a ready numeric matrix, passed through unchanged) holds the
-    features.  Instead of a schema, a frame may list 0/1 columns in ``binary`` and numeric columns in ``numeric``
-    (standardised on the training part: not public, see the module docstring).  ``test_mask`` fixes the split;
+    features.  Instead of a schema, a frame may list its 0/1 columns in ``binary`` (passed through).  ``test_mask``
+    fixes the split;
     ``split_groups`` asks for a group-wise random split instead of a stratified one.
     """
 
@@ -262,7 +255,6 @@ class Table:
     n_dropped: int
     frame: pd.DataFrame | None = None
     schema: Schema | None = None
-    numeric: list[str] = field(default_factory=list)
     binary: list[str] = field(default_factory=list)
     X: np.ndarray | None = None
     feature_names: list[str] | None = None
@@ -320,22 +312,13 @@ def _split(table: Table, test_size: float, random_state: int) -> tuple[np.ndarra
     raise ValueError(f"cannot split {n} rows of {table.name!r} with test_size={test_size}")
 
 
-def table_schema(table: Table, train: np.ndarray) -> Schema:
-    """The schema of a frame table: its declared one, else one built from its ``binary`` and ``numeric`` lists."""
+def table_schema(table: Table) -> Schema:
+    """The schema of a frame table: its declared one, else its ``binary`` 0/1 columns passed through."""
     if table.schema is not None:
-        if table.numeric or table.binary:
-            raise ValueError(f"{table.name}: give either a schema or numeric/binary column lists, not both")
+        if table.binary:
+            raise ValueError(f"{table.name}: give either a schema or binary column lists, not both")
         return table.schema
-    columns = []
-    if table.numeric:
-        scaler = StandardScaler().fit(table.frame[table.numeric].iloc[train].to_numpy(np.float64))
-        columns += [Column.numeric(c, -math.inf, math.inf, m, s)
-                    for c, m, s in zip(table.numeric, scaler.mean_, scaler.scale_)]
-    columns += [Column.binary(c) for c in table.binary]
-    if table.numeric:
-        return Schema(columns, "numeric columns standardised with the mean and standard deviation of the "
-                      "training part", public=False)
-    return Schema(columns, "0/1 columns passed through")
+    return Schema(tuple(Column.binary(c) for c in table.binary), "0/1 columns passed through")
 
 
 def _preprocess(table: Table, train: np.ndarray, test: np.ndarray):
@@ -343,7 +326,7 @@ def _preprocess(table: Table, train: np.ndarray, test: np.ndarray):
     if table.X is not None:
         names = table.feature_names or [f"x{j}" for j in range(table.X.shape[1])]
         return table.X[train], table.X[test], names, None
-    schema = table_schema(table, train)
+    schema = table_schema(table)
     X = schema.transform(table.frame, table.name)
     return X[train], X[test], schema.feature_names, schema
 
@@ -360,11 +343,8 @@ def finish(table: Table, test_size: float, random_state: int) -> Dataset:
     description = f"{table.description} Split: {note}; {len(train):,} train / {len(test):,} test rows"
     if schema is None:
         description += "."
-    elif schema.public:
-        description += "; features from the data set's public schema fixed in code (no statistic of the rows)."
     else:
-        description += ("; numeric columns standardised on the training part (no public schema: a row's "
-                        "features depend on the other training rows).")
+        description += "; features from the data set's public schema fixed in code (no statistic of the rows)."
     return Dataset(
         name=table.name,
         X_train=X_train,
