@@ -124,6 +124,7 @@ def test_blind_variant_does_not_need_s_at_prediction(data):
         aware.predict(X)
 
 
+@pytest.mark.secret_noise
 def test_same_seed_same_result_only_when_the_noise_is_replayed(data, replay):
     X, y, s = data
     fit = lambda r: DPOracleClassifier(True, epsilon=1.0, n_rounds=5, random_state=r).fit(  # noqa: E731

@@ -135,6 +135,7 @@ def test_lp_reaches_the_constant_classifier_when_rates_cannot_be_matched_otherwi
     np.testing.assert_allclose(rho[0], rho[1], atol=1e-9)
 
 
+@pytest.mark.secret_noise
 def test_same_seed_same_result_only_when_the_noise_is_replayed(data, replay):
     X, y, s, base = data
     fit = lambda r: DPPostProcessingClassifier(base, prefit=True, epsilon=1.0, random_state=r).fit(  # noqa: E731

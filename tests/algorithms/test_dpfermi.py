@@ -246,6 +246,7 @@ def test_fairness_regulariser_reduces_the_violation():
 
 # ---- reproducibility, grids, scikit-learn --------------------------------------------------------------------
 
+@pytest.mark.secret_noise
 def test_random_state_does_not_reproduce_the_noise_but_replay_does(replay):
     X, y, s = _data()
     a = DPFERMIClassifier(random_state=3, **FAST).fit(X, y, sensitive_features=s)
@@ -276,6 +277,7 @@ def test_batched_grid_without_noise_equals_one_fit_per_point(replay):
         assert est.privacy_ledger_.to_records() == one.privacy_ledger_.to_records()
 
 
+@pytest.mark.secret_noise
 def test_grid_models_have_their_own_ledgers_and_independent_noise():
     X, y, s = _data()
     grid = {"epsilon": [2.0, 4.0], "lam": [0.0, 0.0]}

@@ -40,6 +40,7 @@ def test_dpsgd_default_delta_is_one_over_n_squared(data):
     assert est.privacy_spent_[1] == pytest.approx(1 / 600**2)
 
 
+@pytest.mark.secret_noise
 def test_same_seed_same_model_only_when_the_noise_is_replayed(data, replay):
     X, y, s = data
     fit = lambda r: DPSGDClassifier(random_state=r, noise_multiplier=1.0, **FAST).fit(X, y)  # noqa: E731

@@ -178,6 +178,7 @@ def test_ledger_reports_the_local_epsilon_within_the_target(datasets, epsilon, k
     np.testing.assert_allclose(est.randomization_matrix_, randomization_matrix(est.local_epsilon_, k))
 
 
+@pytest.mark.secret_noise
 def test_same_seed_same_model_only_when_the_noise_is_replayed(datasets, replay):
     X, y, s = datasets[2]
     fit = lambda r: PrivateDemographicsClassifier(epsilon=2.0, difference_bound=0.05, random_state=r,  # noqa: E731

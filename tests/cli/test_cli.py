@@ -155,3 +155,39 @@ def test_method_using_groups_at_prediction_time(tmp_path, capsys):
                        "--epsilon", "inf", "--out", str(tmp_path / "t.json"))
     assert code == 0, err
     assert json.loads((tmp_path / "t.json").read_text())["estimator"] == "ThresholdClassifier"
+
+
+@pytest.mark.secret_noise
+def test_a_default_run_carries_the_guarantee_and_its_files_hold_no_secret(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    code, stdout, err = run(capsys, "train", *FAST, "--out", str(out))
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    assert result["privacy_guarantee"] == "differential privacy" and "privacy guarantee" not in stdout
+    assert result["hyperparameters"]["groups"] == 2 and result["hyperparameters"]["classes"] == 2
+    est = load_estimator(tmp_path / "r.pt")
+    assert not [k for k in vars(est) if k.startswith("_")]
+
+
+@pytest.mark.secret_noise
+def test_reproducible_noise_replays_a_run_and_says_the_guarantee_is_void(tmp_path, capsys):
+    results = []
+    for name in ("a", "b"):
+        code, stdout, err = run(capsys, "train", *FAST, "--reproducible-noise", "3", "--out",
+                                str(tmp_path / f"{name}.json"))
+        assert code == 0, err
+        assert "privacy guarantee" in stdout and "void" in stdout
+        results.append(json.loads((tmp_path / f"{name}.json").read_text()))
+    assert results[0]["privacy_guarantee"].startswith("void")
+    assert results[0]["test_error"] == results[1]["test_error"]
+    assert "reproducible_noise" not in json.dumps(results[0]["hyperparameters"])
+
+
+def test_a_non_private_method_needs_no_epsilon_flag(tmp_path, capsys):
+    code, _, err = run(capsys, "train", *FAST, "--method", "erm", "--out", str(tmp_path / "e.json"))
+    assert code == 0, err
+
+
+def test_a_negative_seed_is_a_one_line_error(capsys):
+    code, _, err = run(capsys, "train", *FAST, "--seed", "-1")
+    assert code == 2 and "--seed must be a non-negative integer" in err

@@ -26,7 +26,7 @@ from dpfair.algorithms._jagielski import cell_counts
 from dpfair.privacy import Release, SecretRandom, ledger_totals
 from dpfair.privacy.randomness import ENTROPY_BITS
 
-pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning:absl"),
+pytestmark = [pytest.mark.secret_noise, pytest.mark.filterwarnings("ignore::UserWarning:absl"),
               pytest.mark.filterwarnings("ignore::DeprecationWarning:fairlearn.*")]
 
 

@@ -54,6 +54,7 @@ def test_release_of_a_dict_noises_every_entry_and_records_one_event():
     assert len(ledger) == 1
 
 
+@pytest.mark.secret_noise
 def test_a_batched_release_draws_independent_noise_per_model_and_records_on_each_ledger():
     ledgers = [PrivacyLedger("record") for _ in range(3)]
     rel = Release(Part("step"), [1.0, 2.0, 4.0], SecretRandom(), ledgers)
@@ -67,6 +68,7 @@ def test_a_batched_release_draws_independent_noise_per_model_and_records_on_each
     assert [le.entries[0].event.noise_multiplier for le in ledgers] == [1.0, 2.0, 4.0]
 
 
+@pytest.mark.secret_noise
 def test_fresh_secret_generators_never_repeat_and_cannot_be_saved():
     a, b = SecretRandom(key=("same", 0)), SecretRandom(key=("same", 0))
     assert not np.array_equal(a.normal((8,)), b.normal((8,)))
@@ -77,6 +79,7 @@ def test_fresh_secret_generators_never_repeat_and_cannot_be_saved():
         copy.deepcopy(a)
 
 
+@pytest.mark.secret_noise
 def test_reproducible_noise_is_deterministic_and_warns():
     def draw():
         with pytest.warns(PrivacyLeakWarning, match="no privacy guarantee"):

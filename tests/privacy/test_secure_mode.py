@@ -1,0 +1,69 @@
+"""``secure_mode=True``: the noise of every release comes from the exact samplers, and the accounting holds."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dpfair.algorithms import DPFERMIClassifier, DPPostProcessingClassifier, DPSGDClassifier
+from dpfair.algorithms import PrivateDemographicsClassifier
+from dpfair.datasets import make_synthetic
+from dpfair.privacy import SecretRandom, reproducible_noise, samplers
+
+pytestmark = [pytest.mark.secret_noise, pytest.mark.filterwarnings("ignore::UserWarning:absl"),
+              pytest.mark.filterwarnings("ignore::DeprecationWarning:fairlearn.*")]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_synthetic(n_samples=300, n_features=4, random_state=0)
+
+
+def _count_secure_draws(monkeypatch):
+    calls = []
+    original = samplers.add_secure_gaussian
+
+    def spy(values, std, **kwargs):
+        calls.append(std)
+        return original(values, std, **kwargs)
+
+    monkeypatch.setattr(samplers, "add_secure_gaussian", spy)
+    return calls
+
+
+def test_dpsgd_in_secure_mode_draws_every_step_from_the_exact_sampler(data, monkeypatch):
+    X, y, s = data
+    calls = _count_secure_draws(monkeypatch)
+    est = DPSGDClassifier(epsilon=2.0, epochs=1, batch_size=50, secure_mode=True, classes=2).fit(X, y)
+    # one release per step, each of the 2 parameter blocks (weight, bias) drawn exactly
+    assert len(calls) == 2 * est.n_steps_
+    # the std covers the planned multiplier σ·C (a little more: the grid rounding's extra sensitivity)
+    assert all(est.noise_multiplier_ * 1.0 <= sd <= est.noise_multiplier_ * 1.0 * (1 + 1e-6) for sd in calls)
+    assert est.privacy_plan_.matches(est.privacy_ledger_, est.noise_multipliers_)
+    assert 0.99 * 2.0 <= est.privacy_spent_[0] <= 2.0
+
+
+def test_dpfermi_and_randomized_response_run_in_secure_mode(data, monkeypatch):
+    X, y, s = data
+    calls = _count_secure_draws(monkeypatch)
+    est = DPFERMIClassifier(epsilon=2.0, epochs=1, batch_size=60, groups=2, secure_mode=True)
+    est.fit(X, y, sensitive_features=s)
+    assert len(calls) == 1 + 2 * est.n_steps_  # the counts, then θ and W blocks per step
+    rr = PrivateDemographicsClassifier(epsilon=1.0, max_iter=2, groups=2, secure_mode=True)
+    assert math.isfinite(rr.fit(X, y, s).privacy_spent_[0])
+
+
+def test_laplace_releases_refuse_secure_mode(data):
+    X, y, s = data
+    est = DPPostProcessingClassifier(epsilon=1.0, groups=2, secure_mode=True)
+    with pytest.raises(ValueError, match="secure_mode=False"):
+        est.fit(X, y, sensitive_features=s)
+    assert not hasattr(est, "privacy_spent_")
+
+
+def test_secure_mode_cannot_be_replayed():
+    with reproducible_noise(1), pytest.raises(ValueError, match="cannot be made reproducible"):
+        SecretRandom(secure=True)
+    with pytest.raises(RuntimeError, match="exact discrete samplers"):
+        SecretRandom(secure=True).normal((3,))
+    assert np.all(SecretRandom(secure=True).random(5) < 1)
