@@ -60,7 +60,7 @@ def main() -> None:
     for epsilon, lam in ((float("inf"), 0.0), (float("inf"), 0.5), (args.epsilon, 0.0), (args.epsilon, 0.1)):
         t0 = time.perf_counter()
         est = DPFERMIClassifier(model="cnn", notion="equalized_odds", lam=lam, epsilon=epsilon, batch_size=256,
-                                epochs=args.epochs, random_state=0)
+                                epochs=args.epochs, groups=data.n_groups, random_state=0)
         est.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
         rows.append(row(f"CNN, DP-FERMI ε={epsilon:g} λ={lam:g}", est, data, time.perf_counter() - t0))
         print(rows[-1], flush=True)

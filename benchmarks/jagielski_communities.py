@@ -42,11 +42,11 @@ def expected_metrics(p1: np.ndarray, y: np.ndarray, s: np.ndarray) -> tuple[floa
     return error, float(max(gaps))
 
 
-def methods(base, eps: float, seed: int):
+def methods(base, eps: float, seed: int, k: int):
     # the base uses X and y only, public under the sensitive-attribute unit: fitted once per split
-    yield "dp-postprocess", DPPostProcessingClassifier(base, prefit=True, epsilon=eps, random_state=seed)
+    yield "dp-postprocess", DPPostProcessingClassifier(base, prefit=True, epsilon=eps, groups=k, random_state=seed)
     for aware, name in ((False, "dp-oracle"), (True, "dp-oracle-aware")):
-        yield name, DPOracleClassifier(aware, epsilon=eps, random_state=seed)
+        yield name, DPOracleClassifier(aware, epsilon=eps, groups=k, random_state=seed)
 
 
 def run() -> pd.DataFrame:
@@ -58,7 +58,7 @@ def run() -> pd.DataFrame:
         rows.append(dict(method="logistic (non-private)", epsilon=math.inf, seed=seed, error=err, eo=eo,
                          epsilon_spent=math.inf))
         for eps in EPSILONS:
-            for name, est in methods(base, eps, seed):
+            for name, est in methods(base, eps, seed, d.n_groups):
                 est.fit(d.X_train, d.y_train, sensitive_features=d.s_train)
                 err, eo = expected_metrics(est.predict_proba(d.X_test, sensitive_features=d.s_test)[:, 1],
                                            d.y_test, d.s_test)

@@ -91,9 +91,9 @@ def base_learner() -> LogisticRegression:
     return LogisticRegression(max_iter=200)
 
 
-def make_estimator(method: str, notion: str, seed: int, epochs: dict):
-    """The estimator of one table row, trained for ``notion`` (the privacy budget is ε = 1, δ = 1e-5)."""
-    private = {"epsilon": EPSILON, "delta": DELTA, "random_state": seed}
+def make_estimator(method: str, notion: str, seed: int, epochs: dict, k: int):
+    """The estimator of one table row, trained for ``notion`` (the privacy budget is ε = 1, δ = 1e-5; k public groups)."""
+    private = {"epsilon": EPSILON, "delta": DELTA, "random_state": seed, "groups": k}
     if method == "clf":
         return ERMClassifier("mlp", epochs=epochs["clf"], learning_rate=1e-3, random_state=seed)
     if method == "reductions":
@@ -136,7 +136,8 @@ def run_dataset(name: str, loader: str, options: dict, folds: int, epochs: dict,
             for method in METHODS:
                 key = (method, trained_for(method, notion))
                 if key not in fits:
-                    fits[key] = fit_one(make_estimator(method, key[1], fold, epochs), X[train], y[train], s[train])
+                    fits[key] = fit_one(make_estimator(method, key[1], fold, epochs, k), X[train], y[train],
+                                           s[train])
                 est, seconds, error = fits[key]
                 row = dict(dataset=name, notion=notion, method=method, fold=fold, seconds=seconds, error=error,
                            acc=math.nan, fv=math.nan, epsilon_spent=math.nan, delta_spent=math.nan)

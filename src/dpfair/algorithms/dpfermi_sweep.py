@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
+from functools import cached_property
 
 import dp_accounting as dpa
 import torch
@@ -39,12 +41,21 @@ from dpfair.privacy import PrivacyLedger, Release, SecretRandom, epsilon_of, gau
 class GridFit(list):
     """The fitted estimators of a grid (a list, in the grid's product order) and the ε of releasing them all.
 
-    ``privacy_spent``: ``(ε, δ)`` of releasing every model of the grid together
-    (δ: the smallest of the models' δ); ``privacy_event``: the composed event.
+    ``privacy_spent``: ``(ε, δ)`` of releasing every model of the grid together (δ: the
+    smallest of the models' δ), computed on first access; ``privacy_event``: the composed event.
     """
 
-    privacy_event: dpa.DpEvent
-    privacy_spent: tuple[float, float]
+    @cached_property
+    def privacy_event(self) -> dpa.DpEvent:
+        return joint_event(self)
+
+    @cached_property
+    def privacy_spent(self) -> tuple[float, float]:
+        if not self:
+            return 0.0, 0.0
+        first = self[0]
+        delta = min(est.delta_ for est in self)
+        return epsilon_of(self.privacy_event, delta, first.privacy_unit_, first.accountant), delta
 
 
 def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], **params) -> GridFit:
@@ -76,7 +87,6 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], **params) 
             raise
         for est in estimators:
             est._end_fit()
-    estimators.privacy_event, estimators.privacy_spent = joint_privacy(estimators)
     return estimators
 
 
@@ -88,24 +98,35 @@ def _seed_groups(estimators) -> list[list[int]]:
     return list(groups.values())
 
 
-def joint_privacy(estimators) -> tuple[dpa.DpEvent, tuple[float, float]]:
-    """The event and ``(ε, δ)`` of releasing every fitted model of a grid together (see the module docstring)."""
-    if not estimators:
-        return dpa.NoOpDpEvent(), (0.0, 0.0)
-    unit = estimators[0].privacy_unit_
-    delta = min(est.delta_ for est in estimators)
-    events = []
+def joint_event(estimators) -> dpa.DpEvent:
+    """The event of releasing every fitted model of a grid together (see the module docstring).
+
+    Identical events are merged into self-compositions, and the unsampled Gaussian count
+    releases, which compose exactly into one Gaussian of multiplier ``(Σ σ_i⁻²)^{-1/2}``,
+    into one event, so the accounting costs a few PLD compositions whatever the grid's size.
+    """
+    repeated: Counter = Counter()
+    counts_precision = 0.0
     for group in _seed_groups(estimators):
-        sigmas = [estimators[i].noise_multiplier_ for i in group]
-        sigma = 0.0 if min(sigmas) == 0 else 1.0 / math.sqrt(sum(s ** -2 for s in sigmas))
+        precision = sum(_precision(estimators[i].noise_multiplier_) for i in group)
         first = estimators[group[0]]
-        events.append(dpa.SelfComposedDpEvent(gaussian_event(sigma, first.sampling_probability_), first.n_steps_))
+        repeated[gaussian_event(_multiplier(precision), first.sampling_probability_)] += first.n_steps_
         for i in group:
-            events += [dpa.SelfComposedDpEvent(e.event, e.count) for e in estimators[i].privacy_ledger_.entries
-                       if e.label == COUNTS]
-    event = dpa.ComposedDpEvent(events)
-    accountant = estimators[0].accountant
-    return event, (epsilon_of(event, delta, unit, accountant), delta)
+            for entry in estimators[i].privacy_ledger_.entries:
+                if entry.label == COUNTS:
+                    counts_precision += entry.count * _precision(entry.event.noise_multiplier)
+    events = [dpa.SelfComposedDpEvent(event, count) for event, count in repeated.items()]
+    if counts_precision:
+        events.append(gaussian_event(_multiplier(counts_precision)))
+    return dpa.ComposedDpEvent(events)
+
+
+def _precision(sigma: float) -> float:
+    return math.inf if sigma == 0 else sigma ** -2
+
+
+def _multiplier(precision: float) -> float:
+    return 0.0 if math.isinf(precision) else precision ** -0.5
 
 
 def _train_batched(estimators, preps) -> None:
