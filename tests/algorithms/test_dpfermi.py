@@ -409,3 +409,11 @@ def test_tail_average_returns_the_mean_of_the_last_iterates(replay):
     averaged, history6 = iterates[6]
     torch.testing.assert_close(history6, history)  # averaging does not change the trajectory
     torch.testing.assert_close(averaged, history[6:].mean(0), atol=1e-6, rtol=1e-5)
+
+
+def test_the_joint_event_of_a_grid_merges_gaussians_exactly():
+    # unsampled Gaussian releases compose into one Gaussian of multiplier (Σ σ⁻²)^(-1/2): the merge the grid's
+    # joint accounting relies on, checked against the PLD composition of the separate events
+    separate = dpa.ComposedDpEvent([dpa.GaussianDpEvent(2.0), dpa.GaussianDpEvent(3.0), dpa.GaussianDpEvent(5.0)])
+    merged = dpa.GaussianDpEvent((2.0**-2 + 3.0**-2 + 5.0**-2) ** -0.5)
+    assert epsilon_of(separate, 1e-6, "sensitive") == pytest.approx(epsilon_of(merged, 1e-6, "sensitive"), rel=2e-3)
