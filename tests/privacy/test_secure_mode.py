@@ -5,10 +5,15 @@ import math
 import numpy as np
 import pytest
 
-from dpfair.algorithms import DPFERMIClassifier, DPPostProcessingClassifier, DPSGDClassifier
-from dpfair.algorithms import PrivateDemographicsClassifier
+from dpfair.algorithms import (
+    DPFERMIClassifier,
+    DPOracleClassifier,
+    DPPostProcessingClassifier,
+    DPSGDClassifier,
+    PrivateDemographicsClassifier,
+)
 from dpfair.datasets import make_synthetic
-from dpfair.privacy import SecretRandom, reproducible_noise, samplers
+from dpfair.privacy import Part, PrivacyLedger, Release, SecretRandom, reproducible_noise, samplers
 
 pytestmark = [pytest.mark.secret_noise, pytest.mark.filterwarnings("ignore::UserWarning:absl"),
               pytest.mark.filterwarnings("ignore::DeprecationWarning:fairlearn.*")]
@@ -67,3 +72,17 @@ def test_secure_mode_cannot_be_replayed():
     with pytest.raises(RuntimeError, match="exact discrete samplers"):
         SecretRandom(secure=True).normal((3,))
     assert np.all(SecretRandom(secure=True).random(5) < 1)
+
+
+def test_the_oracle_learners_exponential_mechanism_runs_on_exact_draws(monkeypatch):
+    X, y, s = make_synthetic(n_samples=200, n_features=3, random_state=1)
+    calls = []
+    original = samplers.secure_exponential_mechanism
+    monkeypatch.setattr(samplers, "secure_exponential_mechanism", lambda w, size=None: calls.append(1) or
+                        original(w, size))
+    # the oracle's Laplace releases refuse secure mode, so drive its exponential mechanism directly
+    em = Release(Part("em", mechanism="exponential"), 1.0, SecretRandom(secure=True), PrivacyLedger("sensitive"))
+    j, g = em.select(np.zeros((3, 2, 4)), 1.0)
+    assert 0 <= j < 3 and g.shape == (2,) and len(calls) == 3
+    with pytest.raises(ValueError, match="secure_mode=False"):
+        DPOracleClassifier(epsilon=1.0, n_rounds=2, groups=2, secure_mode=True).fit(X, y, sensitive_features=s)

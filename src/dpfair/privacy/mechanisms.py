@@ -237,5 +237,9 @@ class Release:
         logits = scores * ((2.0 / sigma) / (2.0 * sensitivity))
         top = logits.max(axis=2, keepdims=True)
         marginal = (top[..., 0] + np.log(np.exp(logits - top).sum(axis=2))).sum(axis=1)
+        if self.secret.secure:  # exact draws from the CSPRNG instead of floating-point Gumbel-max
+            from dpfair.privacy.samplers import secure_exponential_mechanism
+            j = int(secure_exponential_mechanism(marginal))
+            return j, np.array([secure_exponential_mechanism(row) for row in logits[j]], dtype=np.int64)
         j = int(np.argmax(marginal + self.secret.gumbel(marginal.shape)))
         return j, np.argmax(logits[j] + self.secret.gumbel(logits[j].shape), axis=1)

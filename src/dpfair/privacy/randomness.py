@@ -20,7 +20,8 @@ order of public minibatches, data splits), which an attacker may know.
 releases as the sum rounded to a power-of-two grid plus exact discrete
 Gaussian noise (Canonne, Kamath, Steinke 2020), which closes the
 floating-point attacks on textbook samplers (Mironov 2012); randomized
-response and Gumbel draws from the same coins. Slower, never reproducible.
+response and the exponential mechanism are exact draws from the same coins.
+Slower, never reproducible.
 
 **Reproducible noise, for tests only.** Inside ``with reproducible_noise(seed):``
 every ``SecretRandom`` is seeded from ``(seed, key)`` instead of the OS, so a
@@ -148,9 +149,7 @@ class SecretRandom:
 
     def gumbel(self, shape) -> np.ndarray:
         """Standard Gumbel draws (the exponential mechanism's Gumbel-max), float64."""
-        if self.secure:
-            from dpfair.privacy.samplers import secure_gumbel
-            return secure_gumbel(tuple(np.atleast_1d(shape)))
+        self._no_float_noise("Gumbel")
         return self._gen.gumbel(size=shape)
 
     def random(self, size) -> np.ndarray:

@@ -167,9 +167,7 @@ Also here: :func:`secure_uniform` and :func:`secure_integers` (exact uniforms),
 :func:`secure_randomized_response` (exact k-ary randomized response, data-independent
 running time), :func:`secure_exponential_mechanism` (exact sampling of
 ``i ∝ exp(w_i)`` for float log-weights, by rejection; its running time depends on
-``Σ e^{w_i − max w}``) and :func:`secure_gumbel` (CSPRNG Gumbel noise through
-floating point — coins only; use :func:`secure_exponential_mechanism` for an
-exact draw).
+``Σ e^{w_i − max w}``).
 """
 
 from __future__ import annotations
@@ -207,7 +205,6 @@ __all__ = [
     "secure_exponential_mechanism",
     "secure_gaussian",
     "secure_gaussian_accounting",
-    "secure_gumbel",
     "secure_integers",
     "secure_laplace",
     "secure_laplace_accounting",
@@ -914,14 +911,3 @@ def secure_exponential_mechanism(log_weights, size=None):
         filled += len(got)
     return int(out[0]) if size is None else out.reshape(dims)
 
-
-def secure_gumbel(shape) -> np.ndarray:
-    """Standard Gumbel draws ``−log(−log U)`` from CSPRNG uniforms (midpoints ``(k + ½)·2^−53``), float64.
-
-    Secure coins, but a floating-point transform: the arg-max of ``logits + Gumbel`` follows the
-    softmax only up to float error. For an exact draw use :func:`secure_exponential_mechanism`.
-    """
-    dims = _shape(shape)
-    n = math.prod(dims)
-    u = ((_u64(n) >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
-    return (-np.log(-np.log(u))).reshape(dims)
