@@ -290,3 +290,39 @@ def test_a_fit_that_fails_leaves_the_estimator_unfitted():
     with pytest.raises(NotFittedError):
         check_is_fitted(est)
     assert not any(k.endswith("_") or k.startswith("_") for k in vars(est))
+
+
+# ---- attack 4: per-sample bounds that hold for user modules ---------------------------------------------------
+
+class _WeightUsedTwice(torch.nn.Module):
+    """The review's module: a Linear whose weight is also used directly in forward (ghost norms undercount)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.fc(x) + torch.nn.functional.linear(x, self.fc.weight)
+
+
+def test_a_user_module_keeps_its_per_sample_bound_under_auto_clipping():
+    from dpfair.algorithms.dpsgd import cross_entropy_one
+    from dpfair.nn import clipped_gradient_sum
+    from dpfair.privacy import max_neighbour_distance
+
+    X, y, s = _data(n=16)
+    X = X * 4
+    model = _WeightUsedTwice().double()
+
+    def step_sum(X, y, s):
+        summed, _ = clipped_gradient_sum(model, cross_entropy_one, torch.tensor(X), torch.tensor(y), 1.0, "auto")
+        return torch.cat([v.flatten() for v in summed.values()])
+
+    assert max_neighbour_distance(step_sum, X, y, s, "record") <= 1.0 + 1e-6  # the review measured 1.885
+
+
+def test_batch_norm_in_training_mode_is_refused_with_the_fix():
+    X, y, s = _data()
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+    with pytest.raises(ValueError, match="GroupNorm|LayerNorm"):
+        DPSGDClassifier(model=model, epochs=1, batch_size=30, classes=2).fit(X, y)
