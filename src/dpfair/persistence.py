@@ -743,20 +743,15 @@ def _d_torch_dtype(body, at, ld):
     return dtype
 
 
-def _d_dataclass(body, at, ld):
-    name, fields = _pair(body, 2, at)
-    cls = _dataclasses().get(name) if type(name) is str else None
-    _expect(cls is not None, f"{at}: class {name!r} is not on dpfair's allow-list")
-    _expect(type(fields) is dict, f"{at}: malformed {name}")
-    return _construct(cls, {k: _decode(v, f"{at}.{k}", ld) for k, v in fields.items()}, at)
-
-
-def _d_dp_event(body, at, ld):
-    name, fields = _pair(body, 2, at)
-    cls = _dp_events().get(name) if type(name) is str else None
-    _expect(cls is not None, f"{at}: dp_accounting event {name!r} is not on dpfair's allow-list")
-    _expect(type(fields) is dict, f"{at}: malformed {name}")
-    return _construct(cls, {k: _decode(v, f"{at}.{k}", ld) for k, v in fields.items()}, at)
+def _d_allowed(classes, what: str):
+    """A decoder of ``[name, fields]`` that rebuilds only a class of the allow-list ``classes()``."""
+    def decode(body, at, ld):
+        name, fields = _pair(body, 2, at)
+        cls = classes().get(name) if type(name) is str else None
+        _expect(cls is not None, f"{at}: {what} {name!r} is not on dpfair's allow-list")
+        _expect(type(fields) is dict, f"{at}: malformed {name}")
+        return _construct(cls, {k: _decode(v, f"{at}.{k}", ld) for k, v in fields.items()}, at)
+    return decode
 
 
 def _construct(cls, kwargs: dict, at: str):
@@ -952,7 +947,8 @@ _DECODERS = {
     "__enum__": _d_enum, "__npscalar__": _d_npscalar, "__ndarray__": _d_ndarray,
     "__ndarray_items__": _d_ndarray_items, "__tensor__": _d_tensor, "__device__": _d_device,
     "__torch_dtype__": _d_torch_dtype, "__torch_module__": _d_torch_module, "__estimator__": _d_estimator,
-    "__dataclass__": _d_dataclass, "__dp_event__": _d_dp_event, "__bunch__": _d_bunch,
+    "__dataclass__": _d_allowed(_dataclasses, "class"), "__dp_event__": _d_allowed(_dp_events, "dp_accounting event"),
+    "__bunch__": _d_bunch,
     "__threshold_operation__": _d_threshold_operation, "__range_index__": _d_range_index,
     "__multi_index__": _d_multi_index, "__index__": _d_index, "__series__": _d_series,
     "__dataframe__": _d_dataframe, "__object__": _d_object,
