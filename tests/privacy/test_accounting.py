@@ -15,7 +15,9 @@ from dpfair.privacy import (
     epsilon_of,
     gaussian_event,
     laplace_event,
+    make_accountant,
     noise_for_epsilon,
+    pure_dp_event,
 )
 
 
@@ -168,3 +170,12 @@ def test_self_composed_randomized_response_counts_every_release():
     four = epsilon_of(dpa.SelfComposedDpEvent(rr, 4), 1e-6, "sensitive")
     assert four == pytest.approx(epsilon_of(dpa.ComposedDpEvent([rr] * 4), 1e-6, "sensitive"), rel=1e-6)
     assert four > 3 * once
+
+
+def test_a_pure_dp_event_is_accounted_alike_under_both_relations():
+    # binary randomized response with ε is the dominating pair of any pure ε-DP mechanism, whatever the
+    # neighbouring relation (secure_mode's discrete Laplace releases are recorded so under add/remove too)
+    for eps in (0.3, 1.0, 2.5):
+        spent = {unit: epsilon_of(pure_dp_event(eps), 1e-6, unit) for unit in ("record", "sensitive")}
+        assert spent["record"] == pytest.approx(spent["sensitive"]) == pytest.approx(eps, abs=1e-3)
+    assert not make_accountant("pld", "record").supports(dpa.RandomizedResponseDpEvent(0.5, 3))

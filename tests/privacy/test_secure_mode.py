@@ -58,12 +58,32 @@ def test_dpfermi_and_randomized_response_run_in_secure_mode(data, monkeypatch):
     assert math.isfinite(rr.fit(X, y, s).privacy_spent_[0])
 
 
-def test_laplace_releases_refuse_secure_mode(data):
+@pytest.mark.parametrize("unit", ["sensitive", "record"])
+def test_laplace_releases_in_secure_mode_are_exact_and_accounted_as_pure_dp(data, unit, monkeypatch):
     X, y, s = data
-    est = DPPostProcessingClassifier(epsilon=1.0, groups=2, secure_mode=True)
-    with pytest.raises(ValueError, match="secure_mode=False"):
-        est.fit(X, y, sensitive_features=s)
-    assert not hasattr(est, "privacy_spent_")
+    calls = []
+    original = samplers.add_secure_laplace
+    monkeypatch.setattr(samplers, "add_secure_laplace", lambda v, scale, **kw: calls.append(scale) or
+                        original(v, scale, **kw))
+    base = DPSGDClassifier(epsilon=math.inf, epochs=1, classes=2).fit(X, y)
+    est = DPPostProcessingClassifier(base, prefit=True, epsilon=1.0, privacy_unit=unit, groups=2, secure_mode=True)
+    est.fit(X, y, sensitive_features=s)
+    assert len(calls) == 1
+    record = est.privacy_ledger_.to_records()[0]
+    assert record["mechanism"] == "randomizedresponse"  # the pure ε-DP mechanism it is, not LaplaceDpEvent
+    assert est.privacy_plan_.matches(est.privacy_ledger_, est.noise_multipliers_)
+    assert 0.99 <= est.privacy_spent_[0] <= 1.0
+    # the scale covers the L1 distance of neighbours (2 bounds under replace-one) at ε = 1, rounding included
+    factor = 2.0 if unit == "sensitive" else 1.0
+    assert calls[0] >= factor * 1.0 / est.privacy_spent_[0] * (1 - 1e-3)
+
+
+def test_the_oracle_learner_runs_in_secure_mode(data):
+    X, y, s = data
+    est = DPOracleClassifier(epsilon=1.0, n_rounds=2, n_thresholds=5, groups=2, secure_mode=True)
+    est.fit(X, y, sensitive_features=s)
+    assert est.privacy_spent_[0] <= 1.0
+    assert est.privacy_plan_.matches(est.privacy_ledger_, est.noise_multipliers_)
 
 
 def test_secure_mode_cannot_be_replayed():
@@ -74,15 +94,11 @@ def test_secure_mode_cannot_be_replayed():
     assert np.all(SecretRandom(secure=True).random(5) < 1)
 
 
-def test_the_oracle_learners_exponential_mechanism_runs_on_exact_draws(monkeypatch):
-    X, y, s = make_synthetic(n_samples=200, n_features=3, random_state=1)
+def test_the_exponential_mechanism_runs_on_exact_draws(monkeypatch):
     calls = []
     original = samplers.secure_exponential_mechanism
     monkeypatch.setattr(samplers, "secure_exponential_mechanism", lambda w, size=None: calls.append(1) or
                         original(w, size))
-    # the oracle's Laplace releases refuse secure mode, so drive its exponential mechanism directly
     em = Release(Part("em", mechanism="exponential"), 1.0, SecretRandom(secure=True), PrivacyLedger("sensitive"))
     j, g = em.select(np.zeros((3, 2, 4)), 1.0)
     assert 0 <= j < 3 and g.shape == (2,) and len(calls) == 3
-    with pytest.raises(ValueError, match="secure_mode=False"):
-        DPOracleClassifier(epsilon=1.0, n_rounds=2, groups=2, secure_mode=True).fit(X, y, sensitive_features=s)

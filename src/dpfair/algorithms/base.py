@@ -229,6 +229,14 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
                                       noise_multiplier=getattr(self, "noise_multiplier", None))
         return self._sigmas
 
+    def _laplace_pure(self) -> float | None:
+        """``Part(pure=...)`` of this fit's Laplace releases: under ``secure_mode`` they are exact discrete
+        Laplace noise, accounted as pure DP with ε = pure/σ, ``pure`` the L1 distance of two neighbours'
+        sums in bounds (2 under replace-one, 1 under add/remove); otherwise ``None`` (``LaplaceDpEvent``)."""
+        if not getattr(self, "secure_mode", False):
+            return None
+        return 2.0 if self.privacy_unit_ is PrivacyUnit.SENSITIVE else 1.0
+
     def _release(self, name: str) -> Release:
         """The release of the plan's part ``name``, drawing from this fit's secret generator."""
         return Release(self.privacy_plan_[name], self._sigmas[name], self._secret, self.privacy_ledger_)

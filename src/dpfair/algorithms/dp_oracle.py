@@ -77,12 +77,13 @@ def hypothesis_positives(F: np.ndarray, thresholds: np.ndarray, y, s, k: int) ->
                      for j in range(F.shape[1])]).reshape(F.shape[1], -1, 2, k)
 
 
-def oracle_plan(n_rounds: int, counts_budget: float) -> PrivacyPlan:
+def oracle_plan(n_rounds: int, counts_budget: float, pure: float | None = None) -> PrivacyPlan:
     """Everything the learner spends: the cell sizes (their share of ε), then T rounds of an exponential
-    mechanism (ε₀ = 2/σ) and a Laplace release (multiplier σ), one σ for both."""
-    return PrivacyPlan((Part(SIZES, mechanism="laplace", share=counts_budget),
+    mechanism (ε₀ = 2/σ) and a Laplace release (multiplier σ), one σ for both (``pure``: see
+    :class:`~dpfair.privacy.Part`)."""
+    return PrivacyPlan((Part(SIZES, mechanism="laplace", share=counts_budget, pure=pure),
                         Part(LEARNER, mechanism="exponential", count=n_rounds),
-                        Part(AUDITOR, mechanism="laplace", count=n_rounds)))
+                        Part(AUDITOR, mechanism="laplace", count=n_rounds, pure=pure)))
 
 
 class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
@@ -163,7 +164,7 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         self.thresholds_ = score_thresholds(F, int(self.n_thresholds))
         positives = hypothesis_positives(F, self.thresholds_, y, s, k)
 
-        sigmas = self._calibrate(oracle_plan(T, float(self.counts_budget)))
+        sigmas = self._calibrate(oracle_plan(T, float(self.counts_budget), self._laplace_pure()))
         self.noise_multiplier_ = sigmas[AUDITOR]
         self.cell_sizes_ = np.maximum(self._release(SIZES).noisy_sum(sizes, bound=1.0), _SIZE_FLOOR)
         learner, auditor = self._release(LEARNER), self._release(AUDITOR)

@@ -153,7 +153,7 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         labels = [e.label for e in self._base_entries]
         base = tuple(Part(label if labels.count(label) == 1 else f"{label} #{i}", mechanism="fixed", count=e.count,
                           fixed=e.event) for i, (label, e) in enumerate(zip(labels, self._base_entries)))
-        return PrivacyPlan(base + (Part(COUNTS, mechanism="laplace"),))
+        return PrivacyPlan(base + (Part(COUNTS, mechanism="laplace", pure=self._laplace_pure()),))
 
     def _check_base_budget(self) -> None:
         if not self._base_entries or math.isinf(self.epsilon_target_):

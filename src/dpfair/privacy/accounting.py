@@ -39,6 +39,15 @@ through :mod:`dpfair._compat`.
    composes ``from_randomized_response(...)`` without ``self_compose(count)``,
    unlike every other mechanism there, so ``SelfComposedDpEvent(rr, 5)``
    reports the ε of one release. No upstream issue was found.
+
+Beside these, one extension: upstream accounts ``RandomizedResponseDpEvent``
+under ``REPLACE_ONE`` only. dpfair records every pure ε-DP mechanism (the
+exponential mechanism, ``secure_mode``'s discrete Laplace releases) as binary
+randomized response with ε (:func:`~dpfair.privacy.pure_dp_event`), the
+dominating pair of any ε-DP mechanism whatever the neighbouring relation, so
+under ``ADD_OR_REMOVE_ONE`` the PLD accountant composes its ``REPLACE_ONE``
+privacy loss distribution as is (binary only; k-ary randomized response stays
+a replace-one mechanism).
 """
 
 from __future__ import annotations
@@ -115,11 +124,20 @@ class PLDAccountant(_ReplaceAwareMixin, AccountantHook, PLDAccountantBase):
 
     def compose_event(self, event, count, do_compose):
         # Workaround 3: upstream composes a RandomizedResponseDpEvent once whatever its count.
-        if isinstance(event, dpa.RandomizedResponseDpEvent) and count > 1 and do_compose:
-            helper = PLDAccountantBase(self.neighboring_relation, pld_discretization(self))
-            helper.compose(event)
-            absorb_pld(self, helper, count)
-            return None
+        # Under ADD_OR_REMOVE_ONE upstream has no randomized response at all; binary randomized
+        # response with ε is then read as what dpfair uses it for (pure_dp_event): the dominating
+        # pair of any pure ε-DP mechanism, which bounds its hockey-stick divergence whatever the
+        # neighbouring relation, so its REPLACE_ONE privacy loss distribution applies as is.
+        if isinstance(event, dpa.RandomizedResponseDpEvent):
+            add_remove = self.neighboring_relation is not _REPLACE
+            if add_remove and event.num_buckets != 2:
+                return "k-ary randomized response (k > 2) is defined under REPLACE_ONE only"
+            if count > 1 or add_remove:
+                if do_compose:
+                    helper = PLDAccountantBase(_REPLACE, pld_discretization(self))
+                    helper.compose(event)
+                    absorb_pld(self, helper, count)
+                return None
         return super().compose_event(event, count, do_compose)
 
     def _compose_equivalent(self, event, count):

@@ -173,17 +173,19 @@ class Release:
         return _add(total, scale, draw)
 
     def _secure_sum(self, total, scale):
-        """``secure_mode``: the sum rounded to a grid plus exact discrete Gaussian noise (:mod:`.samplers`).
+        """``secure_mode``: the sum rounded to a grid plus exact discrete noise (:mod:`.samplers`).
 
-        The std is raised so that the rounding's extra sensitivity (``g·√k``) and the
-        discrete noise are still covered by the planned ``GaussianDpEvent(σ)``
-        (``calibrate_secure_gaussian``), so the ledger and the plan are unchanged.
+        Gaussian: the std is raised so that the rounding's extra sensitivity (``g·√k``) and
+        the discrete noise are still covered by the planned ``GaussianDpEvent(σ)``
+        (``calibrate_secure_gaussian``). Laplace: the part must be planned ``pure``; the scale
+        is raised so that the release, rounding included (``Δ₁ + g·k``), is pure
+        ``pure/σ``-DP, the event its ledger records (``calibrate_secure_laplace``).
         """
-        from dpfair.privacy.samplers import add_secure_gaussian, calibrate_secure_gaussian
+        from dpfair.privacy import samplers
 
-        if self.part.mechanism != "gaussian":
-            raise ValueError("secure_mode=True covers Gaussian releases and randomized response; this method "
-                             f"releases {self.part.name!r} with Laplace noise: use secure_mode=False")
+        if self.part.mechanism == "laplace" and self.part.pure is None:
+            raise ValueError(f"secure_mode=True needs the Laplace release {self.part.name!r} planned as pure DP "
+                             "(Part(pure=...)); use secure_mode=False")
         sigma = self.noise_multiplier
         self._record()
 
@@ -193,9 +195,13 @@ class Release:
             std = float(torch.as_tensor(std).reshape(-1)[0]) if not isinstance(std, float) else std
             if sigma == 0.0 or std == 0.0:
                 return block
-            numel = block.numel() if isinstance(block, torch.Tensor) else np.size(block)
-            secure = calibrate_secure_gaussian(sigma, std / sigma, max(int(numel), 1))
-            return add_secure_gaussian(block, secure.std)
+            dim = max(int(block.numel() if isinstance(block, torch.Tensor) else np.size(block)), 1)
+            if self.part.mechanism == "gaussian":
+                return samplers.add_secure_gaussian(block, samplers.calibrate_secure_gaussian(
+                    sigma, std / sigma, dim).std)
+            pure = self.part.pure
+            return samplers.add_secure_laplace(block, samplers.calibrate_secure_laplace(
+                sigma / pure, pure * std / sigma, dim).scale)
 
         if isinstance(total, (list, tuple)):
             stds = scale if isinstance(scale, (list, tuple)) else [scale] * len(total)

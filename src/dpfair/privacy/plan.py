@@ -16,7 +16,10 @@ After ``fit``, the estimator's ledger must equal its plan
 
 Parametrisations (one scalar σ per part, ε decreasing in σ):
 
-- ``"gaussian"`` / ``"laplace"``: the noise multiplier (noise scale / bound);
+- ``"gaussian"`` / ``"laplace"``: the noise multiplier (noise scale / bound); a Laplace part
+  with ``pure`` set (``secure_mode``: exact discrete Laplace noise, which ``LaplaceDpEvent``
+  does not bound) is recorded as the pure ``pure/σ``-DP mechanism it is, ``pure`` being the
+  L1 distance of two neighbours' sums in bounds (2 under replace-one, 1 under add/remove);
 - ``"randomized_response"`` (``buckets = k``): σ = 1/ε_local;
 - ``"exponential"``: σ = 2/ε₀, i.e. ε₀ of a replace-one Laplace release of
   multiplier σ, so that an exponential mechanism and Laplace releases of the
@@ -65,6 +68,7 @@ class Part:
     share: float | None = None
     buckets: int = 2
     fixed: dpa.DpEvent | None = None
+    pure: float | None = None
 
     def __post_init__(self):
         if self.mechanism not in MECHANISMS:
@@ -84,7 +88,11 @@ class Part:
         if self.mechanism == "gaussian":
             return gaussian_event(sigma, self.sampling_probability)
         if self.mechanism == "laplace":
-            return laplace_event(sigma, self.sampling_probability)
+            if self.pure is None:
+                return laplace_event(sigma, self.sampling_probability)
+            pure = pure_dp_event(math.inf if sigma == 0 else self.pure / sigma)
+            return pure if self.sampling_probability == 1.0 else dpa.PoissonSampledDpEvent(
+                self.sampling_probability, pure)
         epsilon = math.inf if sigma == 0 else (1.0 if self.mechanism == "randomized_response" else 2.0) / sigma
         if self.mechanism == "randomized_response":
             return randomized_response_event(epsilon, self.buckets)
