@@ -58,7 +58,8 @@ class Part:
     ``share``: a fixed share of ε, calibrated alone; ``None``: calibrated jointly
     with the other parts that have none (one σ for all of them). ``"fixed"``
     parts carry an event spent elsewhere on the same data (a base model's
-    ledger), which the calibration of the others accounts for.
+    ledger), which the calibration of the others accounts for. ``pure``: a
+    Laplace part recorded as pure DP (``secure_mode``; see the module docstring).
     """
 
     name: str
