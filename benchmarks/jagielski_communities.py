@@ -15,6 +15,7 @@ Run from the repository root: ``python benchmarks/jagielski_communities.py``. Wr
 from __future__ import annotations
 
 import math
+import os
 import time
 from pathlib import Path
 
@@ -29,6 +30,8 @@ from dpfair.datasets import load_dataset
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+os.environ.setdefault("DPFAIR_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 EPSILONS = (0.5, 1.0, 2.0, 5.0, 10.0, math.inf)
 SEEDS = (0, 1, 2, 3, 4)
