@@ -179,3 +179,15 @@ def test_a_pure_dp_event_is_accounted_alike_under_both_relations():
         spent = {unit: epsilon_of(pure_dp_event(eps), 1e-6, unit) for unit in ("record", "sensitive")}
         assert spent["record"] == pytest.approx(spent["sensitive"]) == pytest.approx(eps, abs=1e-3)
     assert not make_accountant("pld", "record").supports(dpa.RandomizedResponseDpEvent(0.5, 3))
+
+
+def test_ledgers_of_several_fits_combine_into_one_spend():
+    a, b = PrivacyLedger("sensitive"), PrivacyLedger("sensitive")
+    a.record(gaussian_event(2.0), "counts")
+    b.record(dpsgd_event(1.5, 0.05, 100), "steps")
+    both = PrivacyLedger.combined([a, b])
+    eps = [ledger.epsilon(1e-6) for ledger in (a, b, both)]
+    assert max(eps[:2]) < eps[2] <= eps[0] + eps[1]
+    assert len(a) == 1 and len(both) == 2  # the inputs are left as they were
+    with pytest.raises(ValueError, match="different neighbouring relations"):
+        PrivacyLedger.combined([a, PrivacyLedger("record")])

@@ -270,6 +270,26 @@ class PrivacyLedger:
             return 0.0
         return epsilon_of(self.dp_event, delta, self.relation, accountant)
 
+    @classmethod
+    def combined(cls, ledgers: Iterable[PrivacyLedger]) -> PrivacyLedger:
+        """One ledger holding the releases of several fits on the same data (CV folds, retries, a search).
+
+        Their ε composes because each fit draws from its own secret generator. Not for
+        the models of one batched grid, which share their Poisson batches: use
+        :attr:`~dpfair.algorithms.GridFit.privacy_spent` for those.
+        """
+        ledgers = list(ledgers)
+        if not ledgers:
+            raise ValueError("combined() needs at least one ledger")
+        relations = {ledger.relation for ledger in ledgers}
+        if len(relations) > 1:
+            raise ValueError(f"the ledgers protect different neighbouring relations "
+                             f"({', '.join(sorted(r.name for r in relations))}); an ε of both does not exist")
+        out = cls(ledgers[0].relation)
+        for ledger in ledgers:
+            out.extend(ledger.entries)
+        return out
+
     def to_records(self) -> list[dict]:
         return [e.as_dict() for e in self.entries]
 
