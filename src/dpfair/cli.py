@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 
 from dpfair import __version__
-from dpfair.privacy import reproducible_noise
 
 DEFAULT_METHOD = "dp-fermi"
 DEFAULT_DATASET = "adult"
@@ -135,6 +134,7 @@ def _print_table(rows: list[tuple[str, str]]) -> None:
 def cmd_train(args) -> int:
     from dpfair.datasets import load_dataset
     from dpfair.fairness import fairness_summary
+    from dpfair.privacy import reproducible_noise
 
     if args.epsilon is not None and not args.epsilon > 0:
         raise ValueError(f"--epsilon must be > 0, got {args.epsilon}; smaller epsilon means more privacy")

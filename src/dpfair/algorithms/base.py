@@ -18,7 +18,7 @@ pseudo-code:
 - device choice (``"auto"``: CUDA when available);
 - privacy plumbing: a :class:`~dpfair.privacy.PrivacyLedger` under the
   estimator's privacy unit, a :class:`~dpfair.privacy.PrivacyPlan` calibrated
-  before training (``_plan``), :class:`~dpfair.privacy.Release` objects that
+  before training (``_calibrate``), :class:`~dpfair.privacy.Release` objects that
   draw the noise and record it, and ``privacy_spent_ = (ε, δ)`` from the ledger
   actually spent;
 - ``history_``: one row per epoch of what the method logs; it is saved with the
@@ -172,9 +172,9 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         self._np_rng, self._torch_rng, self.random_state_ = make_generators(
             getattr(self, "random_state", None), self.device_
         )
-        self._secret = SecretRandom((type(self).__name__, self.random_state_),
-                                    secure=bool(getattr(self, "secure_mode", False)))
         if self._private:
+            self._secret = SecretRandom((type(self).__name__, self.random_state_),
+                                        secure=bool(getattr(self, "secure_mode", False)))
             self.epsilon_target_ = check_epsilon(self.epsilon)
             self.delta_ = check_delta(self.delta if self.delta is not None else 1.0 / len(X) ** 2, n=len(X))
             self.privacy_guarantee_ = VOID_GUARANTEE if self._secret.reproducible else "differential privacy"

@@ -45,7 +45,7 @@ from dpfair.algorithms import dpfermi_engine as engine
 from dpfair.algorithms.base import TorchClassifier
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import LogisticRegression
-from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, Release, SecretRandom
+from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, SecretRandom
 from dpfair.validation import check_group_proportions, check_positive
 
 NOTIONS = ("demographic_parity", "equalized_odds", "equal_opportunity")
@@ -302,7 +302,7 @@ class DPFERMIClassifier(TorchClassifier):
 
     def _batch_sampler(self) -> SecretRandom:
         """The secret stream of this fit's Poisson batches (the models of a grid with its seed share it)."""
-        return SecretRandom((type(self).__name__, self.random_state_, "batches"), secure=False)
+        return SecretRandom((type(self).__name__, self.random_state_, "batches"))
 
     def _hyperparameters(self, prep: _Prepared) -> list[float]:
         return [prep.lam, float(self.learning_rate), float(self.w_learning_rate), self.w_radius_,
@@ -318,7 +318,7 @@ class DPFERMIClassifier(TorchClassifier):
             models = engine.LinearModels(lin.weight.detach().clone()[None, None], lin.bias.detach().clone()[None, None])
         else:
             models = engine.ModuleModel(prep.model)
-        release = Release(self.privacy_plan_[STEP], self.noise_multiplier_, self._secret, self.privacy_ledger_)
+        release = self._release(STEP)
 
         def on_epoch(step, W):
             self.history_.append({"step": step, "w_norm": float(W[0, 0].norm())})

@@ -81,17 +81,17 @@ def randomized_response_event(epsilon: float, k: int) -> dpa.DpEvent:
 # ---- the release object --------------------------------------------------------------------------
 
 
-def _add(total, std, draw):
-    """``total + std·Z`` for a tensor, an array, a dict or a list of them; ``std`` broadcasts (per block for lists)."""
+def _per_block(total, std, noisy):
+    """``noisy(block, std)`` for every block of ``total`` (a tensor, an array, a dict or a list of them).
+
+    ``std`` broadcasts, or gives one entry per block of a list.
+    """
     if isinstance(total, dict):
-        return {k: _add(v, std, draw) for k, v in total.items()}
+        return {k: _per_block(v, std, noisy) for k, v in total.items()}
     if isinstance(total, (list, tuple)):
         stds = std if isinstance(std, (list, tuple)) else [std] * len(total)
-        return [_add(v, s, draw) for v, s in zip(total, stds)]
-    if isinstance(total, torch.Tensor):
-        return total + std * draw(total.shape, total)
-    arr = np.asarray(total, dtype=np.float64)
-    return arr + np.asarray(std) * draw(arr.shape, None)
+        return [_per_block(v, s, noisy) for v, s in zip(total, stds)]
+    return noisy(total, std)
 
 
 class Release:
@@ -163,17 +163,26 @@ class Release:
         if scale is None:
             sigma = self.noise_multiplier
             bounds = bound if isinstance(bound, (list, tuple)) else [bound]
-            for b in bounds:
-                check_positive(float(b), "bound")
-            scale = [sigma * b for b in bound] if isinstance(bound, (list, tuple)) else sigma * bound
-        if self.secret.secure:
-            return self._secure_sum(total, scale)
+            scale = [sigma * check_positive(float(b), "bound") for b in bounds]
+            scale = scale if isinstance(bound, (list, tuple)) else scale[0]
+        if self.secret.secure and self.part.mechanism == "laplace" and self.part.pure is None:
+            raise ValueError(f"secure_mode=True needs the Laplace release {self.part.name!r} planned as pure DP "
+                             "(Part(pure=...)); use secure_mode=False")
         self._record()
+        if self.secret.secure:
+            return _per_block(total, scale, self._secure_block)
         draw = self.secret.normal if self.part.mechanism == "gaussian" else self.secret.laplace
-        return _add(total, scale, draw)
 
-    def _secure_sum(self, total, scale):
-        """``secure_mode``: the sum rounded to a grid plus exact discrete noise (:mod:`.samplers`).
+        def noisy(block, std):
+            if isinstance(block, torch.Tensor):
+                return block + std * draw(block.shape, block)
+            block = np.asarray(block, dtype=np.float64)
+            return block + np.asarray(std) * draw(block.shape, None)
+
+        return _per_block(total, scale, noisy)
+
+    def _secure_block(self, block, std):
+        """``secure_mode``: the block rounded to a grid plus exact discrete noise (:mod:`.samplers`).
 
         Gaussian: the std is raised so that the rounding's extra sensitivity (``g·√k``) and
         the discrete noise are still covered by the planned ``GaussianDpEvent(σ)``
@@ -183,30 +192,17 @@ class Release:
         """
         from dpfair.privacy import samplers
 
-        if self.part.mechanism == "laplace" and self.part.pure is None:
-            raise ValueError(f"secure_mode=True needs the Laplace release {self.part.name!r} planned as pure DP "
-                             "(Part(pure=...)); use secure_mode=False")
         sigma = self.noise_multiplier
-        self._record()
-
-        def one(block, std):
-            if isinstance(block, dict):
-                return {k: one(v, std) for k, v in block.items()}
-            std = float(torch.as_tensor(std).reshape(-1)[0]) if not isinstance(std, float) else std
-            if sigma == 0.0 or std == 0.0:
-                return block
-            dim = max(int(block.numel() if isinstance(block, torch.Tensor) else np.size(block)), 1)
-            if self.part.mechanism == "gaussian":
-                return samplers.add_secure_gaussian(block, samplers.calibrate_secure_gaussian(
-                    sigma, std / sigma, dim).std)
-            pure = self.part.pure
-            return samplers.add_secure_laplace(block, samplers.calibrate_secure_laplace(
-                sigma / pure, pure * std / sigma, dim).scale)
-
-        if isinstance(total, (list, tuple)):
-            stds = scale if isinstance(scale, (list, tuple)) else [scale] * len(total)
-            return [one(v, sd) for v, sd in zip(total, stds)]
-        return one(total, scale)
+        std = std if isinstance(std, float) else float(torch.as_tensor(std).reshape(-1)[0])
+        if sigma == 0.0 or std == 0.0:
+            return block
+        dim = max(int(block.numel() if isinstance(block, torch.Tensor) else np.size(block)), 1)
+        if self.part.mechanism == "gaussian":
+            return samplers.add_secure_gaussian(block, samplers.calibrate_secure_gaussian(sigma, std / sigma,
+                                                                                          dim).std)
+        pure = self.part.pure
+        return samplers.add_secure_laplace(block, samplers.calibrate_secure_laplace(sigma / pure, pure * std / sigma,
+                                                                                    dim).scale)
 
     # ---- randomized response -------------------------------------------------------------------
     def randomize(self, values, k: int) -> np.ndarray:

@@ -85,8 +85,10 @@ class SecretRandom:
     """The secret generator of one fit: Poisson sampling and every noise draw.
 
     ``key`` names the stream; it matters only under :func:`reproducible_noise`
-    (then the stream is a function of the test seed and the key). ``secure``
-    draws Gaussian, Laplace and Gumbel noise from :mod:`dpfair.privacy.samplers`.
+    (then the stream is a function of the test seed and the key). ``secure``:
+    uniform coins come from :mod:`dpfair.privacy.samplers` and floating-point
+    noise draws are refused (a :class:`~dpfair.privacy.Release` then draws exact
+    discrete noise itself); Poisson samples stay on the 128-bit generator.
     """
 
     __slots__ = ("_gen", "secure", "reproducible")

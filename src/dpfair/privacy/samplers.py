@@ -788,6 +788,29 @@ def secure_laplace_accounting(scale: float, sensitivity: float, dim: int, *,
                                    epsilon=_up(delta / scale), noise_multiplier=_down(scale / delta))
 
 
+def _calibrate_on_grid(noise_multiplier, sensitivity, dim, granularity, first_guess, account):
+    """The smallest convenient scale on a settled grid whose ``account(scale, g)`` reaches ``noise_multiplier``.
+
+    ``first_guess(z, Δ, k, g)`` starts the search on grid ``g``; the scale is raised by ulps until the
+    accounted multiplier is at least ``z``; without a given ``granularity`` the grid follows the scale
+    (:func:`default_granularity`) until it no longer moves.
+    """
+    z = _positive(noise_multiplier, "noise_multiplier")
+    base = _positive(sensitivity, "sensitivity")
+    k = _check_dim(dim)
+    g = _check_pow2(granularity) if granularity is not None else default_granularity(z * base)
+    for _ in range(8):
+        scale = first_guess(z, base, k, g)
+        result = account(scale, base, k, granularity=g)
+        while result.noise_multiplier < z:
+            scale = _up(scale, 4)
+            result = account(scale, base, k, granularity=g)
+        if granularity is not None or default_granularity(scale) == g:
+            return result
+        g = default_granularity(scale)
+    return result  # pragma: no cover - the grid settles after one doubling
+
+
 def calibrate_secure_gaussian(noise_multiplier: float, sensitivity: float, dim: int, *,
                               granularity: float | None = None) -> SecureGaussianAccounting:
     """The smallest convenient ``std`` whose secure release is accounted with at least ``noise_multiplier``.
@@ -795,21 +818,11 @@ def calibrate_secure_gaussian(noise_multiplier: float, sensitivity: float, dim: 
     Use ``result.std`` (and ``result.granularity``) for :func:`add_secure_gaussian` and keep recording
     the planned ``noise_multiplier`` (``result.noise_multiplier ≥`` it): ``std ≈ z·(Δ₂ + g√k)``.
     """
-    z = _positive(noise_multiplier, "noise_multiplier")
-    base = _positive(sensitivity, "sensitivity")
-    k = _check_dim(dim)
-    g = _check_pow2(granularity) if granularity is not None else default_granularity(z * base)
-    for _ in range(8):
-        delta = grid_sensitivity(base, g, k, norm=2)
-        std = _up(math.sqrt((z * delta) ** 2 + (ACCOUNTING_TAU * g) ** 2), 4)
-        result = secure_gaussian_accounting(std, base, k, granularity=g)
-        while result.noise_multiplier < z:
-            std = _up(std, 4)
-            result = secure_gaussian_accounting(std, base, k, granularity=g)
-        if granularity is not None or default_granularity(std) == g:
-            return result
-        g = default_granularity(std)
-    return result  # pragma: no cover - the grid settles after one doubling
+    def first_guess(z, base, k, g):
+        return _up(math.sqrt((z * grid_sensitivity(base, g, k, norm=2)) ** 2 + (ACCOUNTING_TAU * g) ** 2), 4)
+
+    return _calibrate_on_grid(noise_multiplier, sensitivity, dim, granularity, first_guess,
+                              secure_gaussian_accounting)
 
 
 def calibrate_secure_laplace(noise_multiplier: float, sensitivity: float, dim: int, *,
@@ -818,20 +831,11 @@ def calibrate_secure_laplace(noise_multiplier: float, sensitivity: float, dim: i
 
     ``scale ≈ z·(Δ₁ + g·k)``; use ``result.scale`` and ``result.granularity`` with :func:`add_secure_laplace`.
     """
-    z = _positive(noise_multiplier, "noise_multiplier")
-    base = _positive(sensitivity, "sensitivity")
-    k = _check_dim(dim)
-    g = _check_pow2(granularity) if granularity is not None else default_granularity(z * base)
-    for _ in range(8):
-        scale = _up(z * grid_sensitivity(base, g, k, norm=1), 4)
-        result = secure_laplace_accounting(scale, base, k, granularity=g)
-        while result.noise_multiplier < z:
-            scale = _up(scale, 4)
-            result = secure_laplace_accounting(scale, base, k, granularity=g)
-        if granularity is not None or default_granularity(scale) == g:
-            return result
-        g = default_granularity(scale)
-    return result  # pragma: no cover
+    def first_guess(z, base, k, g):
+        return _up(z * grid_sensitivity(base, g, k, norm=1), 4)
+
+    return _calibrate_on_grid(noise_multiplier, sensitivity, dim, granularity, first_guess,
+                              secure_laplace_accounting)
 
 
 # ---- randomized response and the exponential mechanism ---------------------------------------------------
