@@ -533,9 +533,7 @@ def _allowed_global(module: str, name: str) -> bool:
 def _scan_archive(raw: bytes, where: str) -> None:
     """Refuse, without unpickling anything, an archive whose pickle could construct anything but tensors."""
     fix = ("Only model files written by dpfair's save_estimator / FairEstimator.save can be loaded. If this is "
-           "a model saved by an older dpfair (the unsafe pickle format), refit it and save it again; only if "
-           "you wrote the file yourself and trust it completely, torch.load(path, weights_only=False) reads it "
-           "— never do that with a file from elsewhere, it can run any code")
+           "a model saved by an older dpfair (the unsafe pickle format), refit it and save it again")
     try:
         archive = zipfile.ZipFile(io.BytesIO(raw))
     except (zipfile.BadZipFile, OSError, ValueError):

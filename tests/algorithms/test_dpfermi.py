@@ -417,3 +417,19 @@ def test_the_joint_event_of_a_grid_merges_gaussians_exactly():
     separate = dpa.ComposedDpEvent([dpa.GaussianDpEvent(2.0), dpa.GaussianDpEvent(3.0), dpa.GaussianDpEvent(5.0)])
     merged = dpa.GaussianDpEvent((2.0**-2 + 3.0**-2 + 5.0**-2) ** -0.5)
     assert epsilon_of(separate, 1e-6, "sensitive") == pytest.approx(epsilon_of(merged, 1e-6, "sensitive"), rel=2e-3)
+
+
+def test_a_grid_with_uneven_seed_groups_pads_and_keeps_every_ledger():
+    X, y, s = _data()
+    ests = fit_dpfermi_grid(X, y, s, {"random_state": [0, 0, 1]}, batch_size=64, epochs=2, groups=3)
+    assert [e.privacy_ledger_.to_records() for e in ests[1:]] == [ests[0].privacy_ledger_.to_records()] * 2
+    assert ests.shared_batches
+
+
+def test_a_grid_fitted_one_model_at_a_time_composes_its_models():
+    X, y, s = _data()
+    ests = fit_dpfermi_grid(X, y, s, {"lam": [0.0, 1.0]}, model="mlp", model_kwargs={"hidden": (4,)},
+                            batch_size=64, epochs=1, groups=3, random_state=0)
+    assert not ests.shared_batches  # each model sampled its own batches: the joint ε is their composition
+    both = PrivacyLedger.combined(e.privacy_ledger_ for e in ests).epsilon(ests[0].delta_)
+    assert ests.privacy_spent[0] == pytest.approx(both, rel=1e-2)

@@ -172,3 +172,19 @@ def test_dpsgd_history_holds_only_released_quantities(data):
     est = DPSGDClassifier(random_state=0, noise_multiplier=1.0, **FAST).fit(X, y)
     assert est.history_ and all(set(h) == {"step", "noisy_gradient_norm"} for h in est.history_)
     assert est.history_[-1]["step"] == est.n_steps_
+
+
+def test_a_clipping_rule_cannot_exceed_the_bound_the_noise_covers(data, monkeypatch):
+    import dpfair.algorithms.dpsgd as dpsgd
+
+    class Loose(DPSGDClassifier):
+        def _per_sample_bounds(self, step, idx, y, s):
+            return torch.full((len(idx),), 10.0 * self.max_grad_norm)
+
+    seen = []
+    original = dpsgd.clipped_gradient_sum
+    monkeypatch.setattr(dpsgd, "clipped_gradient_sum", lambda m, f, X, y, bounds, method: seen.append(
+        float(torch.as_tensor(bounds).max()) if len(X) else 0.0) or original(m, f, X, y, bounds, method))
+    X, y, s = data
+    Loose(max_grad_norm=0.5, noise_multiplier=1.0, **FAST).fit(X, y)
+    assert seen and max(seen) <= 0.5

@@ -43,11 +43,15 @@ class GridFit(list):
 
     ``privacy_spent``: ``(ε, δ)`` of releasing every model of the grid together (δ: the
     smallest of the models' δ), computed on first access; ``privacy_event``: the composed event.
+    ``shared_batches``: whether the models of a seed group were trained on the same secret
+    Poisson batches (the batched logistic path) or each on its own (one fit at a time).
     """
+
+    shared_batches = True
 
     @cached_property
     def privacy_event(self) -> dpa.DpEvent:
-        return joint_event(self)
+        return joint_event(self, self.shared_batches)
 
     @cached_property
     def privacy_spent(self) -> tuple[float, float]:
@@ -76,7 +80,8 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], **params) 
                 Xc, yc, sc = est._start_fit(X, y, sensitive_features)
                 shared = preps[0].data if preps and est.notion == estimators[0].notion else None
                 preps.append(est._prepare(Xc, yc, sc, data=shared))
-            if all(isinstance(p.model, LogisticRegression) for p in preps):
+            estimators.shared_batches = all(isinstance(p.model, LogisticRegression) for p in preps)
+            if estimators.shared_batches:
                 _train_batched(estimators, preps)
             else:
                 for est, prep in zip(estimators, preps):
@@ -98,8 +103,11 @@ def _seed_groups(estimators) -> list[list[int]]:
     return list(groups.values())
 
 
-def joint_event(estimators) -> dpa.DpEvent:
+def joint_event(estimators, shared_batches: bool = True) -> dpa.DpEvent:
     """The event of releasing every fitted model of a grid together (see the module docstring).
+
+    ``shared_batches``: the models of a seed group shared their Poisson batches (one sampled
+    Gaussian per group and step); otherwise every model sampled its own and they compose.
 
     Identical events are merged into self-compositions, and the unsampled Gaussian count
     releases, which compose exactly into one Gaussian of multiplier ``(Σ σ_i⁻²)^{-1/2}``,
@@ -107,7 +115,8 @@ def joint_event(estimators) -> dpa.DpEvent:
     """
     repeated: Counter = Counter()
     counts_precision = 0.0
-    for group in _seed_groups(estimators):
+    groups = _seed_groups(estimators) if shared_batches else [[i] for i in range(len(estimators))]
+    for group in groups:
         precision = sum(_precision(estimators[i].noise_multiplier_) for i in group)
         first = estimators[group[0]]
         repeated[gaussian_event(_multiplier(precision), first.sampling_probability_)] += first.n_steps_
@@ -137,8 +146,7 @@ def _train_batched(estimators, preps) -> None:
                              "every point; vary those in separate calls")
     members = _seed_groups(estimators)
     width = max(len(g) for g in members)
-    slots = [g + [None] * (width - len(g)) for g in members]  # padding slots: copies of the group's last model
-    filled = [[i if i is not None else g[-1] for i in g] for g in slots]
+    filled = [g + [g[-1]] * (width - len(g)) for g in members]  # padding slots repeat the group's last model
     dev = first.data.X.device
 
     weight = torch.stack([torch.stack([preps[i].model.linear.weight.detach() for i in g]) for g in filled])
@@ -146,11 +154,12 @@ def _train_batched(estimators, preps) -> None:
     models = engine.LinearModels(weight.clone(), bias.clone())
     hp = stack_hyperparameters([[estimators[i]._hyperparameters(preps[i]) for i in g] for g in filled],
                                torch.stack([torch.stack([preps[i].inv_sqrt_p for i in g]) for g in filled]), dev)
-    # One batched release: every slot draws its own noise from one secret stream; padding slots
-    # record on a scratch ledger (their models are discarded).
-    _check_same_step_part(estimators)
+    # One batched release (the equal schedules above give every model the same step part): every slot
+    # draws its own noise from one secret stream; padding slots record on a scratch ledger (their models
+    # are discarded).
     unit = estimators[0].privacy_unit_
-    ledgers = [estimators[i].privacy_ledger_ if i is not None else PrivacyLedger(unit) for g in slots for i in g]
+    ledgers = [estimators[i].privacy_ledger_ if j < len(g) else PrivacyLedger(unit)
+               for g, row in zip(members, filled) for j, i in enumerate(row)]
     sigmas = [estimators[i].noise_multiplier_ for g in filled for i in g]
     release = Release(estimators[0].privacy_plan_[STEP], sigmas, SecretRandom(("dpfermi grid", "noise")), ledgers)
 
@@ -167,10 +176,3 @@ def _train_batched(estimators, preps) -> None:
             DPFERMIClassifier._set_linear(preps[i].model, models.weight[gi, j], models.bias[gi, j])
             estimators[i]._complete(preps[i].model, W[gi, j])
 
-
-def _check_same_step_part(estimators) -> None:
-    """Every model's plan has the same step part (sampling rate and count), so one release object serves all."""
-    part = estimators[0].privacy_plan_[STEP]
-    for est in estimators[1:]:
-        if est.privacy_plan_[STEP] != part:
-            raise ValueError("a batched grid needs the same sampling rate and number of steps for every point")

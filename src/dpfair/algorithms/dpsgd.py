@@ -131,6 +131,8 @@ class DPSGDClassifier(TorchClassifier):
         for step in tqdm(range(self.n_steps_), disable=not self.verbose, desc="DP-SGD", unit="step"):
             idx = torch.from_numpy(release.sample(n)).to(self.device_)
             bounds = self._per_sample_bounds(step, idx, yt[idx], None if st is None else st[idx])
+            # the noise covers C_max: a rule's bounds are held to it whatever they compute
+            bounds = bounds.clamp(max=bound) if isinstance(bounds, torch.Tensor) else min(float(bounds), bound)
             summed, _ = clipped_gradient_sum(self.model_, cross_entropy_one, Xt[idx], yt[idx], bounds,
                                              self.clip_method)
             grads = self._scale(release.noisy_sum(summed, bound=bound))
