@@ -1,0 +1,24 @@
+"""Empirical privacy audits: attacks against trained models.
+
+These are evaluations, not guarantees: an attack that fails proves nothing about privacy; the ε printed
+by training is the guarantee.
+
+* :mod:`~dpfair.audit.membership`: membership inference (loss threshold, Shokri et al.'s shadow models,
+  LiRA online and offline) in Carlini et al.'s set-up, :func:`membership_inference`;
+* :mod:`~dpfair.audit.metrics`: ROC AUC, advantage max|TPR − FPR|, TPR at a low FPR, with bootstrap and
+  Clopper–Pearson intervals, for any attack's scores.
+"""
+
+from dpfair.audit.membership import ATTACKS, NOTE, MembershipReport, membership_inference
+from dpfair.audit.metrics import attack_metrics, bootstrap_roc_metrics, clopper_pearson, roc_metrics
+
+__all__ = [
+    "ATTACKS",
+    "NOTE",
+    "MembershipReport",
+    "attack_metrics",
+    "bootstrap_roc_metrics",
+    "clopper_pearson",
+    "membership_inference",
+    "roc_metrics",
+]
