@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from dpfair.fairness import (
+    accuracy_inequality,
     atkinson_index,
     generalized_entropy,
     gini_coefficient,
@@ -93,3 +94,38 @@ def test_per_group_accuracy():
 def test_bad_inputs(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_accuracy_inequality_is_zero_for_equal_accuracies():
+    y = np.array([0, 1, 0, 1, 0, 1, 0, 1])
+    p = np.array([0, 1, 1, 1, 0, 1, 1, 1])  # one error in each group of four
+    s = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    out = accuracy_inequality(y, p, s)
+    assert out["per_group_accuracy"] == {0: 0.75, 1: 0.75} and out["group_sizes"] == {0: 4, 1: 4}
+    for key in ("atkinson", "gini", "mean_log_deviation", "theil"):
+        assert out[key] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_accuracy_inequality_two_groups_by_hand():
+    # group "a": 1 row of 4 right (accuracy 1/4, weight 4/5); group "b": 1 of 1 right (accuracy 1, weight 1/5)
+    y = np.zeros(5, int)
+    p = np.array([0, 1, 1, 1, 0])
+    s = np.array(["a", "a", "a", "a", "b"])
+    out = accuracy_inequality(y, p, s)
+    assert out["per_group_accuracy"] == {"a": 0.25, "b": 1.0}
+    mu = 0.8 * 0.25 + 0.2 * 1.0  # 0.4, the overall accuracy
+    assert out["atkinson"] == pytest.approx(1 - 0.25 ** 0.8 * 1.0 ** 0.2 / mu)
+    assert out["gini"] == pytest.approx(2 * 0.8 * 0.2 * 0.75 / (2 * mu))
+    assert out["mean_log_deviation"] == pytest.approx(0.8 * np.log(mu / 0.25) + 0.2 * np.log(mu / 1.0))
+    assert out["theil"] == pytest.approx(0.8 * (0.25 / mu) * np.log(0.25 / mu) + 0.2 * (1 / mu) * np.log(1 / mu))
+    # group size matters: the same accuracies with equal weights give other values
+    assert out["theil"] != pytest.approx(theil_index([0.25, 1.0]))
+
+
+def test_accuracy_inequality_with_a_group_always_wrong():
+    out = accuracy_inequality([0, 0, 1, 1], [0, 0, 0, 0], [0, 0, 1, 1])
+    assert out["atkinson"] == 1.0 and out["mean_log_deviation"] == np.inf and out["theil"] > 0
+    nothing_right = accuracy_inequality([0, 0, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1])
+    assert np.isnan(nothing_right["gini"]) and nothing_right["per_group_accuracy"] == {0: 0.0, 1: 0.0}
+    with pytest.raises(ValueError, match="entries"):
+        accuracy_inequality([0, 1, 1], [0, 1, 1], [0, 1])

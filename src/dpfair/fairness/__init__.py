@@ -5,7 +5,8 @@
   subgroup accuracies (Mangold et al., 2023);
 * :mod:`~dpfair.fairness.metrics`: violations, rate tables, report and summary;
 * :mod:`~dpfair.fairness.ermi`: exponential Rényi mutual information;
-* :mod:`~dpfair.fairness.inequality`: Atkinson, Gini, generalised entropy.
+* :mod:`~dpfair.fairness.inequality`: Atkinson, Gini, generalised entropy, and per-group accuracy
+  inequality as FairDP reports it (:func:`accuracy_inequality`).
 """
 
 from dpfair.fairness.ermi import conditional_ermi, ermi
@@ -16,6 +17,7 @@ from dpfair.fairness.group_fairness import (
     group_fairness_values,
 )
 from dpfair.fairness.inequality import (
+    accuracy_inequality,
     atkinson_index,
     generalized_entropy,
     gini_coefficient,
@@ -41,6 +43,7 @@ __all__ = [
     "NOTIONS",
     "ConstraintGroups",
     "FairnessCoefficients",
+    "accuracy_inequality",
     "accuracy_parity_violation",
     "atkinson_index",
     "conditional_ermi",

@@ -119,3 +119,45 @@ def per_group_accuracy(y_true, y_pred, s) -> pd.Series:
         correct / np.bincount(s_codes, minlength=len(groups)),
         index=pd.Index(groups, name="group"), name="accuracy",
     )
+
+
+def _scalar(value):
+    """A numpy scalar as the Python value (so group keys print and serialise plainly)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def accuracy_inequality(y_true, y_pred, s) -> dict:
+    """Per-group accuracy and its inequality across groups, as FairDP's appendix (D.4.1) reports it.
+
+    With group accuracies ``a_k = P(ŷ = y | S = k)`` and group sizes ``G_k`` (rows of each group in the
+    data passed, ``G = Σ G_k``), every index weights group ``k`` by ``w_k = G_k / G``, with ``μ = Σ w_k a_k``
+    (the overall accuracy):
+
+    * ``atkinson``: Atkinson index with ε = 1, ``1 − Π a_k^{w_k} / μ``;
+    * ``gini``: ``Σ_k Σ_k' w_k w_k' |a_k − a_k'| / (2μ)``;
+    * ``mean_log_deviation``: ``Σ_k w_k log(μ / a_k)`` (inf if a group has accuracy 0);
+    * ``theil``: Theil T index ``Σ_k w_k (a_k/μ) log(a_k/μ)``.
+
+    (FairDP's printed Atkinson formula writes ``ȳ = Σ y_k G_k`` without dividing by ``G``; the
+    normalised mean is meant, as in the other three and in the census bureau source it cites.)
+    All four are 0 when every group is equally accurate.
+
+    Returns ``{"per_group_accuracy": {group: accuracy}, "group_sizes": {group: G_k}, "atkinson": …,
+    "gini": …, "mean_log_deviation": …, "theil": …}``, groups in sorted order. If every group has
+    accuracy 0 the indices are undefined and reported as NaN.
+    """
+    acc = per_group_accuracy(y_true, y_pred, s)
+    s_codes, groups = encode_groups(s, "s")
+    sizes = np.bincount(s_codes, minlength=len(groups))
+    out = {
+        "per_group_accuracy": {_scalar(g): float(a) for g, a in zip(groups, acc.to_numpy())},
+        "group_sizes": {_scalar(g): int(c) for g, c in zip(groups, sizes)},
+    }
+    if np.dot(sizes, acc.to_numpy()) == 0:
+        return {**out, **dict.fromkeys(("atkinson", "gini", "mean_log_deviation", "theil"), float("nan"))}
+    values = acc.to_numpy()
+    out["atkinson"] = atkinson_index(values, 1.0, weights=sizes)
+    out["gini"] = gini_coefficient(values, weights=sizes)
+    out["mean_log_deviation"] = mean_log_deviation(values, weights=sizes)
+    out["theil"] = theil_index(values, weights=sizes)
+    return out
