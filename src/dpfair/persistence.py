@@ -107,12 +107,14 @@ def _dp_events() -> dict[str, type]:
 
 @functools.cache
 def _dataclasses() -> dict[str, type]:
-    """dpfair's own dataclasses that fitted estimators hold (privacy ledger, privacy plan)."""
+    """dpfair's own dataclasses that fitted estimators hold (privacy ledger, privacy plan, clipping rules)."""
     import importlib
 
     found = {}
     for module, names in (("dpfair.privacy.accounting", ("PrivacyLedger", "LedgerEntry")),
-                          ("dpfair.privacy.plan", ("PrivacyPlan", "Part"))):
+                          ("dpfair.privacy.plan", ("PrivacyPlan", "Part")),
+                          ("dpfair.algorithms.clipping", ("FlatClipping", "PerLayerClipping", "QuantileClipping",
+                                                          "DPSGDFClipping", "FairDPClipping"))):
         try:
             mod = importlib.import_module(module)
         except ImportError:

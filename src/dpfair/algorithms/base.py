@@ -292,11 +292,16 @@ class TorchClassifier(FairEstimator):
         return model.to(device=self.device_, dtype=torch.float32)
 
     def _make_optimizer(self, params):
+        """``optimizer`` at ``learning_rate``, with L2 ``weight_decay`` where the estimator has one.
+
+        Weight decay adds ``λθ`` to the released gradient: post-processing, no privacy cost.
+        """
         name = self.optimizer
+        decay = check_positive(getattr(self, "weight_decay", 0.0), "weight_decay", allow_zero=True)
         if name == "sgd":
-            return torch.optim.SGD(params, lr=self.learning_rate, momentum=self.momentum)
+            return torch.optim.SGD(params, lr=self.learning_rate, momentum=self.momentum, weight_decay=decay)
         if name == "adam":
-            return torch.optim.Adam(params, lr=self.learning_rate)
+            return torch.optim.Adam(params, lr=self.learning_rate, weight_decay=decay)
         raise ValueError(f"optimizer must be 'sgd' or 'adam', got {name!r}")
 
     def _tensor(self, a, dtype=torch.float32) -> torch.Tensor:

@@ -1,39 +1,45 @@
 """DP-SGD (Abadi et al., *Deep Learning with Differential Privacy*, CCS 2016, Algorithm 1), in phases.
 
 Each step draws a secret Poisson sample with rate ``q = batch_size / n`` and
-runs four phases, as Opacus's optimizers do, each a method a variant may
-override:
+runs four phases, as Opacus's optimizers do; a clipping rule
+(:mod:`dpfair.algorithms.clipping`: flat, per-layer, Opt-Q, DPSGD-F, FairDP)
+overrides the ones it changes:
 
 1. **bound** (:meth:`DPSGDClassifier._per_sample_bounds`): the clipping bound
-   ``C_i`` of every sampled example (flat clipping: ``C`` for everyone);
+   ``C_i`` of every sampled example (flat clipping: ``C`` for everyone; the
+   group-aware rules: the bound of the example's group or class);
 2. **clip**: the sum of the per-example gradients, each scaled to norm at most
-   its ``C_i`` (:func:`dpfair.nn.clipped_gradient_sum`, ghost norms where exact);
-3. **noise**: one :class:`~dpfair.privacy.Release` adds ``N(0, σ²C_max²I)``,
+   its ``C_i`` (:func:`dpfair.nn.clipped_gradient_sum`, ghost norms where exact;
+   per-layer clipping clips each layer);
+3. **noise**: one :class:`~dpfair.privacy.Release` adds ``N(0, σ_g²C_max²I)``,
    where ``C_max`` (:meth:`DPSGDClassifier._release_bound`) bounds every
-   ``C_i`` whatever the data — the per-person bound of the release;
+   ``C_i`` and is fixed before the step sees its batch (public, or a function of
+   earlier releases) — together with the rule's per-step statistics, if any,
+   in the same Gaussian release;
 4. **scale** (:meth:`DPSGDClassifier._scale`): divide by the expected batch size
    ``q·n`` (public) and hand the gradient to the optimizer.
 
 Privacy: record-level, add/remove-one. Each step is a Poisson-sampled Gaussian
-with noise multiplier σ on bound ``C_max``; the T steps compose on the PLD
+with noise multiplier σ on bound ``C_max`` (statistics folded in as the
+clipping module explains: σ_g = σ/√(1−r)); the T steps compose on the PLD
 accountant and σ is the smallest value whose composed ε is at most the target.
-A rule whose bounds are chosen from private statistics must release those
-statistics through its own planned parts (:meth:`DPSGDClassifier._plan_parts`).
 
-The sensitive attribute is not used by flat-clipping DP-SGD; fairness metrics
-of its model are measured afterwards.
+The sensitive attribute is used only by the rules keyed on it (``by="group"``);
+fairness metrics of the model are measured afterwards.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from dpfair.algorithms.base import TorchClassifier
-from dpfair.nn import assign_grads, clipped_gradient_sum
+from dpfair.algorithms.clipping import make_clipping_rule
+from dpfair.nn import assign_grads, trainable_params
 from dpfair.privacy import Part, PrivacyPlan
 from dpfair.validation import check_positive
 
@@ -46,41 +52,53 @@ def cross_entropy_one(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 class DPSGDClassifier(TorchClassifier):
-    """Record-level (ε, δ)-DP classifier trained by DP-SGD with flat clipping.
+    """Record-level (ε, δ)-DP classifier trained by DP-SGD with a clipping rule.
 
     Parameters
     ----------
     model : "logistic", "mlp", "cnn" or a ``torch.nn.Module`` returning logits.
     epsilon, delta : the target budget; ``delta=None`` means ``1/n²``; ``epsilon=inf`` trains without noise.
-    max_grad_norm : the clipping bound C.
-    noise_multiplier : σ; ``None`` calibrates it to (ε, δ) on ``accountant`` over all steps.
+    max_grad_norm : the clipping bound C (the rules' starting or base bound C₀).
+    clipping : "flat" (default), "per_layer", "quantile" (Opt-Q), "dpsgd_f", "fairdp", or a
+        :class:`~dpfair.algorithms.clipping.ClippingRule` with its settings (e.g.
+        ``FairDPClipping(statistics_share=0.1)``). The group-keyed rules need ``sensitive_features``.
+    noise_multiplier : σ of each step; ``None`` calibrates it to (ε, δ) on ``accountant`` over all steps.
     batch_size : expected Poisson batch size (``q = batch_size / n``).
     epochs : passes over the data; the number of steps is ``ceil(epochs / q)``.
+    weight_decay : L2 regularisation λ (adds λθ to the released gradient; free).
     clip_method : "auto" (ghost norms where exact, else ``torch.func``), "vmap" or "ghost".
     groups, classes : the public lists of group and label values (an int k: ``0..k-1``); ``None`` infers
         them from the data, with a ``PrivacyLeakWarning`` where the data are private (s; y under "record").
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
     random_state : seeds public randomness only (initialisation); Poisson batches and every noise draw
         come from a secret generator made fresh for each fit.
+
+    Fitted attributes besides the usual: ``noise_multiplier_`` (σ of the step),
+    ``gradient_noise_multiplier_`` (σ_g, the gradient's share), ``clipping_bounds_``
+    (the final bound of each group / class), ``history_`` (per epoch: the mean
+    released gradient norm and, for the adaptive rules, the bounds and what
+    they read, all post-processing of releases).
     """
 
     _private = True
     privacy_unit = "record"
 
-    def __init__(self, model="logistic", *, epsilon=1.0, delta=None, max_grad_norm=1.0, noise_multiplier=None,
-                 batch_size=256, epochs=20, learning_rate=0.5, optimizer="sgd", momentum=0.0,
-                 accountant="pld", clip_method="auto", model_kwargs=None, device="cpu", groups=None, classes=None,
-                 secure_mode=False, random_state=None, verbose=False):
+    def __init__(self, model="logistic", *, epsilon=1.0, delta=None, max_grad_norm=1.0, clipping="flat",
+                 noise_multiplier=None, batch_size=256, epochs=20, learning_rate=0.5, optimizer="sgd", momentum=0.0,
+                 weight_decay=0.0, accountant="pld", clip_method="auto", model_kwargs=None, device="cpu", groups=None,
+                 classes=None, secure_mode=False, random_state=None, verbose=False):
         self.model = model
         self.epsilon = epsilon
         self.delta = delta
         self.max_grad_norm = max_grad_norm
+        self.clipping = clipping
         self.noise_multiplier = noise_multiplier
         self.batch_size = batch_size
         self.epochs = epochs
         self.learning_rate = learning_rate
         self.optimizer = optimizer
         self.momentum = momentum
+        self.weight_decay = weight_decay
         self.accountant = accountant
         self.clip_method = clip_method
         self.model_kwargs = model_kwargs
@@ -93,20 +111,38 @@ class DPSGDClassifier(TorchClassifier):
 
     # ---- the phases a clipping rule overrides ------------------------------------------------
     def _plan_parts(self) -> tuple[Part, ...]:
-        """The plan: T Poisson-sampled Gaussian steps (a rule adds the parts that release its statistics)."""
+        """The plan: T Poisson-sampled Gaussian steps (a rule's statistics ride in the same releases)."""
         return (Part(STEP, count=self.n_steps_, sampling_probability=self.sampling_probability_),)
 
     def _release_bound(self) -> float:
-        """``C_max``: a data-independent bound on every per-example clipping bound."""
-        return float(self.max_grad_norm)
+        """``C_max``: a bound on every per-example clipping bound, fixed before the step sees its batch."""
+        return self._rule.release_bound()
 
     def _per_sample_bounds(self, step: int, idx: torch.Tensor, y: torch.Tensor, s) -> torch.Tensor | float:
         """Phase 1: the clipping bound of each sampled example (flat: C)."""
-        return float(self.max_grad_norm)
+        return self._rule.bounds(self._rule.keys(y, s), like=self._Xt)
 
     def _scale(self, noisy: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Phase 4: the noisy sum over the expected batch size ``q·n`` (public, never the realised size)."""
         return {k: v / self._expected_batch for k, v in noisy.items()}
+
+    def _start_rule(self, s) -> None:
+        rule = make_clipping_rule(self.clipping)
+        rule.check()
+        if rule.by == "group" and s is None:
+            raise ValueError(f"clipping={rule.name!r} sets one bound per group: call fit(X, y, "
+                             "sensitive_features=s), or key it on the class (by='class')")
+        keys = {"group": self.groups_, "class": self.classes_}.get(rule.by)
+        self._rule = rule.start(
+            max_grad_norm=float(self.max_grad_norm), n_keys=1 if keys is None else len(keys),
+            noise_multiplier=self.noise_multiplier_, n_params=sum(p.numel() for p in trainable_params(self.model_)
+                                                                  .values()),
+            expected_batch=self._expected_batch, learning_rate=float(self.learning_rate), model=self.model_)
+        self._key_names = ["all"] if keys is None else [str(k) for k in keys]
+        self.gradient_noise_multiplier_ = self._rule.gradient_noise_multiplier
+
+    def _by_key(self, values) -> dict[str, float]:
+        return {k: float(v) for k, v in zip(self._key_names, np.atleast_1d(values))}
 
     # ---- the loop ---------------------------------------------------------------------------
     def _fit(self, X, y, s):
@@ -120,29 +156,47 @@ class DPSGDClassifier(TorchClassifier):
         self._expected_batch = self.sampling_probability_ * n
 
         self.model_ = self._build_model(len(self.classes_))
+        self._start_rule(s)
+        rule = self._rule
         opt = self._make_optimizer(self.model_.parameters())
-        Xt, yt = self._tensor(X), self._tensor(y, torch.long)
+        self._Xt, yt = self._tensor(X), self._tensor(y, torch.long)
         st = None if s is None else self._tensor(s, torch.long)
         release = self._release(STEP)
-        bound = self._release_bound()
+        share = rule.statistics_share if rule.statistics_sensitivity else 0.0
         steps_per_epoch = max(1, round(1 / self.sampling_probability_))
         running, seen = 0.0, 0
         self.model_.train()
-        for step in tqdm(range(self.n_steps_), disable=not self.verbose, desc="DP-SGD", unit="step"):
+        for step in tqdm(range(self.n_steps_), disable=not self.verbose, desc=f"DP-SGD ({rule.name})", unit="step"):
             idx = torch.from_numpy(release.sample(n)).to(self.device_)
-            bounds = self._per_sample_bounds(step, idx, yt[idx], None if st is None else st[idx])
+            yb, sb = yt[idx], None if st is None else st[idx]
+            bound = self._release_bound()
+            bounds = self._per_sample_bounds(step, idx, yb, sb)
             # the noise covers C_max: a rule's bounds are held to it whatever they compute
             bounds = bounds.clamp(max=bound) if isinstance(bounds, torch.Tensor) else min(float(bounds), bound)
-            summed, _ = clipped_gradient_sum(self.model_, cross_entropy_one, Xt[idx], yt[idx], bounds,
-                                             self.clip_method)
-            grads = self._scale(release.noisy_sum(summed, bound=bound))
+            summed, norms = rule.clip(self.model_, cross_entropy_one, self._Xt[idx], yb, bounds, self.clip_method)
+            stats = rule.statistics(norms, rule.keys(yb, sb))
+            if stats is None:
+                noisy, noisy_stats = release.noisy_sum(summed, bound=bound), None
+            else:  # one Gaussian release of (gradient, statistics): sensitivity √((1−r) + r) = 1 in noise units
+                noisy, noisy_stats = release.noisy_sum(
+                    [summed, stats], bound=[bound / math.sqrt(1.0 - share),
+                                            rule.statistics_sensitivity / math.sqrt(share)])
+            grads = self._scale(noisy)
             assign_grads(self.model_, grads)
             opt.step()
             # Only post-processing of released values is logged: history_ is saved with the model.
-            running += float(torch.sqrt(sum((g**2).sum() for g in grads.values())))
+            sq = float(sum((g**2).sum() for g in grads.values()))
+            rule.observe(noisy_stats, sq)
+            running += math.sqrt(sq)
             seen += 1
             if (step + 1) % steps_per_epoch == 0 or step + 1 == self.n_steps_:
-                self.history_.append({"step": step + 1, "noisy_gradient_norm": running / seen})
+                row = {"step": step + 1, "noisy_gradient_norm": running / seen}
+                if rule.by != "none":
+                    row["clipping_bounds"] = self._by_key(rule._bounds)
+                row.update({k: self._by_key(v) if isinstance(v, np.ndarray) else v
+                            for k, v in rule.end_epoch().items()})
+                self.history_.append(row)
                 running, seen = 0.0, 0
         self.model_.eval()
+        self.clipping_bounds_ = self._by_key(rule._bounds)
         self._finish_privacy()

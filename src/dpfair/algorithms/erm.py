@@ -37,8 +37,6 @@ class ERMClassifier(TorchClassifier):
         self._validate_training()
         self.model_ = self._build_model(len(self.classes_))
         opt = self._make_optimizer(self.model_.parameters())
-        for group in opt.param_groups:
-            group["weight_decay"] = float(self.weight_decay)
         Xt, yt = self._tensor(X), self._tensor(y, torch.long)
         n = X.shape[0]
         self.model_.train()

@@ -91,6 +91,7 @@ Methods
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 import torch
@@ -109,6 +110,7 @@ __all__ = [
     "clipped_gradient_sum",
     "clipped_sum",
     "ghost_supported",
+    "layer_groups",
     "per_sample_gradients",
     "per_sample_norms",
     "trainable_params",
@@ -365,18 +367,42 @@ def clip_coefficients(norms: torch.Tensor, max_norm: float | torch.Tensor) -> to
     return (c / norms.to(dtype).clamp_min(tiny)).clamp(max=1.0)
 
 
+def layer_groups(model: nn.Module) -> list[list[str]]:
+    """The trainable parameter names of each layer: one list per module that holds trainable parameters."""
+    canonical = {id(p): n for n, p in trainable_params(model).items()}
+    layers, seen = [], set()
+    for _, m in model.named_modules():
+        names = [canonical[id(p)] for p in m.parameters(recurse=False) if id(p) in canonical and id(p) not in seen]
+        seen.update(id(p) for p in m.parameters(recurse=False))
+        if names:
+            layers.append(names)
+    return layers
+
+
 def clipped_sum(
-    grads: Mapping[str, torch.Tensor], max_norm: float | torch.Tensor
+    grads: Mapping[str, torch.Tensor], max_norm: float | torch.Tensor, layers: list[list[str]] | None = None
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Sum over the batch of the per-example gradients, example ``i`` clipped to L2 norm ``max_norm[i]``.
 
     ``max_norm`` is one bound or a tensor ``(B,)`` of per-example bounds.
-    Returns ``(summed, norms)``: ``summed[name]`` has the parameter's shape,
-    ``norms`` are the unclipped per-example norms ``(B,)``.
+    ``layers`` (lists of parameter names, e.g. :func:`layer_groups`): clip each
+    layer's part of ``g_i`` to ``max_norm[i] / √m`` for ``m`` layers (per-layer
+    clipping, McMahan et al. 2018), so the whole ``g_i`` still adds at most
+    ``max_norm[i]``. Returns ``(summed, norms)``: ``summed[name]`` has the
+    parameter's shape, ``norms`` are the unclipped per-example norms ``(B,)``.
     """
     norms = per_sample_norms(grads)
-    coef = clip_coefficients(norms, max_norm)
-    summed = {k: torch.tensordot(coef.to(g.dtype), g, dims=([0], [0])) for k, g in grads.items()}
+    if layers is None:
+        coef = {k: clip_coefficients(norms, max_norm) for k in grads}
+    else:
+        if sorted(n for layer in layers for n in layer) != sorted(grads):
+            raise ValueError("layers must list every parameter of grads exactly once")
+        scale = 1.0 / math.sqrt(len(layers))
+        coef = {}
+        for layer in layers:
+            c = clip_coefficients(per_sample_norms({k: grads[k] for k in layer}), max_norm * scale)
+            coef.update({k: c for k in layer})
+    summed = {k: torch.tensordot(coef[k].to(g.dtype), g, dims=([0], [0])) for k, g in grads.items()}
     return summed, norms
 
 
@@ -559,6 +585,7 @@ def clipped_gradient_sum(
     method: str = "auto",
     *,
     chunk_size: int | None = None,
+    layers: list[list[str]] | None = None,
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Sum of the per-example gradients, example ``i`` clipped to L2 norm ``max_norm`` (or ``max_norm[i]``).
 
@@ -571,7 +598,8 @@ def clipped_gradient_sum(
     it would not be exact.  Models refused by :func:`check_batch_independence`
     raise ``ValueError`` for every method.  An empty batch (``B == 0``, as
     Poisson sampling may draw) returns zeros and an empty ``norms``.  Does not
-    touch ``p.grad``.
+    touch ``p.grad``.  ``layers``: per-layer clipping (see :func:`clipped_sum`); with more than one
+    layer it materialises the per-example gradients (vmap path).
     """
     if method not in CLIP_METHODS:
         raise ValueError(f"method must be one of {list(CLIP_METHODS)}, got {method!r}")
@@ -583,7 +611,9 @@ def clipped_gradient_sum(
         p0 = next(iter(params.values()))
         zeros = {k: torch.zeros_like(p) for k, p in params.items()}
         return zeros, torch.zeros(0, dtype=p0.dtype, device=p0.device)
-    if method != "vmap":
+    if layers is not None and len(layers) == 1:
+        layers = None  # one layer: per-layer clipping is flat clipping
+    if method != "vmap" and layers is None:
         try:
             with torch.enable_grad():
                 return _ghost_clipped_sum(model, loss_fn, X, y, max_norm)
@@ -593,6 +623,8 @@ def clipped_gradient_sum(
                     f"ghost norms would not be exact for this model: {err}; use method='vmap' "
                     "(or 'auto', which falls back to it)"
                 ) from err
+    if method == "ghost":
+        raise GhostUnsupportedError("per-layer clipping has no ghost path; use method='vmap' or 'auto'")
     grads = _vmap_gradients(model, loss_fn, X, y, None, chunk_size)
-    summed, norms = clipped_sum(grads, max_norm)
+    summed, norms = clipped_sum(grads, max_norm, layers)
     return summed, norms.detach()
