@@ -1,9 +1,15 @@
-"""The ``dpfair`` command line: list data sets, train a private fair model, do privacy arithmetic.
+"""The ``dpfair`` command line: list data sets, train a private fair model, audit it, do privacy arithmetic.
 
 ``dpfair train`` with no argument trains the best private fair method the
 package has on the embedded ``adult`` data and prints test error, the
-fairness violations of every notion, and the (ε, δ) spent; it writes a JSON
-result (``--out``) and the fitted model beside it (same name, ``.pt``).
+fairness violations of every notion, per-group accuracy and its inequality
+indices, and the (ε, δ) spent; it writes a JSON result (``--out``) and the
+fitted model beside it (same name, ``.pt``).
+
+``dpfair audit membership`` builds the same estimator, trains it on a random
+half of the data set's train part and runs membership inference attacks
+against it (:mod:`dpfair.audit.membership`): an empirical evaluation, not a
+guarantee, and its output says so.
 Every failure a user can cause prints one line ``dpfair: error: ...`` and
 exits with status 2; nothing already on disk is overwritten unless asked.
 """
@@ -28,6 +34,11 @@ from dpfair import __version__
 DEFAULT_METHOD = "dp-fermi"
 DEFAULT_DATASET = "adult"
 DEFAULT_EPSILON = 1.0
+
+#: ``dpfair audit membership``'s attacks and note (kept here so that ``--help`` imports nothing heavy).
+ATTACK_NAMES = ("loss", "shadow", "lira", "lira-offline")
+MEMBERSHIP_NOTE = ("Membership inference is an empirical evaluation of one attack, not a privacy guarantee; a low "
+                   "AUC does not prove privacy, and the ε printed by training is the guarantee.")
 
 
 def _parse_value(text: str):
@@ -76,19 +87,50 @@ def _write_atomic(path: Path, write) -> None:
             os.unlink(tmp)
 
 
-def _output_paths(args) -> tuple[Path, Path]:
+def _result_path(args, kind: str = "", companions: tuple[str, ...] = ()) -> tuple[Path, ...]:
+    """``(out, *companions)``: the JSON result path (``--out``, or a stamped name under ``dpfair-runs/``)
+    and the files written beside it (its name with each suffix in ``companions``); none may exist unless
+    ``--overwrite``."""
     if args.out is None:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = Path("dpfair-runs") / f"{args.dataset}-{args.method}-seed{args.seed}-{stamp}.json"
+        tag = f"-{kind}" if kind else ""
+        out = Path("dpfair-runs") / f"{args.dataset}-{args.method}{tag}-seed{args.seed}-{stamp}.json"
     else:
         out = Path(args.out)
         if out.suffix != ".json":
             raise ValueError(f"--out must name a .json file, got {args.out!r}")
-    model = out.with_suffix(".pt")
-    for p in (out, model):
+    paths = (out, *(out.with_suffix(suffix) for suffix in companions))
+    for p in paths:
         if p.exists() and not args.overwrite:
             raise ValueError(f"{p} already exists; pass --overwrite or choose another --out")
-    return out, model
+    return paths
+
+
+def _output_paths(args) -> tuple[Path, Path]:
+    """``dpfair train``'s result and model paths."""
+    return _result_path(args, companions=(".pt",))
+
+
+def _check_run_args(args) -> None:
+    """Checks of the flags ``train`` and ``audit`` share, before anything is loaded or written."""
+    if args.epsilon is not None and not args.epsilon > 0:
+        raise ValueError(f"--epsilon must be > 0, got {args.epsilon}; smaller epsilon means more privacy")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be a non-negative integer, got {args.seed}")
+
+
+def _load_data(args):
+    """``(data, options)``: the data set of ``--dataset``/``--sensitive``/``--option``, split by ``--seed``."""
+    from dpfair.datasets import load_dataset
+
+    options = _key_values(args.option, "--option")
+    data = load_dataset(args.dataset, sensitive=args.sensitive, random_state=args.seed,
+                        data_home=args.data_home, **options)
+    return data, options
+
+
+def _privacy_rows(est) -> list[tuple[str, str]]:
+    return _privacy_rows_of(*est.privacy_spent_, est.privacy_guarantee_)
 
 
 def _build_estimator(args, data):
@@ -131,19 +173,17 @@ def _print_table(rows: list[tuple[str, str]]) -> None:
         print(f"  {k:<{width}}  {v}")
 
 
+INDEX_LABELS = {"atkinson": "Atkinson index (ε = 1)", "gini": "Gini coefficient",
+                "mean_log_deviation": "mean log deviation", "theil": "Theil index (T)"}
+
+
 def cmd_train(args) -> int:
-    from dpfair.datasets import load_dataset
-    from dpfair.fairness import fairness_summary
+    from dpfair.fairness import accuracy_inequality, fairness_summary
     from dpfair.privacy import reproducible_noise
 
-    if args.epsilon is not None and not args.epsilon > 0:
-        raise ValueError(f"--epsilon must be > 0, got {args.epsilon}; smaller epsilon means more privacy")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be a non-negative integer, got {args.seed}")
+    _check_run_args(args)
     out, model_path = _output_paths(args)
-    options = _key_values(args.option, "--option")
-    data = load_dataset(args.dataset, sensitive=args.sensitive, random_state=args.seed,
-                        data_home=args.data_home, **options)
+    data, options = _load_data(args)
     est = _build_estimator(args, data)
     noise = contextlib.nullcontext() if args.reproducible_noise is None else reproducible_noise(args.reproducible_noise)
     t0 = time.perf_counter()
@@ -155,6 +195,7 @@ def cmd_train(args) -> int:
     else:
         y_pred = est.predict(data.X_test)
     eps, delta = est.privacy_spent_
+    inequality = accuracy_inequality(data.y_test, y_pred, data.s_test)
     result = {
         "dpfair_version": __version__,
         "dataset": data.name,
@@ -169,6 +210,8 @@ def cmd_train(args) -> int:
         "n_test": int(len(data.y_test)),
         "test_error": float(np.mean(y_pred != data.y_test)),
         "fairness": fairness_summary(data.y_test, y_pred, data.s_test),
+        "per_group_accuracy": {data.group_names[g]: a for g, a in inequality["per_group_accuracy"].items()},
+        "accuracy_inequality": {k: inequality[k] for k in INDEX_LABELS},
         "epsilon": eps,
         "delta": delta,
         "privacy_guarantee": est.privacy_guarantee_,
@@ -183,13 +226,78 @@ def cmd_train(args) -> int:
     print(f"{args.method} on {data.name} (sensitive: {data.sensitive}, groups: {', '.join(data.group_names)})")
     rows = [("test error", f"{result['test_error']:.4f}")]
     rows += [(f"{k.replace('_', ' ')} violation", f"{v:.4f}") for k, v in result["fairness"].items()]
-    rows += [("epsilon spent", f"{eps:.6g}"), ("delta", f"{delta:.3g}")]
-    if est.privacy_guarantee_.startswith("void"):
-        rows += [("privacy guarantee", est.privacy_guarantee_)]
+    rows += [(f"accuracy, {g}", f"{a:.4f}") for g, a in result["per_group_accuracy"].items()]
+    rows += [(label, f"{result['accuracy_inequality'][k]:.4f}") for k, label in INDEX_LABELS.items()]
+    rows += _privacy_rows(est)
     rows += [("fit time", f"{seconds:.1f} s"),
              ("result", str(out)), ("model", str(model_path))]
     _print_table(rows)
     return 0
+
+
+def cmd_audit_membership(args) -> int:
+    from dpfair.audit import membership_inference
+
+    _check_run_args(args)
+    attacks = [a.strip() for a in args.attack.split(",") if a.strip()]
+    unknown = [a for a in attacks if a not in ATTACK_NAMES]
+    if unknown or not attacks:
+        raise ValueError(f"--attack: unknown attack {unknown[0]!r}; choose from {', '.join(ATTACK_NAMES)}" if unknown
+                         else f"--attack is empty; choose from {', '.join(ATTACK_NAMES)}")
+    if args.shadow < 2 and set(attacks) - {"loss"}:
+        raise ValueError(f"--shadow must be >= 2 for the shadow attack and LiRA (16 or more is better), got "
+                         f"{args.shadow}; or use --attack loss")
+    (out,) = _result_path(args, "membership")
+    data, options = _load_data(args)
+    # the estimators' own progress bars stay off: one bar over the models trained instead
+    est = _build_estimator(argparse.Namespace(**{**vars(args), "quiet": True}), data)
+    t0 = time.perf_counter()
+    report = membership_inference(est, data.X_train, data.y_train, data.s_train, attacks=attacks,
+                                  n_shadow=args.shadow, random_state=args.seed, group_names=data.group_names,
+                                  verbose=not args.quiet)
+    seconds = time.perf_counter() - t0
+    audit = report.to_dict()
+    eps, delta = report.target_privacy_spent
+    result = {
+        "dpfair_version": __version__,
+        "command": "audit membership",
+        "note": report.note,
+        "method": args.method,
+        "estimator": type(est).__name__,
+        "hyperparameters": est.get_params(),
+        "dataset": data.name,
+        "sensitive": data.sensitive,
+        "dataset_options": options,
+        "groups": list(data.group_names),
+        "seed": args.seed,
+        "pool": "the data set's train part; the target trains on a random half of it (the members)",
+        "n_pool": audit["n_pool"],
+        "epsilon": eps,
+        "delta": delta,
+        "privacy_spent": audit["target_privacy_spent"],
+        "privacy_unit": report.target_privacy_unit,
+        "n_shadow": audit["n_shadow"],
+        "confidence": audit["confidence"],
+        "confidence_intervals": audit["confidence_intervals"],
+        "attacks": audit["attacks"],
+        "seconds": seconds,
+    }
+    _write_atomic(out, lambda p: p.write_text(json.dumps(_jsonable(result), indent=2) + "\n"))
+
+    print(f"membership inference against {args.method} on {data.name} (pool: {report.n_pool} training rows, "
+          f"half of them members; {report.n_shadow} shadow models)")
+    print(report.to_text())
+    rows = [("target " + k, v) for k, v in _privacy_rows_of(eps, delta, report.target_privacy_guarantee)]
+    rows += [("time", f"{seconds:.1f} s"), ("result", str(out))]
+    _print_table(rows)
+    return 0
+
+
+def _privacy_rows_of(eps: float, delta: float, guarantee: str | None) -> list[tuple[str, str]]:
+    rows = [("epsilon spent", f"{eps:.6g}"), ("delta", f"{delta:.3g}")]
+    if guarantee and guarantee.startswith("void"):
+        rows += [("privacy guarantee", guarantee)]
+    return rows
 
 
 def cmd_datasets(args) -> int:
@@ -245,12 +353,8 @@ def cmd_accountant(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dpfair", description="Fair and differentially private learning.")
-    parser.add_argument("--version", action="version", version=f"dpfair {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("train", help="train a model and report error, fairness and the privacy spent")
+def _add_estimator_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags that choose the data and build the estimator, shared by ``train`` and ``audit``."""
     p.add_argument("--dataset", default=DEFAULT_DATASET, help="data set name (see `dpfair datasets`)")
     p.add_argument("--sensitive", default=None, help="sensitive attribute (default: the data set's)")
     p.add_argument("--method", default=DEFAULT_METHOD,
@@ -267,16 +371,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the PUBLIC randomness: the split, initialisation, public minibatch order "
                         "(the privacy noise is always secret and fresh)")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="estimator hyper-parameter")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="data set option, e.g. n_groups=3")
+    p.add_argument("--data-home", default=None, help="folder of raw data files (default $DPFAIR_DATA)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dpfair", description="Fair and differentially private learning.")
+    parser.add_argument("--version", action="version", version=f"dpfair {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train a model and report error, fairness and the privacy spent")
+    _add_estimator_arguments(p)
     p.add_argument("--reproducible-noise", type=int, default=None, metavar="SEED",
                    help="TESTS ONLY: make the privacy noise reproducible from SEED; voids the guarantee, and the "
                         "result says so")
     p.add_argument("--out", default=None, help="JSON result file; the model is saved beside it as .pt")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="estimator hyper-parameter")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="data set option, e.g. n_groups=3")
-    p.add_argument("--data-home", default=None, help="folder of raw data files (default $DPFAIR_DATA)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
+
+    audit = sub.add_parser("audit", help="empirical privacy audits of a method (evaluations, not guarantees)")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True)
+    p = audit_sub.add_parser(
+        "membership", help="membership inference attacks (loss, shadow models, LiRA) against a trained model",
+        description="Train the method on a random half of the data set's train part and attack it: "
+                    "AUC, advantage and TPR at low FPR, overall and per group. " + MEMBERSHIP_NOTE)
+    _add_estimator_arguments(p)
+    p.add_argument("--attack", default=",".join(ATTACK_NAMES), metavar="A,B,...",
+                   help=f"attacks, comma-separated: {', '.join(ATTACK_NAMES)} (default: all)")
+    p.add_argument("--shadow", type=int, default=16, metavar="N",
+                   help="shadow models for the shadow attack and LiRA (default 16; each trains the method once)")
+    p.add_argument("--out", default=None, help="JSON result file")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_audit_membership)
 
     p = sub.add_parser("datasets", help="list the data sets and whether they are on disk")
     p.add_argument("name", nargs="?", default=None, help="one data set only")

@@ -191,3 +191,105 @@ def test_a_non_private_method_needs_no_epsilon_flag(tmp_path, capsys):
 def test_a_negative_seed_is_a_one_line_error(capsys):
     code, _, err = run(capsys, "train", *FAST, "--seed", "-1")
     assert code == 2 and "--seed must be a non-negative integer" in err
+
+
+# ---- per-group accuracy and inequality in `dpfair train` ------------------------------------------
+
+
+def test_train_reports_per_group_accuracy_and_inequality(tmp_path, capsys):
+    from dpfair.fairness import accuracy_inequality
+
+    out = tmp_path / "r.json"
+    code, stdout, err = run(capsys, "train", *FAST, "--method", "erm", "--out", str(out))
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    assert set(result["per_group_accuracy"]) == set(result["groups"]) == {"group 0", "group 1"}
+    assert set(result["accuracy_inequality"]) == {"atkinson", "gini", "mean_log_deviation", "theil"}
+    # recompute from the saved model on the same test split
+    from dpfair.datasets import load_dataset
+
+    data = load_dataset("synthetic", random_state=0)
+    y_pred = load_estimator(tmp_path / "r.pt").predict(data.X_test)
+    expected = accuracy_inequality(data.y_test, y_pred, data.s_test)
+    assert result["per_group_accuracy"]["group 1"] == pytest.approx(expected["per_group_accuracy"][1])
+    assert result["accuracy_inequality"]["theil"] == pytest.approx(expected["theil"])
+    assert 1 - result["test_error"] == pytest.approx(
+        sum(expected["per_group_accuracy"][g] * n for g, n in expected["group_sizes"].items()) / len(y_pred))
+    for text in ("accuracy, group 0", "accuracy, group 1", "Atkinson index (ε = 1)", "Gini coefficient",
+                 "mean log deviation", "Theil index (T)"):
+        assert text in stdout
+
+
+# ---- dpfair audit membership --------------------------------------------------------------------
+
+AUDIT = ["audit", "membership", "--dataset", "synthetic", "--quiet", "--param", "epochs=2", "--shadow", "2"]
+
+
+def test_audit_membership_prints_the_table_and_the_note_and_writes_json(tmp_path, capsys):
+    from dpfair.audit import NOTE
+
+    out = tmp_path / "m.json"
+    code, stdout, err = run(capsys, *AUDIT, "--method", "dp-fermi", "--epsilon", "2", "--out", str(out))
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    for key in ("method", "dataset", "epsilon", "delta", "privacy_spent", "attacks", "note", "n_pool", "n_shadow"):
+        assert key in result
+    assert result["method"] == "dp-fermi" and result["dataset"] == "synthetic" and result["note"] == NOTE
+    assert result["epsilon"] <= 2.0 and result["privacy_spent"]["epsilon"] == result["epsilon"]
+    assert result["privacy_unit"] == "sensitive"
+    assert list(result["attacks"]) == ["loss", "shadow", "lira", "lira-offline"]
+    assert set(result["attacks"]["lira"]) == {"all", "group 0", "group 1"}
+    row = result["attacks"]["loss"]["all"]
+    assert row["auc_low"] <= row["auc"] <= row["auc_high"] and row["n_members"] + row["n_nonmembers"] == 1500
+    assert result["n_pool"] == 1500 and result["n_shadow"] == 2
+    assert NOTE in stdout and "AUC [95% CI]" in stdout and "TPR@0.1%FPR" in stdout and "group 1" in stdout
+    assert "not whether their record was trained on" in stdout  # the sensitive unit's ε says nothing of membership
+    assert not list(tmp_path.glob("*.pt"))
+
+
+def test_audit_membership_constants_match_the_library():
+    from dpfair import cli
+    from dpfair.audit import ATTACKS, NOTE
+
+    assert cli.ATTACK_NAMES == ATTACKS
+    assert cli.MEMBERSHIP_NOTE.rstrip(".").lower() == NOTE.lower()
+
+
+def test_audit_membership_loss_only_on_a_non_private_method(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    code, stdout, err = run(capsys, *AUDIT, "--method", "erm", "--attack", "loss", "--shadow", "0", "--out",
+                            str(out))
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    assert list(result["attacks"]) == ["loss"] and result["epsilon"] == "inf" and result["n_shadow"] == 0
+    assert result["privacy_unit"] is None and "privacy unit:" not in stdout
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--attack", "loss,magic"], "--attack: unknown attack 'magic'"),
+    (["--attack", ","], "--attack is empty"),
+    (["--shadow", "1"], "--shadow must be >= 2"),
+    (["--method", "magic"], "unknown method 'magic'"),
+    (["--dataset", "nope"], "unknown data set 'nope'"),
+    (["--epsilon", "0"], "--epsilon must be > 0"),
+    (["--seed", "-2"], "--seed must be a non-negative integer"),
+    (["--method", "erm", "--epsilon", "1"], "is not private"),
+    (["--param", "bogus=1"], "has no hyper-parameter 'bogus'"),
+    (["--out", "x.txt"], "--out must name a .json file"),
+])
+def test_audit_bad_input_is_one_line_and_exits_2(tmp_path, capsys, argv, match):
+    out = tmp_path / "m.json"
+    code, _, err = run(capsys, *AUDIT, "--out", str(out), *argv)
+    assert code == 2
+    assert match in err and err.count("\n") == 1 and err.startswith("dpfair: error:")
+    assert not out.exists()
+
+
+def test_audit_does_not_overwrite_and_needs_a_subcommand(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    out.write_text("precious")
+    code, _, err = run(capsys, *AUDIT, "--out", str(out))
+    assert code == 2 and "already exists" in err and out.read_text() == "precious"
+    with pytest.raises(SystemExit) as exc:
+        main(["audit"])
+    assert exc.value.code == 2

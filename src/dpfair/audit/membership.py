@@ -270,7 +270,10 @@ class MembershipReport:
     ``metrics[attack][group]`` is the dict of :func:`dpfair.audit.metrics.attack_metrics` (NaN metrics
     for a group without both members and non-members). ``scores[attack]`` are the attack's scores of the
     pool examples and ``members`` the target's true membership (kept for ROC plots; not in
-    :meth:`to_dict`). ``target_privacy_spent``: ``(ε, δ)`` the target's training spent, when it has one.
+    :meth:`to_dict`). ``target_privacy_spent``: ``(ε, δ)`` the target's training spent, when it has one;
+    ``target_privacy_unit``: whom that ε protects. Under ``"sensitive"`` it covers each person's sensitive
+    attribute only, so it bounds nothing about membership (the record's presence); only under ``"record"``
+    does (ε, δ)-DP cap every membership attack (TPR ≤ e^ε·FPR + δ).
     """
 
     metrics: dict[str, dict[str, dict[str, float]]]
@@ -282,6 +285,7 @@ class MembershipReport:
     target_estimator: str
     target_privacy_spent: tuple[float, float] | None = None
     target_privacy_guarantee: str | None = None
+    target_privacy_unit: str | None = None
     scores: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     members: np.ndarray | None = field(default=None, repr=False)
     note: str = NOTE
@@ -311,7 +315,7 @@ class MembershipReport:
         if self.target_privacy_spent is not None:
             eps, delta = self.target_privacy_spent
             spent = {"epsilon": _json_number(eps), "delta": _json_number(delta),
-                     "guarantee": self.target_privacy_guarantee}
+                     "guarantee": self.target_privacy_guarantee, "privacy_unit": self.target_privacy_unit}
         return {
             "note": self.note,
             "attacks": {a: {g: {k: _json_number(v) for k, v in m.items()} for g, m in groups.items()}
@@ -342,7 +346,17 @@ class MembershipReport:
                 table.append((attack, str(group), *cells, f"{m['n_members']}/{m['n_nonmembers']}"))
         widths = [max(len(r[c]) for r in table) for c in range(len(header))]
         lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in table]
+        if self.unit_caveat:
+            lines.append(f"privacy unit: {self.unit_caveat}")
         return "\n".join(lines + [f"note: {self.note}"])
+
+    @property
+    def unit_caveat(self) -> str | None:
+        """A line saying that the target's ε does not cover membership, when its privacy unit is ``"sensitive"``."""
+        if self.target_privacy_unit == "sensitive":
+            return ("the target's ε protects each person's sensitive attribute (privacy_unit='sensitive'), not "
+                    "whether their record was trained on; it bounds none of these attacks")
+        return None
 
     def __str__(self) -> str:
         return self.to_text()
@@ -521,10 +535,12 @@ def membership_inference(estimator, X, y, sensitive_features=None, *, attacks=AT
     metrics = {a: _group_metrics(scores[a], members, s, group_keys, confidence=confidence,
                                  n_bootstrap=n_bootstrap) for a in names}
     spent = getattr(target_model, "privacy_spent_", None)
+    unit = getattr(target_model, "privacy_unit_", None)
     return MembershipReport(
         metrics=metrics, n_pool=n, n_shadow=n_shadow if needs_shadows else 0, random_state=random_state,
         confidence=confidence, n_bootstrap=int(n_bootstrap), target_estimator=type(target_model).__name__,
         target_privacy_spent=None if spent is None else (float(spent[0]), float(spent[1])),
         target_privacy_guarantee=getattr(target_model, "privacy_guarantee_", None),
+        target_privacy_unit=None if unit is None else getattr(unit, "value", str(unit)),
         scores=scores, members=members,
     )
