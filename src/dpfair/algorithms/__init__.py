@@ -4,6 +4,14 @@
 """
 
 from dpfair.algorithms.base import FairEstimator, TorchClassifier, load_estimator
+from dpfair.algorithms.clipping import (
+    ClippingRule,
+    DPSGDFClipping,
+    FairDPClipping,
+    FlatClipping,
+    PerLayerClipping,
+    QuantileClipping,
+)
 from dpfair.algorithms.dp_oracle import DPOracleClassifier
 from dpfair.algorithms.dp_postprocess import DPPostProcessingClassifier
 from dpfair.algorithms.dpfermi import DPFERMIClassifier
@@ -29,6 +37,7 @@ METHODS = {
 ESTIMATORS = {cls.__name__: cls for cls in METHODS.values()}
 
 __all__ = [
+    "ClippingRule", "DPSGDFClipping", "FairDPClipping", "FlatClipping", "PerLayerClipping", "QuantileClipping",
     "DPFERMIClassifier", "DPOracleClassifier", "DPPostProcessingClassifier", "DPSGDClassifier", "ERMClassifier",
     "ESTIMATORS", "FairEstimator", "METHODS", "PFLDClassifier", "PrivateDemographicsClassifier",
     "ReductionsClassifier", "ThresholdClassifier", "TorchClassifier", "fit_dpfermi_grid", "load_estimator",

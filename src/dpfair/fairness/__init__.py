@@ -6,9 +6,12 @@
 * :mod:`~dpfair.fairness.metrics`: violations, rate tables, report and summary;
 * :mod:`~dpfair.fairness.ermi`: exponential Rényi mutual information;
 * :mod:`~dpfair.fairness.inequality`: Atkinson, Gini, generalised entropy, and per-group accuracy
-  inequality as FairDP reports it (:func:`accuracy_inequality`).
+  inequality as FairDP reports it (:func:`accuracy_inequality`);
+* :mod:`~dpfair.fairness.bias_variance`: FairDP's Theorem 1, the clipping bias and noise variance
+  of a DP-SGD step.
 """
 
+from dpfair.fairness.bias_variance import bias_variance_terms, clipping_bias, mean_excess_norm, noise_variance
 from dpfair.fairness.ermi import conditional_ermi, ermi
 from dpfair.fairness.group_fairness import (
     FairnessCoefficients,
@@ -46,6 +49,8 @@ __all__ = [
     "accuracy_inequality",
     "accuracy_parity_violation",
     "atkinson_index",
+    "bias_variance_terms",
+    "clipping_bias",
     "conditional_ermi",
     "conditional_rates",
     "constraint_group_accuracies",
@@ -60,7 +65,9 @@ __all__ = [
     "generalized_entropy",
     "gini_coefficient",
     "group_fairness_values",
+    "mean_excess_norm",
     "mean_log_deviation",
+    "noise_variance",
     "per_group_accuracy",
     "selection_rates",
     "theil_index",
