@@ -106,6 +106,9 @@ def test_bootstrap_intervals_contain_the_estimate_and_are_reproducible():
     assert wide["auc_high"] - wide["auc_low"] > out["auc_high"] - out["auc_low"]
     boot = bootstrap_roc_metrics(scores, members, n_bootstrap=250, chunk=100)
     assert boot["auc"].shape == (250,)
+    other = bootstrap_roc_metrics(scores, members, n_bootstrap=250, chunk=7)
+    for key in boot:
+        np.testing.assert_array_equal(boot[key], other[key])  # the resamples do not depend on the chunking
 
 
 def test_clopper_pearson():

@@ -129,22 +129,26 @@ def _curve_metrics(fpr: np.ndarray, tpr: np.ndarray, low_fprs) -> dict[str, np.n
 
 
 def bootstrap_roc_metrics(scores, members, *, n_bootstrap: int = N_BOOTSTRAP, random_state: int = BOOTSTRAP_SEED,
-                          low_fprs=LOW_FPRS, chunk: int = 200) -> dict[str, np.ndarray]:
+                          low_fprs=LOW_FPRS, chunk: int | None = None) -> dict[str, np.ndarray]:
     """The metrics of ``n_bootstrap`` stratified bootstrap resamples (members and non-members resampled apart).
 
     Returns a dict metric → array of ``n_bootstrap`` values. Resamples are drawn as multinomial
-    multiplicities from ``numpy.random.default_rng(random_state)`` and evaluated ``chunk`` at a time.
+    multiplicities (members and non-members from two streams spawned from ``random_state``) and evaluated ``chunk`` at a time
+    (default: up to 200, fewer for large score sets, so that a chunk's arrays stay near 16 MB each).
     """
     sc, mb = check_scores(scores, members)
     if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, numbers.Integral) or n_bootstrap < 1:
         raise ValueError(f"n_bootstrap must be a positive integer (e.g. 1000), got {n_bootstrap!r}")
-    rng = np.random.default_rng(random_state)
+    if chunk is None:
+        chunk = int(np.clip(2_000_000 // sc.size, 1, 200))
+    # members and non-members from two streams, row by row: the resamples do not depend on ``chunk``
+    rng_pos, rng_neg = (np.random.default_rng(s) for s in np.random.SeedSequence(random_state).spawn(2))
     m, n = int(mb.sum()), int((~mb).sum())
     parts: list[dict[str, np.ndarray]] = []
     for start in range(0, int(n_bootstrap), chunk):
         b = min(chunk, int(n_bootstrap) - start)
-        w_pos = rng.multinomial(m, np.full(m, 1.0 / m), size=b).astype(np.float64)
-        w_neg = rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(np.float64)
+        w_pos = rng_pos.multinomial(m, np.full(m, 1.0 / m), size=b).astype(np.float64)
+        w_neg = rng_neg.multinomial(n, np.full(n, 1.0 / n), size=b).astype(np.float64)
         parts.append(_curve_metrics(*_weighted_curves(sc, mb, w_pos, w_neg), low_fprs))
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
