@@ -101,9 +101,11 @@ def test_the_ledger_is_the_plan_and_epsilon_is_the_target(rule_name):
     est = DPSGDClassifier(epsilon=1.0, clipping=rule_name, epochs=2, batch_size=40, groups=2, classes=2,
                           random_state=0).fit(X, y, sensitive_features=s)
     assert est.privacy_plan_.matches(est.privacy_ledger_, est.noise_multipliers_)
-    assert [e.label for e in est.privacy_ledger_.entries] == ["dp-sgd step"]  # statistics ride in the steps
-    assert est.privacy_spent_[0] <= 1.0 + 1e-9
     rule = make_clipping_rule(rule_name)
+    # one entry: the steps, each releasing the gradient and (for the adaptive rules) the statistics with it
+    label = "dp-sgd step" + ("" if rule.statistics_name is None else f" (gradient + {rule.statistics_name})")
+    assert [e.label for e in est.privacy_ledger_.entries] == [label]
+    assert est.privacy_spent_[0] <= 1.0 + 1e-9
     share = rule.statistics_share if rule.statistics_sensitivity else 0.0
     assert est.gradient_noise_multiplier_ == pytest.approx(est.noise_multiplier_ / math.sqrt(1 - share))
 

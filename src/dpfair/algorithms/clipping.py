@@ -71,6 +71,8 @@ class ClippingRule:
     statistics_share: float = 0.0
     #: L2 norm of one example's row of the statistics (its sensitivity)
     statistics_sensitivity: ClassVar[float] = 0.0
+    #: what the statistics are (named in the ledger's step entries); None: no statistics
+    statistics_name: ClassVar[str | None] = None
 
     _bounds: np.ndarray = field(default=None, init=False, repr=False, compare=False)
 
@@ -227,6 +229,7 @@ class QuantileClipping(ClippingRule):
     min_bound: float = 1.0 / 64
     max_bound: float = 16.0
     statistics_sensitivity: ClassVar[float] = math.sqrt(2.0)
+    statistics_name: ClassVar[str] = "counts under the bound per key"
 
     def check(self) -> None:
         super().check()
@@ -270,6 +273,7 @@ class DPSGDFClipping(ClippingRule):
     by: str = "group"
     statistics_share: float = 0.05
     statistics_sensitivity: ClassVar[float] = math.sqrt(2.0)
+    statistics_name: ClassVar[str] = "counts above C0 per key"
 
     def statistics(self, norms, keys):
         above = (norms > self.c0).to(norms.dtype)
@@ -313,6 +317,7 @@ class FairDPClipping(ClippingRule):
     max_bound: float = 16.0
     smoothness: float | None = None
     statistics_sensitivity: ClassVar[float] = 1.0
+    statistics_name: ClassVar[str] = "norm histogram per key"
 
     def check(self) -> None:
         super().check()

@@ -112,7 +112,7 @@ class DPSGDClassifier(TorchClassifier):
     # ---- the phases a clipping rule overrides ------------------------------------------------
     def _plan_parts(self) -> tuple[Part, ...]:
         """The plan: T Poisson-sampled Gaussian steps (a rule's statistics ride in the same releases)."""
-        return (Part(STEP, count=self.n_steps_, sampling_probability=self.sampling_probability_),)
+        return (Part(self._step_name, count=self.n_steps_, sampling_probability=self.sampling_probability_),)
 
     def _release_bound(self) -> float:
         """``C_max``: a bound on every per-example clipping bound, fixed before the step sees its batch."""
@@ -126,12 +126,17 @@ class DPSGDClassifier(TorchClassifier):
         """Phase 4: the noisy sum over the expected batch size ``q·n`` (public, never the realised size)."""
         return {k: v / self._expected_batch for k, v in noisy.items()}
 
-    def _start_rule(self, s) -> None:
+    def _check_rule(self, s):
         rule = make_clipping_rule(self.clipping)
         rule.check()
         if rule.by == "group" and s is None:
             raise ValueError(f"clipping={rule.name!r} sets one bound per group: call fit(X, y, "
                              "sensitive_features=s), or key it on the class (by='class')")
+        # the ledger names what each step releases: the gradient, and the rule's statistics with it
+        self._step_name = STEP if rule.statistics_name is None else f"{STEP} (gradient + {rule.statistics_name})"
+        return rule
+
+    def _start_rule(self, rule) -> None:
         keys = {"group": self.groups_, "class": self.classes_}.get(rule.by)
         self._rule = rule.start(
             max_grad_norm=float(self.max_grad_norm), n_keys=1 if keys is None else len(keys),
@@ -148,20 +153,21 @@ class DPSGDClassifier(TorchClassifier):
     def _fit(self, X, y, s):
         self._validate_training()
         check_positive(self.max_grad_norm, "max_grad_norm")
+        rule = self._check_rule(s)
         n = X.shape[0]
         self.sampling_probability_ = min(1.0, self.batch_size / n)
         self.n_steps_ = math.ceil(self.epochs / self.sampling_probability_)
         self._calibrate(PrivacyPlan(self._plan_parts()))
-        self.noise_multiplier_ = self._sigmas[STEP]
+        self.noise_multiplier_ = self._sigmas[self._step_name]
         self._expected_batch = self.sampling_probability_ * n
 
         self.model_ = self._build_model(len(self.classes_))
-        self._start_rule(s)
+        self._start_rule(rule)
         rule = self._rule
         opt = self._make_optimizer(self.model_.parameters())
         self._Xt, yt = self._tensor(X), self._tensor(y, torch.long)
         st = None if s is None else self._tensor(s, torch.long)
-        release = self._release(STEP)
+        release = self._release(self._step_name)
         share = rule.statistics_share if rule.statistics_sensitivity else 0.0
         steps_per_epoch = max(1, round(1 / self.sampling_probability_))
         running, seen = 0.0, 0
