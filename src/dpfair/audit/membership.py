@@ -310,7 +310,7 @@ class MembershipReport:
         return frame
 
     def to_dict(self) -> dict:
-        """A JSON-able dict: ``note``, ``attacks`` → group → metrics, and the set-up (NaN → null, inf → "inf")."""
+        """A JSON-able dict: ``note``, ``attacks`` → group → metrics, the set-up (NaN → null, inf → "inf")."""
         spent = None
         if self.target_privacy_spent is not None:
             eps, delta = self.target_privacy_spent

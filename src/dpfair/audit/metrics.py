@@ -133,7 +133,8 @@ def bootstrap_roc_metrics(scores, members, *, n_bootstrap: int = N_BOOTSTRAP, ra
     """The metrics of ``n_bootstrap`` stratified bootstrap resamples (members and non-members resampled apart).
 
     Returns a dict metric → array of ``n_bootstrap`` values. Resamples are drawn as multinomial
-    multiplicities (members and non-members from two streams spawned from ``random_state``) and evaluated ``chunk`` at a time
+    multiplicities (members and non-members from two streams spawned from ``random_state``) and
+    evaluated ``chunk`` at a time
     (default: up to 200, fewer for large score sets, so that a chunk's arrays stay near 16 MB each).
     """
     sc, mb = check_scores(scores, members)
