@@ -13,6 +13,7 @@ brackets the PLD search from above.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from functools import lru_cache
@@ -44,7 +45,15 @@ def calibrate_noise(
 
     def eps(sigma: float, kind: str = accountant) -> float:
         if (sigma, kind) not in cache:
-            cache[sigma, kind] = epsilon_of(plan(sigma), delta, relation, kind)
+            # RDP orders whose series does not converge are dropped (the bound stays valid); dp_accounting
+            # logs each drop, which would flood a user's terminal during the bracketing
+            absl = logging.getLogger("absl")
+            level = absl.level
+            absl.setLevel(logging.ERROR)
+            try:
+                cache[sigma, kind] = epsilon_of(plan(sigma), delta, relation, kind)
+            finally:
+                absl.setLevel(level)
         return cache[sigma, kind]
 
     hi = _bracket_above(lambda sigma: eps(sigma, "rdp"), target, max_noise, delta) \
