@@ -188,3 +188,14 @@ def test_a_clipping_rule_cannot_exceed_the_bound_the_noise_covers(data, monkeypa
     X, y, s = data
     Loose(max_grad_norm=0.5, noise_multiplier=1.0, **FAST).fit(X, y)
     assert seen and max(seen) <= 0.5
+
+
+def test_weight_decay_shrinks_the_weights_at_no_privacy_cost(data):
+    X, y, s = data
+    plain, decayed = (DPSGDClassifier(noise_multiplier=1.0, weight_decay=wd, random_state=0, **FAST).fit(X, y)
+                      for wd in (0.0, 0.5))
+    norm = lambda est: float(sum(p.pow(2).sum() for p in est.model_.parameters()))  # noqa: E731
+    assert norm(decayed) < norm(plain)
+    assert decayed.privacy_spent_ == plain.privacy_spent_ and decayed.privacy_ledger_ == plain.privacy_ledger_
+    with pytest.raises(ValueError, match="weight_decay"):
+        DPSGDClassifier(weight_decay=-1.0, **FAST).fit(X, y)
