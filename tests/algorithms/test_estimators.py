@@ -194,7 +194,7 @@ def test_weight_decay_shrinks_the_weights_at_no_privacy_cost(data):
     X, y, s = data
     plain, decayed = (DPSGDClassifier(noise_multiplier=1.0, weight_decay=wd, random_state=0, **FAST).fit(X, y)
                       for wd in (0.0, 0.5))
-    norm = lambda est: float(sum(p.pow(2).sum() for p in est.model_.parameters()))  # noqa: E731
+    norm = lambda est: float(sum(p.detach().pow(2).sum() for p in est.model_.parameters()))  # noqa: E731
     assert norm(decayed) < norm(plain)
     assert decayed.privacy_spent_ == plain.privacy_spent_ and decayed.privacy_ledger_ == plain.privacy_ledger_
     with pytest.raises(ValueError, match="weight_decay"):
