@@ -189,3 +189,18 @@ def test_group_rules_need_the_sensitive_attribute_and_validate_their_settings():
     # keyed on the class, DPSGD-F needs no s
     est = DPSGDClassifier(clipping=DPSGDFClipping(by="class"), epochs=1, classes=2, random_state=0).fit(X, y)
     assert set(est.clipping_bounds_) == {"0", "1"}
+
+
+@pytest.mark.parametrize("rule_name", ["quantile", "dpsgd_f", "fairdp"])
+def test_a_group_too_small_to_read_through_the_noise_keeps_its_bound(rule_name):
+    """Three people in group 1 at σ = 1.5: their released counts are noise, so their bound stays C₀ (decided from
+    the released totals only), while the large group's bound moves."""
+    X, y, s = _data(n=600)
+    s = np.zeros_like(s)
+    s[:3] = 1
+    rule = make_clipping_rule(rule_name)
+    rule.by = "group"
+    est = DPSGDClassifier(noise_multiplier=1.5, clipping=rule, max_grad_norm=0.3, epochs=4, batch_size=100,
+                          groups=2, classes=2, random_state=0).fit(X, y, sensitive_features=s)
+    assert est.clipping_bounds_["1"] == 0.3
+    assert est.clipping_bounds_["0"] != 0.3

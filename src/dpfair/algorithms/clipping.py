@@ -10,7 +10,9 @@ A rule plugs into the phases of :class:`~dpfair.algorithms.dpsgd.DPSGDClassifier
    rule that reads private statistics — of the rule's per-step statistics
    (counts over the step's batch) in the same release;
 4. **scale**, then, once per epoch, the rule updates its bounds from the
-   statistics released during the epoch.
+   statistics released during the epoch (a key whose released count does not
+   exceed three standard deviations of its noise — a small group at a small
+   ε — keeps its bound: its statistics would be mostly noise).
 
 Privacy (record unit, add/remove-one). A rule's bounds and ``C_max`` are
 functions of statistics already released, so they are public when the step
@@ -162,6 +164,15 @@ class ClippingRule:
         out.index_add_(0, k, columns.to(out.dtype))
         return out.reshape(-1)
 
+    def _has_signal(self, totals: np.ndarray, cells: int) -> np.ndarray:
+        """Which keys' released totals (each a sum of ``cells`` noisy cells over the epoch's steps) exceed
+        three standard deviations of their noise: below that, a key's statistics are mostly noise (a
+        small group at a small ε) and it keeps its bound. Decided from released values only."""
+        if self.sigma == 0.0:
+            return totals > 0
+        cell_std = self.sigma * self.statistics_sensitivity / math.sqrt(self.statistics_share)
+        return totals > 3.0 * cell_std * math.sqrt(self._steps * cells)
+
     def _signal_gradient_norm(self) -> float:
         """‖∇f‖ estimated from the epoch's released gradients: √(mean ‖ĝ‖² − the noise's expected ‖·‖²)."""
         if not self._steps:
@@ -195,10 +206,10 @@ class PerLayerClipping(ClippingRule):
                                     layers=self._layers)
 
 
-def _fraction(numerator: np.ndarray, total: np.ndarray) -> np.ndarray:
-    """Noisy count ratios, clipped to [0, 1]; NaN where the noisy total is not positive."""
+def _fraction(numerator: np.ndarray, total: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """Noisy count ratios, clipped to [0, 1]; NaN where the total is not ``usable`` (see ``_has_signal``)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(total > 0, np.clip(numerator / np.where(total > 0, total, 1.0), 0.0, 1.0), np.nan)
+        return np.where(usable, np.clip(numerator / np.where(usable, total, 1.0), 0.0, 1.0), np.nan)
 
 
 @dataclass
@@ -251,7 +262,7 @@ class QuantileClipping(ClippingRule):
 
     def update(self) -> dict:
         counts = self._stats.reshape(self.n_keys, 2)
-        fraction = _fraction(counts[:, 0], counts[:, 1])
+        fraction = _fraction(counts[:, 0], counts[:, 1], self._has_signal(counts[:, 1], 1))
         step = np.where(np.isnan(fraction), 0.0, fraction - self.target)
         self._bounds = np.clip(self._bounds * np.exp(-self.learning_rate * step),
                                self.min_bound * self.c0, self.max_bound * self.c0)
@@ -281,7 +292,7 @@ class DPSGDFClipping(ClippingRule):
 
     def update(self) -> dict:
         counts = self._stats.reshape(self.n_keys, 2)
-        fraction = _fraction(counts[:, 0], counts[:, 1])
+        fraction = _fraction(counts[:, 0], counts[:, 1], self._has_signal(counts[:, 1], 1))
         self._bounds = np.where(np.isnan(fraction), self._bounds, self.c0 * (1.0 + np.nan_to_num(fraction)))
         return {"clipped_fraction": fraction}
 
@@ -303,10 +314,11 @@ class FairDPClipping(ClippingRule):
     where ``b_k`` is the mean excess norm over group k's examples, μ the learning
     rate, L ``smoothness`` (None: ``L = 1/μ``), d the number of parameters, B the
     expected batch size and ‖∇f‖ the norm of the epoch's released gradients with
-    the noise's expected energy removed. A group whose released count is not
-    positive keeps its bound. Everything the update reads is released, so the
-    bounds and the trace in ``history_`` (bias and variance per group) are
-    post-processing.
+    the noise's expected energy removed. A group whose released count does not
+    exceed three standard deviations of its noise keeps its bound (its histogram
+    would be mostly noise), as in the count-based rules. Everything the update
+    reads is released, so the bounds and the trace in ``history_`` (bias and
+    variance per group) are post-processing.
     """
 
     name: ClassVar[str] = "fairdp"
@@ -342,11 +354,13 @@ class FairDPClipping(ClippingRule):
         return self._one_hot_rows(keys, norms, rows)
 
     def update(self) -> dict:
-        hist = np.clip(self._stats.reshape(self.n_keys, self.bins + 1), 0.0, None)
+        raw = self._stats.reshape(self.n_keys, self.bins + 1)
+        usable = self._has_signal(raw.sum(axis=1), self.bins + 1)
+        hist = np.clip(raw, 0.0, None)
         grad = self._signal_gradient_norm()
         bias_row, variance_row = [], []
         for k in range(self.n_keys):
-            if hist[k].sum() <= 0:
+            if not usable[k]:
                 bias_row.append(math.nan)
                 variance_row.append(math.nan)
                 continue
