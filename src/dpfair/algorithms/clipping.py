@@ -102,7 +102,7 @@ class ClippingRule:
         run.step_size = float(learning_rate)  # the optimizer's μ (Theorem 1)
         run._bounds = np.full(n_keys, run.c0)
         run._stats = None
-        run._noisy_sq, run._steps = 0.0, 0
+        run._steps = 0
         run._setup(model)
         return run
 
@@ -139,18 +139,17 @@ class ClippingRule:
         """The step's statistics: a sum over the batch of one row per example of L2 norm ≤ ``statistics_sensitivity``."""
         return None
 
-    def observe(self, released: torch.Tensor | None, noisy_gradient_sq: float) -> None:
-        """Accumulate one step's released statistics and the squared norm of its released (scaled) gradient."""
+    def observe(self, released: torch.Tensor | None) -> None:
+        """Accumulate one step's released statistics."""
         if released is not None:
             released = released.detach().double().cpu().numpy()
             self._stats = released if self._stats is None else self._stats + released
-        self._noisy_sq += noisy_gradient_sq
         self._steps += 1
 
     def end_epoch(self) -> dict:
         """New bounds from the epoch's released statistics; returns what ``history_`` logs for the epoch."""
         row = self.update() if self._stats is not None else {}
-        self._stats, self._noisy_sq, self._steps = None, 0.0, 0
+        self._stats, self._steps = None, 0
         return row
 
     def update(self) -> dict:
@@ -172,13 +171,6 @@ class ClippingRule:
             return totals > 0
         cell_std = self.sigma * self.statistics_sensitivity / math.sqrt(self.statistics_share)
         return totals > 3.0 * cell_std * math.sqrt(self._steps * cells)
-
-    def _signal_gradient_norm(self) -> float:
-        """‖∇f‖ estimated from the epoch's released gradients: √(mean ‖ĝ‖² − the noise's expected ‖·‖²)."""
-        if not self._steps:
-            return 0.0
-        noise = (self.gradient_noise_multiplier * self.release_bound() / self.expected_batch) ** 2 * self.n_params
-        return math.sqrt(max(self._noisy_sq / self._steps - noise, 0.0))
 
 
 @dataclass
@@ -313,8 +305,8 @@ class FairDPClipping(ClippingRule):
     over the candidates (:func:`dpfair.fairness.bias_variance.bias_variance_terms`),
     where ``b_k`` is the mean excess norm over group k's examples, μ the learning
     rate, L ``smoothness`` (None: ``L = 1/μ``), d the number of parameters, B the
-    expected batch size and ‖∇f‖ the norm of the epoch's released gradients with
-    the noise's expected energy removed. A group whose released count does not
+    expected batch size and ‖∇f‖ replaced by its upper bound ``mean_i ‖g_i‖`` read
+    off the histogram of all groups (so the bias term stays an upper bound). A group whose released count does not
     exceed three standard deviations of its noise keeps its bound (its histogram
     would be mostly noise), as in the count-based rules. Everything the update
     reads is released, so the bounds and the trace in ``history_`` (bias and
@@ -357,7 +349,9 @@ class FairDPClipping(ClippingRule):
         raw = self._stats.reshape(self.n_keys, self.bins + 1)
         usable = self._has_signal(raw.sum(axis=1), self.bins + 1)
         hist = np.clip(raw, 0.0, None)
-        grad = self._signal_gradient_norm()
+        # ‖∇f‖ = ‖mean_i g_i‖ ≤ mean_i ‖g_i‖ (triangle inequality), read off the released histogram:
+        # Theorem 1's bias stays an upper bound (an estimate of ‖∇f‖ itself could fall below it)
+        grad = float(hist.sum(axis=0) @ self._values / hist.sum()) if hist.sum() > 0 else 0.0
         bias_row, variance_row = [], []
         for k in range(self.n_keys):
             if not usable[k]:
@@ -372,7 +366,7 @@ class FairDPClipping(ClippingRule):
             self._bounds[k] = self._edges[best]
             bias_row.append(float(bias[best]))
             variance_row.append(float(variance[best]))
-        return {"gradient_norm_estimate": grad, "clipping_bias": np.array(bias_row),
+        return {"gradient_norm_bound": grad, "clipping_bias": np.array(bias_row),
                 "noise_variance": np.array(variance_row)}
 
 

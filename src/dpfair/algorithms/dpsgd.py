@@ -191,9 +191,8 @@ class DPSGDClassifier(TorchClassifier):
             assign_grads(self.model_, grads)
             opt.step()
             # Only post-processing of released values is logged: history_ is saved with the model.
-            sq = float(sum((g**2).sum() for g in grads.values()))
-            rule.observe(noisy_stats, sq)
-            running += math.sqrt(sq)
+            rule.observe(noisy_stats)
+            running += float(torch.sqrt(sum((g**2).sum() for g in grads.values())))
             seen += 1
             if (step + 1) % steps_per_epoch == 0 or step + 1 == self.n_steps_:
                 row = {"step": step + 1, "noisy_gradient_norm": running / seen}
