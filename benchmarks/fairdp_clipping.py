@@ -164,7 +164,7 @@ def mnist(args):
     configs = []
     for seed in range(args.seeds):
         configs.append(dict(base, rule="sgd", seed=seed, sigma=None, epsilon=math.inf))
-        configs += [dict(base, rule=r, seed=seed) for r in ("flat", "quantile", "dpsgd_f", "fairdp")]
+        configs += [dict(base, rule=r, seed=seed) for r in RULES]
     _run(configs, OUT / "mnist.csv", args.jobs)
 
 
