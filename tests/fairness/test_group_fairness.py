@@ -90,7 +90,8 @@ def test_empty_demographic_parity_cell_is_harmless():
     [
         (lambda: fairness_coefficients("equalized_odds", [0, 0, 0, 1, 1, 0], [0, 0, 0, 1, 1, 1]), "no sample"),
         (lambda: group_fairness_values("equal_opportunity", [0, 0, 1], [0, 1, 1], [0, 0, 1]), "no sample"),
-        (lambda: fairness_coefficients("accuracy_parity", [0, 1, 2], [0, 1, 1]), "binary labels"),
+        (lambda: fairness_coefficients("demographic_parity", [0, 1, 2], [0, 1, 1]), "binary labels"),
+        (lambda: fairness_coefficients("equal_opportunity", [0, 1, 2], [0, 1, 1]), "positive_label"),
         (lambda: group_fairness_values("demographic_parity", [0, 1], [0, 3], [0, 1]), "not labels of y"),
         (lambda: fairness_coefficients("equalized_odds", [0, 1], [0, 1, 1]), "entries"),
     ],
@@ -98,3 +99,21 @@ def test_empty_demographic_parity_cell_is_harmless():
 def test_bad_inputs(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_multiclass_affine_form():
+    """With three labels, equalized odds / opportunity compare each label's accuracy, accuracy parity as before."""
+    rng = np.random.default_rng(7)
+    n, k = 900, 3
+    s = rng.integers(0, k, n)
+    y = (rng.integers(0, 3, n) + s) % 3
+    p = np.where(rng.random(n) < 0.4, rng.integers(0, 3, n), y)
+    correct = p == y
+    for notion, labels in (("equalized_odds", (0, 1, 2)), ("equal_opportunity", (2,))):
+        coef = fairness_coefficients(notion, y, s, positive_label=2)
+        acc = constraint_group_accuracies(notion, y, p, s, positive_label=2)
+        direct_values = [correct[(y == c) & (s == r)].mean() - correct[y == c].mean() for c in labels for r in range(k)]
+        np.testing.assert_allclose(coef.C0 + coef.C @ acc, direct_values, atol=1e-12)
+    coef = fairness_coefficients("accuracy_parity", y, s)
+    acc = constraint_group_accuracies("accuracy_parity", y, p, s)
+    np.testing.assert_allclose(coef.C @ acc, [correct[s == r].mean() - correct.mean() for r in range(k)], atol=1e-12)

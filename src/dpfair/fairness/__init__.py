@@ -15,6 +15,7 @@ from dpfair.fairness.bias_variance import bias_variance_terms, clipping_bias, me
 from dpfair.fairness.ermi import conditional_ermi, ermi
 from dpfair.fairness.group_fairness import (
     FairnessCoefficients,
+    accuracy_group_codes,
     constraint_group_accuracies,
     fairness_coefficients,
     group_fairness_values,
@@ -59,6 +60,7 @@ __all__ = [
     "equal_opportunity_violation",
     "equalized_odds_violation",
     "ermi",
+    "accuracy_group_codes",
     "fairness_coefficients",
     "fairness_report",
     "fairness_summary",

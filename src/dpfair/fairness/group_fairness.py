@@ -59,7 +59,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dpfair.fairness._inputs import check_same_length, encode_groups, encode_on
+from dpfair.fairness._inputs import check_same_length, encode_groups, encode_on, label_index
 from dpfair.fairness.notions import (
     ACCURACY_PARITY,
     DEMOGRAPHIC_PARITY,
@@ -79,28 +79,33 @@ class FairnessCoefficients(NamedTuple):
     group_keys: tuple
 
 
-def _binary_codes(y, s, y_pred=None):
-    """Encode binary labels (and predictions on the same classes) and groups."""
+def _codes(y, s, y_pred=None, *, binary: bool):
+    """Encode labels (sorted; binary problems need exactly two), groups and predictions on the same classes."""
     y_arr = check_1d(y, "y")
     y_codes, classes = encode_categories(y_arr, "y")
-    if len(classes) != 2:
+    if len(classes) < 2 or (binary and len(classes) != 2):
         raise ValueError(
-            f"group fairness functions are defined for binary labels, y has {len(classes)} "
-            f"({classes.tolist()[:10]}); pass y with exactly two label values"
+            f"this measure is defined for {'binary' if binary else 'at least two'} labels, y has "
+            f"{len(classes)} ({classes.tolist()[:10]}); pass y with {'exactly' if binary else 'at least'} two "
+            "label values"
         )
     s_codes, groups = encode_groups(s, "s")
     check_same_length(s_codes, "s", y_codes, "y")
     if y_pred is None:
-        return y_codes, s_codes, len(groups)
+        return y_codes, s_codes, len(groups), classes
     p_arr = check_1d(y_pred, "y_pred")
     check_same_length(p_arr, "y_pred", y_codes, "y")
-    p_codes = encode_on(p_arr, "y_pred", classes, "y")
-    return y_codes, s_codes, len(groups), p_codes
+    return y_codes, s_codes, len(groups), classes, encode_on(p_arr, "y_pred", classes, "y")
 
 
-def _cell_counts(y_codes, s_codes, k) -> np.ndarray:
+def _binary_codes(y, s, y_pred=None):
+    out = _codes(y, s, y_pred, binary=True)
+    return out[:3] if y_pred is None else (*out[:3], out[4])
+
+
+def _cell_counts(y_codes, s_codes, k, n_labels=2) -> np.ndarray:
     """``N[y, r]``: number of samples with label ``y`` in group ``r``."""
-    return np.bincount(y_codes * k + s_codes, minlength=2 * k).reshape(2, k).astype(np.float64)
+    return np.bincount(y_codes * k + s_codes, minlength=n_labels * k).reshape(n_labels, k).astype(np.float64)
 
 
 def _require_cells(counts, labels) -> None:
@@ -117,16 +122,31 @@ def _cell_keys(labels, k) -> tuple:
     return tuple((y, r) for y in labels for r in range(k))
 
 
-def fairness_coefficients(notion: str, y, s) -> FairnessCoefficients:
+def _positive(classes, positive_label) -> int:
+    if positive_label is None:
+        if len(classes) != 2:
+            raise ValueError(f"equal_opportunity with {len(classes)} labels needs positive_label (the desirable "
+                             f"outcome), one of {classes.tolist()[:10]}")
+        return 1
+    return label_index(classes, positive_label)
+
+
+def fairness_coefficients(notion: str, y, s, *, positive_label=None) -> FairnessCoefficients:
     """``(C0, C, measure_keys, group_keys)`` of ``notion`` on the distribution of ``(y, s)``.
 
     ``C0`` has shape (K,), ``C`` shape (K, K'); ``measure_keys[k]`` names the
     measure ``F_k`` and ``group_keys[k']`` the accuracy group ``D_{k'}`` (see the
     module docstring for the formulas, Mangold et al. Sec. 2 and App. A).
+    With more than two labels (Mangold et al.'s multi-class setting),
+    equalized odds compares every label's accuracy ``P(ŷ=Y | Y=y, S=r) − P(ŷ=Y | Y=y)``,
+    equal opportunity does so for ``positive_label`` only (binary default: the larger
+    label) and accuracy parity is unchanged; demographic parity needs binary labels
+    (their Example 4).
     """
     check_notion(notion)
-    y_codes, s_codes, k = _binary_codes(y, s)
-    counts = _cell_counts(y_codes, s_codes, k)
+    y_codes, s_codes, k, classes = _codes(y, s, binary=notion == DEMOGRAPHIC_PARITY)
+    n_labels = len(classes)
+    counts = _cell_counts(y_codes, s_codes, k, n_labels)
     eye = np.eye(k)
     if notion == DEMOGRAPHIC_PARITY:
         joint = counts / counts.sum()
@@ -136,41 +156,46 @@ def fairness_coefficients(notion: str, y, s) -> FairnessCoefficients:
                        eye * given_s[1][:, None] - joint[1][None, :]])
         return FairnessCoefficients(C0, C, tuple((None, r) for r in range(k)), _cell_keys((0, 1), k))
     if notion == EQUALIZED_ODDS:
-        _require_cells(counts, (0, 1))
+        _require_cells(counts, range(n_labels))
         given_y = counts / counts.sum(axis=1, keepdims=True)  # P(S=r | Y=y)
-        C = np.zeros((2 * k, 2 * k))
-        for y_val in (0, 1):
+        C = np.zeros((n_labels * k, n_labels * k))
+        for y_val in range(n_labels):
             block = slice(y_val * k, (y_val + 1) * k)
-            C[block, block] = (2 * y_val - 1) * (eye - given_y[y_val][None, :])
-        keys = _cell_keys((0, 1), k)
-        return FairnessCoefficients(np.zeros(2 * k), C, keys, keys)
+            sign = 2 * y_val - 1 if n_labels == 2 else 1  # binary: the false positive rate's sign (see above)
+            C[block, block] = sign * (eye - given_y[y_val][None, :])
+        keys = _cell_keys(range(n_labels), k)
+        return FairnessCoefficients(np.zeros(n_labels * k), C, keys, keys)
     if notion == EQUAL_OPPORTUNITY:
-        _require_cells(counts, (1,))
-        keys = _cell_keys((1,), k)
-        return FairnessCoefficients(np.zeros(k), eye - (counts[1] / counts[1].sum())[None, :], keys, keys)
+        pos = _positive(classes, positive_label)
+        _require_cells(counts, (pos,))
+        keys = _cell_keys((pos,), k)
+        return FairnessCoefficients(np.zeros(k), eye - (counts[pos] / counts[pos].sum())[None, :], keys, keys)
     p = counts.sum(axis=0) / counts.sum()
     keys = tuple((None, r) for r in range(k))
     return FairnessCoefficients(np.zeros(k), eye - p[None, :], keys, keys)
 
 
-def constraint_group_accuracies(notion: str, y_true, y_pred, s) -> np.ndarray:
+def accuracy_group_codes(group_keys: tuple, y_codes: np.ndarray, s_codes: np.ndarray) -> np.ndarray:
+    """The accuracy group ``D_{k'}`` of each row: an index into ``group_keys``, or -1 (in none of them)."""
+    codes = np.full(len(y_codes), -1, dtype=np.int64)
+    for g, (label, group) in enumerate(group_keys):
+        codes[(s_codes == group) & ((y_codes == label) if label is not None else True)] = g
+    return codes
+
+
+def constraint_group_accuracies(notion: str, y_true, y_pred, s, *, positive_label=None) -> np.ndarray:
     """``P(ŷ = Y | D_{k'})`` for each accuracy group, in ``group_keys`` order.
 
     Empty cells (possible only under demographic parity, where their
     coefficient is zero) get 0.
     """
-    check_notion(notion)
-    t, s_codes, k, p = _binary_codes(y_true, s, y_pred)
-    correct = (t == p).astype(np.float64)
-    if notion == ACCURACY_PARITY:
-        return np.bincount(s_codes, weights=correct, minlength=k) / np.bincount(s_codes, minlength=k)
-    counts = _cell_counts(t, s_codes, k)
-    labels = (1,) if notion == EQUAL_OPPORTUNITY else (0, 1)
-    if notion != DEMOGRAPHIC_PARITY:
-        _require_cells(counts, labels)
-    hits = np.bincount(t * k + s_codes, weights=correct, minlength=2 * k).reshape(2, k)
-    acc = np.divide(hits, counts, out=np.zeros_like(hits), where=counts > 0)
-    return acc[list(labels)].ravel()
+    t, s_codes, _, classes, p = _codes(y_true, s, y_pred, binary=notion == DEMOGRAPHIC_PARITY)
+    keys = fairness_coefficients(notion, y_true, s, positive_label=positive_label).group_keys
+    codes = accuracy_group_codes(keys, t, s_codes)
+    inside = codes >= 0
+    hits = np.bincount(codes[inside], weights=(t == p)[inside].astype(np.float64), minlength=len(keys))
+    counts = np.bincount(codes[inside], minlength=len(keys))
+    return np.divide(hits, counts, out=np.zeros_like(hits), where=counts > 0)
 
 
 def group_fairness_values(notion: str, y_true, y_pred, s) -> np.ndarray:
