@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dpfair.datasets import list_datasets, load_dataset
+from dpfair.datasets import dataset_info, list_datasets, load_dataset
 
 # name: (rows kept, rows dropped for missing values, rows per group, number of features).  The one-hot features
 # cover every category the documentation declares, including some absent from the file: adult
@@ -21,18 +21,34 @@ EXPECTED = {
     "mnist": (10_000, 0, [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009], 784),
     "synthetic": (2_000, 0, None, 10),
 }
+# Registered data sets the mirror does not hold (MANIFEST.md): checked only where a copy is found.
+ABSENT = {"acs_income": "Folktables ACSIncome needs a local ACS PUMS file; the mirror has none (MANIFEST.md: missing)"}
 CHEAP = ["compas", "german", "parkinsons", "bank", "communities", "credit", "mnist", "synthetic"]
 
 
 def test_registry_lists_every_data_set():
-    assert set(list_datasets()) == set(EXPECTED) | {"mnist-unbalanced"}
+    assert set(list_datasets()) == set(EXPECTED) | set(ABSENT) | {"mnist-unbalanced"}
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_contract_and_counts(loaded, name):
-    data = loaded(name)
-    rows, dropped, group_sizes, n_features = EXPECTED[name]
+@pytest.fixture
+def present(loaded, shared_data):
+    """``present(name)``: ``loaded(name)``, or a skip naming why when the mirror lacks an optional data set."""
+
+    def get(name):
+        if name in ABSENT and not dataset_info(name, data_home=shared_data)["on_disk"]:
+            pytest.skip(ABSENT[name])
+        return loaded(name)
+
+    return get
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED) + sorted(ABSENT))
+def test_contract_and_counts(present, name):
+    data = present(name)
     n_train, n_test = len(data.y_train), len(data.y_test)
+    # A data set the mirror lacks has no known counts: only the contract is checked.
+    rows, dropped, group_sizes, n_features = EXPECTED.get(name, (n_train + n_test, data.n_dropped, None,
+                                                                 data.n_features))
     assert n_train + n_test == rows and data.n_dropped == dropped
     assert n_test == pytest.approx(0.25 * rows, abs=1)
     assert data.name == name and data.n_features == n_features
@@ -49,9 +65,9 @@ def test_contract_and_counts(loaded, name):
     assert data.description and data.licence and data.sensitive
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_split_is_stratified_by_label_and_group(loaded, name):
-    data = loaded(name)
+@pytest.mark.parametrize("name", sorted(EXPECTED) + sorted(ABSENT))
+def test_split_is_stratified_by_label_and_group(present, name):
+    data = present(name)
     assert "stratified by label × group" in data.description
     k = data.n_groups
     cells = data.n_classes * k

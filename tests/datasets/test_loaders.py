@@ -115,6 +115,27 @@ def test_celeba_options(loaded):
         load_dataset("celeba", target="Hat")
 
 
+def test_celeba_as_mangold_et_al(loaded):
+    """Label Smiling, group Male (not a feature), the 38 other attributes as -1/1, 90/10 split: n = 182,339."""
+    data = loaded("celeba", encoding="pm1", test_size=0.1, random_state=42)
+    assert (len(data.y_train), len(data.y_test)) == (182_339, 20_260)  # test part ceil(0.1 × 202,599)
+    assert data.n_features == 38 and "Male" not in data.feature_names and "Smiling" not in data.feature_names
+    assert set(np.unique(data.X_train)) == set(np.unique(data.X_test)) == {-1.0, 1.0}
+    assert data.group_names == ["Female", "Male"] and data.label_names == ["not Smiling", "Smiling"]
+    assert group_counts(data).tolist() == [118_165, 84_434]
+    assert np.concatenate([data.y_train, data.y_test]).sum() == 97_669
+    for y, s in ((data.y_train, data.s_train), (data.y_test, data.s_test)):
+        assert s.mean() == pytest.approx(0.4168, abs=5e-4) and y.mean() == pytest.approx(0.4821, abs=5e-4)
+    assert "-1/1 kept" in data.description and "clip to [-1, 1]" in data.schema.describe()
+    default = loaded("celeba", test_size=0.1, random_state=42)  # encoding="01", unchanged
+    assert default.feature_names == data.feature_names and default.schema.columns[0].kind == "binary"
+    np.testing.assert_array_equal(default.X_train, (data.X_train + 1) / 2)
+    np.testing.assert_array_equal(default.y_train, data.y_train)
+    assert set(np.unique(loaded("celeba").X_train)) == {0.0, 1.0}
+    with pytest.raises(ValueError, match="encoding.*01, pm1"):
+        load_dataset("celeba", encoding="-1/1")
+
+
 def test_mnist_built_from_test_images(loaded):
     data = loaded("mnist")
     assert "10,000" in data.description and "test images" in data.description

@@ -11,6 +11,7 @@ package (adult and compas only); or are downloaded from their source into the da
 set's provenance and definitions.
 """
 
+from dpfair.datasets._acs import load_acs_income
 from dpfair.datasets._celeba import load_celeba
 from dpfair.datasets._files import data_home
 from dpfair.datasets._mnist import load_mnist, load_mnist_unbalanced
@@ -33,6 +34,7 @@ __all__ = [
     "data_home",
     "dataset_info",
     "list_datasets",
+    "load_acs_income",
     "load_adult",
     "load_bank",
     "load_celeba",

@@ -8,7 +8,7 @@ from typing import Callable
 
 import numpy as np
 
-from dpfair.datasets import _celeba, _mnist, _synthetic, _tabular
+from dpfair.datasets import _acs, _celeba, _mnist, _synthetic, _tabular
 from dpfair.datasets._files import DataFile, is_available
 from dpfair.datasets.base import Dataset
 
@@ -35,6 +35,7 @@ _REGISTRY: dict[str, _Entry] = {
     "communities": _Entry(_tabular.load_communities, _tabular.COMMUNITIES_FILES, ("race",), _tabular.CC_BY),
     "dutch": _Entry(_tabular.load_dutch, _tabular.DUTCH_FILES, ("sex",),
                     "not stated (IPUMS-International census sample; research use only)"),
+    "acs_income": _Entry(_acs.load_acs_income, _acs.ACS_FILES, tuple(_acs.ACS_GROUPS), _acs.ACS_LICENCE),
     "celeba": _Entry(_celeba.load_celeba, _celeba.CELEBA_FILES[:1], ("Male", "Young"),
                      "CelebA agreement: non-commercial research and educational use only"),
     "mnist": _Entry(_mnist.load_mnist, _mnist.MNIST_TEST_FILES, ("class", "inverted"),
