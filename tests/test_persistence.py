@@ -37,6 +37,7 @@ SETTINGS = {
     "dp-postprocess": {},
     "dp-oracle": dict(n_rounds=3),
     "private-demographics": dict(max_iter=5),
+    "output-perturbation": dict(sample_size=N),
     "reductions": dict(max_iter=5),
     "threshold": {},
 }
@@ -50,6 +51,9 @@ VARIANTS = {
     "dp-postprocess-dpsgd": ("dp-postprocess", dict(estimator=DPSGDClassifier(epsilon=2.0, epochs=1,
                                                                                batch_size=150))),
     "dp-postprocess-inf": ("dp-postprocess", dict(epsilon=math.inf)),
+    "output-perturbation-intercept": ("output-perturbation", dict(sample_size=N, fit_intercept=True,
+                                                                  intercept_scaling=0.5)),
+    "output-perturbation-sensitive": ("output-perturbation", dict(privacy_unit="sensitive")),
 }
 
 

@@ -58,6 +58,9 @@ CONFIGS = [
     ("dp-oracle", dict(n_rounds=3, n_thresholds=5), "sensitive"),
     ("dp-oracle", dict(sensitive_aware=True, n_rounds=3, n_thresholds=5), "sensitive"),
     ("private-demographics", dict(max_iter=3), "sensitive"),
+    ("output-perturbation", dict(sample_size=120), "record"),
+    ("output-perturbation", dict(privacy_unit="sensitive"), "sensitive"),
+    ("output-perturbation", dict(privacy_unit="sensitive", sensitive_feature_columns=[0]), "sensitive"),
 ]
 IDS = [f"{name}-{unit}-{i}" for i, (name, _, unit) in enumerate(CONFIGS)]
 

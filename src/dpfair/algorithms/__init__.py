@@ -19,6 +19,7 @@ from dpfair.algorithms.dpfermi_sweep import fit_dpfermi_grid
 from dpfair.algorithms.dpsgd import DPSGDClassifier
 from dpfair.algorithms.erm import ERMClassifier
 from dpfair.algorithms.fairlearn_wrappers import ReductionsClassifier, ThresholdClassifier
+from dpfair.algorithms.output_perturbation import OutputPerturbationClassifier
 from dpfair.algorithms.pfld import PFLDClassifier
 from dpfair.algorithms.private_demographics import PrivateDemographicsClassifier
 
@@ -30,6 +31,7 @@ METHODS = {
     "dp-postprocess": DPPostProcessingClassifier,
     "dp-oracle": DPOracleClassifier,
     "private-demographics": PrivateDemographicsClassifier,
+    "output-perturbation": OutputPerturbationClassifier,
     "reductions": ReductionsClassifier,
     "threshold": ThresholdClassifier,
 }
@@ -39,6 +41,7 @@ ESTIMATORS = {cls.__name__: cls for cls in METHODS.values()}
 __all__ = [
     "ClippingRule", "DPSGDFClipping", "FairDPClipping", "FlatClipping", "PerLayerClipping", "QuantileClipping",
     "DPFERMIClassifier", "DPOracleClassifier", "DPPostProcessingClassifier", "DPSGDClassifier", "ERMClassifier",
-    "ESTIMATORS", "FairEstimator", "METHODS", "PFLDClassifier", "PrivateDemographicsClassifier",
-    "ReductionsClassifier", "ThresholdClassifier", "TorchClassifier", "fit_dpfermi_grid", "load_estimator",
+    "ESTIMATORS", "FairEstimator", "METHODS", "OutputPerturbationClassifier", "PFLDClassifier",
+    "PrivateDemographicsClassifier", "ReductionsClassifier", "ThresholdClassifier", "TorchClassifier",
+    "fit_dpfermi_grid", "load_estimator",
 ]
