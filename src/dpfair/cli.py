@@ -1,10 +1,13 @@
-"""The ``dpfair`` command line: list data sets, train a private fair model, audit it, do privacy arithmetic.
+"""The ``dpfair`` command line: list data sets, train a private fair model, certify or audit it, do privacy arithmetic.
 
 ``dpfair train`` with no argument trains the best private fair method the
 package has on the embedded ``adult`` data and prints test error, the
 fairness violations of every notion, per-group accuracy and its inequality
 indices, and the (ε, δ) spent; it writes a JSON result (``--out``) and the
 fitted model beside it (same name, ``.pt``).
+
+``dpfair certify`` fits a private model and prints Mangold et al.'s certificate: for
+every notion, how far its fairness can lie from the non-private optimum's.
 
 ``dpfair audit membership`` builds the same estimator, trains it on a random
 half of the data set's train part and runs membership inference attacks
@@ -167,6 +170,14 @@ def _build_estimator(args, data):
     return cls(**params)
 
 
+def _run_record(args, est, data, options, command: str) -> dict:
+    """The keys every result JSON starts with: what ran, on which data, with which public settings."""
+    return {"dpfair_version": __version__, "command": command, "method": args.method,
+            "estimator": type(est).__name__, "hyperparameters": est.get_params(), "dataset": data.name,
+            "sensitive": data.sensitive, "dataset_options": options, "groups": list(data.group_names),
+            "seed": args.seed}
+
+
 def _print_table(rows: list[tuple[str, str]]) -> None:
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
@@ -197,15 +208,7 @@ def cmd_train(args) -> int:
     eps, delta = est.privacy_spent_
     inequality = accuracy_inequality(data.y_test, y_pred, data.s_test)
     result = {
-        "dpfair_version": __version__,
-        "dataset": data.name,
-        "sensitive": data.sensitive,
-        "dataset_options": options,
-        "groups": list(data.group_names),
-        "method": args.method,
-        "estimator": type(est).__name__,
-        "hyperparameters": est.get_params(),
-        "seed": args.seed,
+        **_run_record(args, est, data, options, "train"),
         "n_train": int(len(data.y_train)),
         "n_test": int(len(data.y_test)),
         "test_error": float(np.mean(y_pred != data.y_test)),
@@ -259,17 +262,8 @@ def cmd_audit_membership(args) -> int:
     audit = report.to_dict()
     eps, delta = report.target_privacy_spent
     result = {
-        "dpfair_version": __version__,
-        "command": "audit membership",
+        **_run_record(args, est, data, options, "audit membership"),
         "note": report.note,
-        "method": args.method,
-        "estimator": type(est).__name__,
-        "hyperparameters": est.get_params(),
-        "dataset": data.name,
-        "sensitive": data.sensitive,
-        "dataset_options": options,
-        "groups": list(data.group_names),
-        "seed": args.seed,
         "pool": "the data set's train part; the target trains on a random half of it (the members)",
         "n_pool": audit["n_pool"],
         "epsilon": eps,
@@ -290,6 +284,76 @@ def cmd_audit_membership(args) -> int:
     rows = [("target " + k, v) for k, v in _privacy_rows_of(eps, delta, report.target_privacy_guarantee)]
     rows += [("time", f"{seconds:.1f} s"), ("result", str(out))]
     _print_table(rows)
+    return 0
+
+
+CERTIFICATE_NOTE = ("empirical gaps compare further private draws with the NON-PRIVATE model: a research diagnostic "
+                    "that the printed ε does not cover (the certificate alone needs only the released model)")
+
+
+def cmd_certify(args) -> int:
+    from dpfair.bounds import CERTIFIED_NOTIONS, certify, empirical_gaps
+
+    _check_run_args(args)
+    if not 0.0 < args.probability < 1.0:
+        raise ValueError(f"--probability must be in (0, 1) (the certificate holds with this probability), "
+                         f"got {args.probability}")
+    if args.draws < 0:
+        raise ValueError(f"--draws must be >= 0 (0 skips the empirical comparison), got {args.draws}")
+    if args.epsilon is not None and math.isinf(args.epsilon):
+        raise ValueError("a certificate bounds what privacy costs fairness; give a finite --epsilon")
+    (out,) = _result_path(args, "certificate")
+    data, options = _load_data(args)
+    est = _build_estimator(args, data)
+    if "epsilon" not in est.get_params():
+        raise ValueError(f"method {args.method!r} is not private; certify a private method (output-perturbation, "
+                         "dp-sgd)")
+    t0 = time.perf_counter()
+    est.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
+    cert = certify(est, data.X_test, data.y_test, data.s_test, probability=args.probability,
+                   feature_norm_bound=args.norm_bound)
+    empirical = {}
+    if args.draws:
+        empirical = empirical_gaps(est, data.X_train, data.y_train, data.s_train, data.X_test, data.y_test,
+                                   data.s_test, n_draws=args.draws, notions=CERTIFIED_NOTIONS)
+    seconds = time.perf_counter() - t0
+    eps, delta = est.privacy_spent_
+    summary = cert.to_dict()
+    result = {
+        **_run_record(args, est, data, options, "certify"),
+        "n_train": int(len(data.y_train)),
+        "n_test": int(len(data.y_test)),
+        "epsilon": eps,
+        "delta": delta,
+        "privacy_ledger": est.privacy_ledger_.to_records(),
+        **summary,
+        "draws": args.draws,
+        "seconds": seconds,
+    }
+    if empirical:
+        result["empirical_note"] = CERTIFICATE_NOTE
+        for notion, gaps in empirical.items():
+            result[f"empirical.{notion}"] = float(np.max(gaps))
+            result[f"empirical_within_bound.{notion}"] = float(np.mean(gaps <= summary[f"bound.{notion}"]))
+    _write_atomic(out, lambda p: p.write_text(json.dumps(_jsonable(result), indent=2) + "\n"))
+
+    print(f"fairness certificate for {args.method} on {data.name} (sensitive: {data.sensitive}; "
+          f"{len(data.y_test):,} test rows; probability {args.probability:g}; ‖h_priv − h*‖ ≤ {cert.distance:.3g})")
+    header = ("notion", "|F| of h_priv", "certified", "Chernoff", "Markov") + (
+        (f"max gap, {args.draws} draws",) if empirical else ())
+    table = [header]
+    for notion in CERTIFIED_NOTIONS:
+        row = (notion.replace("_", " "), f"{summary[f'fairness.{notion}']:.4f}", f"{summary[f'bound.{notion}']:.4f}",
+               f"{summary[f'chernoff.{notion}']:.4f}", f"{summary[f'markov.{notion}']:.4g}")
+        table.append(row + ((f"{result[f'empirical.{notion}']:.4f}",) if empirical else ()))
+    widths = [max(len(r[c]) for r in table) for c in range(len(header))]
+    for r in table:
+        print("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    if not cert.holds:
+        print("  the certificate's assumptions do not hold for this model: " + "; ".join(cert.assumptions))
+    if empirical:
+        print(f"  ({CERTIFICATE_NOTE})")
+    _print_table(_privacy_rows(est) + [("time", f"{seconds:.1f} s"), ("result", str(out))])
     return 0
 
 
@@ -358,8 +422,8 @@ def _add_estimator_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default=DEFAULT_DATASET, help="data set name (see `dpfair datasets`)")
     p.add_argument("--sensitive", default=None, help="sensitive attribute (default: the data set's)")
     p.add_argument("--method", default=DEFAULT_METHOD,
-                   help="training method: dp-fermi (default), dp-sgd, erm, pf-ld, dp-postprocess, dp-oracle, "
-                        "private-demographics, reductions, threshold")
+                   help="training method: dp-fermi (default; certify: output-perturbation), dp-sgd, erm, pf-ld, "
+                        "dp-postprocess, dp-oracle, private-demographics, output-perturbation, reductions, threshold")
     p.add_argument("--notion", default=None,
                    help="fairness notion of a fair method: demographic_parity, equalized_odds, equal_opportunity, "
                         "accuracy_parity (default: the method's)")
@@ -406,6 +470,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_audit_membership)
+
+    p = sub.add_parser(
+        "certify", help="certify how much privacy can cost fairness (Mangold et al.'s bounds)",
+        description="Fit a private model and print, for every fairness notion, a bound on |Fair(h_priv) − "
+                    "Fair(h*)| (h* the non-private optimum) holding with the given probability over the privacy "
+                    "noise, its Chernoff and Markov variants, and the gaps of further private draws.")
+    _add_estimator_arguments(p)
+    p.set_defaults(method="output-perturbation")
+    p.add_argument("--probability", type=float, default=0.99, help="probability 1 − ζ of the bound (default 0.99)")
+    p.add_argument("--draws", type=int, default=100,
+                   help="further private models compared with the non-private one (default 100; 0: none)")
+    p.add_argument("--norm-bound", type=float, default=None,
+                   help="DP-SGD only: a public bound on every row's norm (the loss's Lipschitz constant)")
+    p.add_argument("--out", default=None, help="JSON result file")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_certify)
 
     p = sub.add_parser("datasets", help="list the data sets and whether they are on disk")
     p.add_argument("name", nargs="?", default=None, help="one data set only")

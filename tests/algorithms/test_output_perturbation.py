@@ -259,13 +259,13 @@ def test_paper_calibration_is_the_classical_gaussian_mechanism_and_spends_less()
 
 
 @pytest.mark.secret_noise
-def test_record_unit_needs_a_public_sample_size():
+def test_sample_size_fixes_the_normaliser_and_delta():
     X, y, _ = _data()
-    with pytest.warns(PrivacyLeakWarning, match="sample_size=N"):
-        _est().fit(X, y)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
+        default = _est().fit(X, y)  # N = the number of rows, public in dpfair's model
         est = _est(sample_size=1000).fit(X, y)
+    assert default.sample_size_ == len(y) and default.privacy_spent_[1] == 1 / len(y) ** 2
     assert est.privacy_spent_[1] == 1 / 1000**2 and est.sample_size_ == 1000
     assert est.sensitivity_ == pytest.approx(1.0 / 1000 + 2 * TOL, rel=1e-12)
 

@@ -116,6 +116,10 @@ def test_tail_bounds_order_and_values():
         brute = min(np.exp(t * d) * np.mean(np.exp(-t * r)) for t in grid)
         assert chern <= brute + 1e-9
         assert markov == pytest.approx(d * np.mean(1 / r))
+    # a margin nothing can move (L = 0: r = ∞) never counts, and never makes a bound NaN
+    r = np.array([0.5, 2.0, np.inf, np.inf])
+    assert chernoff_bound(r, 1.0) <= markov_bound(r, 1.0) == pytest.approx((2 + 0.5) / 4)
+    assert flip_probability(r, 1.0) == 0.25
 
 
 def _random_linear(X, labels, rng):

@@ -27,13 +27,13 @@ minimisers w_f, w_g (so ∇f(w_f) = ∇g(w_g) = 0), then
 so ``‖w_f − w_g‖ ≤ ‖∇(g − f)(w_f)‖/μ``. Hence:
 
 - ``privacy_unit="record"`` (add or remove one record z; ``ADD_OR_REMOVE_ONE``): g = f + ℓ(·; z)/N,
-  so ``Δ* = Λ/(μN)``. N must be public: the record unit protects whether z is in D, so the row count n
-  is private. The paper normalises by n (its replace-one Δ = 2Λ/(μn)); under add/remove that objective
-  moves by up to 2Λ/(μ(n+1)) and, worse, both its minimiser and the noise σ ∝ 1/n would publish n
-  (``noise_std_`` alone gives it exactly). ``sample_size`` declares N (the data set's published size;
-  then this *is* the paper's objective); ``sample_size=None`` normalises by n with a
-  :class:`~dpfair.exceptions.PrivacyLeakWarning`. Privacy never needs n ≤ N (each record weighs 1/N
-  whatever D holds); only ``‖w*‖ ≤ Λ/μ``, which makes π non-expansive around w*, does.
+  so ``Δ* = Λ/(μN)``, with N a public normaliser fixed before the data are seen. dpfair treats the
+  training size n as public under both units (README, "What is public": DP-SGD's sampling rate and
+  the default δ = 1/n² read it too), so ``sample_size=None`` takes N = n; ``sample_size`` fixes N in
+  advance (the data set's published size). Each record then weighs 1/N whatever D holds, so the
+  neighbour's minimiser moves by at most Λ/(μN) (the paper's replace-one objective, normalised by
+  n itself, moves by up to 2Λ/(μ(n+1)) under add/remove). Privacy never needs n ≤ N; only
+  ``‖w*‖ ≤ Λ/μ``, which makes π non-expansive around w*, does.
 - ``privacy_unit="sensitive"`` (one person's s changes; x and y are public, so n is too, N = n by
   default): if no column of X encodes s, f_D does not read s, ``Δ* = 0``, and the minimiser is released
   exactly: the ledger records a no-op and ``privacy_spent_ = (0, δ)``. If s is a feature
@@ -73,7 +73,6 @@ functions, for research code such as :mod:`dpfair.bounds`' certificates:
 from __future__ import annotations
 
 import math
-import warnings
 
 import dp_accounting as dpa
 import numpy as np
@@ -82,7 +81,6 @@ from scipy.special import expit, softmax
 from sklearn.utils.validation import check_is_fitted
 
 from dpfair.algorithms.base import FairEstimator
-from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, SecretRandom
 from dpfair.validation import check_delta, check_features, check_positive
 
@@ -236,8 +234,7 @@ class OutputPerturbationClassifier(FairEstimator):
         R/√2, so that the features keep room).
     intercept_scaling : the constant c > 0 of that column; ``intercept_ = c · w_c``.
     sample_size : N, the public number of training records that normalises the objective (the data
-        set's published size). ``None``: the number of rows n, which is public under "sensitive" but
-        private under "record" (a ``PrivacyLeakWarning`` then says so).
+        set's published size). ``None``: the number of rows n (public in dpfair's privacy model).
     sensitive_feature_columns : under "sensitive", the columns of X that encode s (e.g. its one-hot
         columns); ``None`` or ``[]``: X holds no function of s, the model reads no s and spends ε = 0.
         Under "record" every column is protected anyway.
@@ -329,16 +326,11 @@ class OutputPerturbationClassifier(FairEstimator):
         self.sensitive_feature_columns_ = [int(c) for c in columns]
 
     def _normalizer(self, n: int) -> int:
-        """N: ``sample_size``, else n (private under the record unit: warn)."""
+        """N: ``sample_size``, else the number of rows (public, as everywhere in dpfair)."""
         if self.sample_size is not None:
             if self.delta is None:
                 self.delta_ = check_delta(1.0 / float(self.sample_size) ** 2)
             return int(self.sample_size)
-        if self.privacy_unit_ is PrivacyUnit.RECORD:
-            warnings.warn("privacy_unit='record' protects whether a record is in the data, so the number of rows "
-                          "is private, yet with sample_size=None it normalises the objective and sets noise_std_ "
-                          "(and the default delta), which publish it. Pass sample_size=N, the public size of the "
-                          "training set, to keep the guarantee", PrivacyLeakWarning, stacklevel=4)
         return n
 
     # ---- privacy -------------------------------------------------------------------------------
@@ -400,6 +392,36 @@ class OutputPerturbationClassifier(FairEstimator):
     def _scores(self, X) -> np.ndarray:
         c = float(self.intercept_scaling) if self.fit_intercept else None
         return row_scale(X, float(self.norm_bound), c) * (X @ self.coef_.T + self.intercept_)
+
+    def certificate_inputs(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """Scores and per-row Lipschitz constants of the margin (:mod:`dpfair.bounds`): L = ‖x̃‖ (one weight
+        vector) or √2‖x̃‖ (softmax), x̃ the bounded row the model reads."""
+        check_is_fitted(self, "coef_")
+        X = check_features(X, "X")
+        c = float(self.intercept_scaling) if self.fit_intercept else None
+        norms = np.linalg.norm(bound_rows(X, float(self.norm_bound), c), axis=1)
+        scores = self._scores(X)
+        if scores.shape[1] == 1:
+            return scores[:, 0], norms
+        return scores, math.sqrt(2.0) * norms
+
+    def private_draws(self, private, X, n_draws: int) -> list[np.ndarray]:
+        """Predictions of ``n_draws`` releases π(w* + N(0, σ²I)) of ``private``'s noise around this model's w*.
+
+        Research code (the certificates' empirical gaps): ``self`` must be the same estimator fitted at
+        ``epsilon=inf`` (its coefficients are the non-private minimiser); each draw is one more release.
+        """
+        check_is_fitted(self, "coef_")
+        if self.noise_std_ != 0.0 or not math.isinf(self.epsilon_target_):
+            raise ValueError("private_draws needs the non-private fit (epsilon=inf) as self")
+        X = check_features(X, "X")
+        c = float(self.intercept_scaling) if self.fit_intercept else None
+        rows = bound_rows(X, float(self.norm_bound), c)
+        W = np.hstack([self.coef_, (self.intercept_ / c)[:, None]]) if self.fit_intercept else self.coef_
+        models = perturb_minimizer(W, private.noise_std_, n_draws, radius=private.radius_ if private.project else None)
+        scores = np.einsum("np,dkp->dnk", rows, models)
+        labels = (scores[..., 0] > 0).astype(np.int64) if W.shape[0] == 1 else np.argmax(scores, axis=2)
+        return [self.classes_[row] for row in labels]
 
     def _predict_proba(self, X) -> np.ndarray:
         scores = self._scores(X)

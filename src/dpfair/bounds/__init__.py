@@ -11,7 +11,7 @@
 * :mod:`~dpfair.bounds.certificate`: Theorem 4.4 for a fitted estimator (``certify``).
 """
 
-from dpfair.bounds.certificate import Certificate, certify, certify_margins
+from dpfair.bounds.certificate import Certificate, certify, certify_margins, empirical_gaps
 from dpfair.bounds.concentration import chernoff_bound, flip_probability, markov_bound
 from dpfair.bounds.distance import dpsgd_radius, output_perturbation_radius, paper_noise_std
 from dpfair.bounds.fairness_lipschitz import (
@@ -35,7 +35,7 @@ from dpfair.bounds.refined import refined_lipschitz
 
 __all__ = [
     "ACCURACY", "CERTIFIED_NOTIONS", "Certificate", "FairnessGapBound", "certify", "certify_margins",
-    "chernoff_bound", "confidence_margins", "dpsgd_radius", "fairness_gap_bound", "fairness_levels",
+    "chernoff_bound", "confidence_margins", "dpsgd_radius", "empirical_gaps", "fairness_gap_bound", "fairness_levels",
     "finite_sample_term", "flip_probability", "linear_lipschitz", "markov_bound", "module_lipschitz",
     "module_scores", "normalized_margins", "notion_coefficients", "output_perturbation_radius", "paper_noise_std",
     "pointwise_lipschitz", "refined_lipschitz",

@@ -39,7 +39,7 @@ from dpfair.fairness._inputs import encode_on
 from dpfair.nn.models import LogisticRegression
 from dpfair.validation import check_1d, check_features
 
-__all__ = ["Certificate", "certify", "certify_margins"]
+__all__ = ["Certificate", "certify", "certify_margins", "empirical_gaps"]
 
 
 @dataclass
@@ -161,3 +161,28 @@ def certify(estimator, X, y, sensitive_features, *, probability=0.99, notions=CE
     return certify_margins(margins, lipschitz, y_codes, s_arr, distance, probability=probability, notions=notions,
                            predictions=predictions, positive_label=positive_label, distance_method=method,
                            assumptions=notes, holds=holds)
+
+
+def empirical_gaps(estimator, X_train, y_train, s_train, X_eval, y_eval, s_eval, *, n_draws=100,
+                   notions=CERTIFIED_NOTIONS, positive_label=None) -> dict[str, np.ndarray]:
+    """``|Fair(h_j) − Fair(h*)|`` on the evaluation rows for ``n_draws`` fresh private models h_j.
+
+    h* is the estimator refitted at ``epsilon=inf``; each h_j is a private fit with fresh
+    noise (an estimator with ``private_draws`` reuses one optimum and redraws only the noise).
+    A research diagnostic: it uses the non-private model, so the printed ε does not cover it.
+    """
+    from sklearn.base import clone
+
+    reference = clone(estimator).set_params(epsilon=math.inf)
+    reference.fit(X_train, y_train, sensitive_features=s_train)
+    if hasattr(reference, "private_draws"):
+        predictions = reference.private_draws(estimator, X_eval, n_draws)
+    else:
+        predictions = []
+        for _ in range(n_draws):
+            model = clone(estimator).fit(X_train, y_train, sensitive_features=s_train)
+            predictions.append(model.predict(X_eval))
+    base = {n: np.abs(fairness_levels(n, y_eval, reference.predict(X_eval), s_eval, positive_label=positive_label))
+            for n in notions}
+    return {n: np.array([abs(np.mean(np.abs(fairness_levels(n, y_eval, p, s_eval, positive_label=positive_label)))
+                             - np.mean(base[n])) for p in predictions]) for n in notions}

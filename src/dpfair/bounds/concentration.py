@@ -72,6 +72,7 @@ def chernoff_bound(ratios, distance, *, truncate: bool = False) -> float:
     if d == 0:
         return float(np.mean(r == 0))
     u = r[r <= d] / d if truncate else r / d
+    u = u[np.isfinite(u)]  # r = ∞ (a margin nothing can move) adds e^{-∞} = 0 for every t > 0
     if u.size == 0:
         return 0.0
     log_n = math.log(r.size)
@@ -80,5 +81,6 @@ def chernoff_bound(ratios, distance, *, truncate: bool = False) -> float:
         return s + float(logsumexp(-s * u)) - log_n
 
     found = minimize_scalar(log_bound, bounds=(0.0, _S_MAX), method="bounded", options={"xatol": 1e-10})
+    # t = 1/d is the value never above Markov's (t = 0: the truncated optimum)
     best = min(log_bound(0.0), log_bound(1.0), float(found.fun))
     return float(math.exp(best))
