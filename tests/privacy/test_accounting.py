@@ -116,6 +116,13 @@ def test_calibrated_noise_spends_at_most_and_within_one_percent_of_target(unit, 
     assert 0.99 * target <= eps <= target
 
 
+def test_calibration_reaches_an_epsilon_below_what_rdp_orders_can_certify():
+    """ε = 1e-3 for one Gaussian release: RDP's finite orders stop near 0.1, PLD calibrates it (σ ≈ √(2 ln(1.25/δ))/ε)."""
+    sigma = noise_for_epsilon(1e-3, 1e-10, 1.0, 1, "record")
+    assert 0.99e-3 <= epsilon_for_noise(sigma, 1.0, 1, 1e-10, "record") <= 1e-3
+    assert sigma < math.sqrt(2 * math.log(1.25 / 1e-10)) / 1e-3
+
+
 def test_calibration_of_the_issue_example_adult_at_eps_1():
     n = 34_000
     q, steps = 1024 / n, int(200 * n / 1024)

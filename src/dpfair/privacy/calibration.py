@@ -56,8 +56,12 @@ def calibrate_noise(
                 absl.setLevel(level)
         return cache[sigma, kind]
 
-    hi = _bracket_above(lambda sigma: eps(sigma, "rdp"), target, max_noise, delta) \
-        if accountant == "pld" and make_accountant("rdp", relation).supports(plan(1.0)) else 1.0
+    hi = 1.0
+    if accountant == "pld" and make_accountant("rdp", relation).supports(plan(1.0)):
+        try:  # RDP is cheaper and never below PLD's ε: its bracket is one for PLD too
+            hi = _bracket_above(lambda sigma: eps(sigma, "rdp"), target, max_noise, delta)
+        except ValueError:  # RDP's finite orders cannot reach a very small ε (≲ 0.01); PLD can
+            hi = 1.0
     hi = _bracket_above(eps, target, max_noise, delta, start=hi)
     lo = hi / 2.0
     while eps(lo) <= target:
