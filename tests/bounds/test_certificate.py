@@ -111,6 +111,17 @@ def test_certify_dp_sgd_checks_lemma_4_2s_assumptions():
                 s[800:], feature_norm_bound=1.0)
 
 
+def test_a_method_without_a_distance_bound_is_refused():
+    from dpfair.algorithms import DPFERMIClassifier
+
+    X, y, s = _data(n=600, d=4)
+    est = DPFERMIClassifier(epsilon=1.0, epochs=1, groups=2, classes=2, random_state=0).fit(X, y,
+                                                                                          sensitive_features=s)
+    with pytest.raises(ValueError, match="no distance bound is known for DPFERMIClassifier"):
+        certify(est, X, y, s)
+    assert certify(est, X, y, s, distance=0.01).distance == 0.01  # a user-supplied bound is used as given
+
+
 def test_cli_certify_prints_the_table_and_writes_the_keys(tmp_path, capsys):
     out = tmp_path / "c.json"
     code = main(["certify", "--dataset", "synthetic", "--epsilon", "1", "--draws", "5", "--quiet",

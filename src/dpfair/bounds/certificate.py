@@ -146,17 +146,21 @@ def certify(estimator, X, y, sensitive_features, *, probability=0.99, notions=CE
     scores, margins, lipschitz, linear = _reference(estimator, X, y_codes)
     notes = [] if linear else ["non-linear module: local Lipschitz constants (first order in ‖h − h'‖)"]
     holds = linear
+    from dpfair.algorithms import DPSGDClassifier, OutputPerturbationClassifier
+
     if distance is not None:
         method = "given"
-    elif hasattr(estimator, "noise_std_"):
+    elif isinstance(estimator, OutputPerturbationClassifier):
         distance = output_perturbation_radius(estimator.noise_std_, estimator.n_params_, probability)
         method = "chi2 quantile of the output-perturbation noise (Lemma 4.1, exact form)"
-    elif hasattr(estimator, "n_steps_"):
+    elif isinstance(estimator, DPSGDClassifier):
         distance, method, more, ok = _dpsgd_distance(estimator, probability, feature_norm_bound)
         notes += more
         holds = holds and ok
     else:
-        raise ValueError(f"no distance bound is known for {type(estimator).__name__}; pass distance=")
+        raise ValueError(f"no distance bound is known for {type(estimator).__name__}: Lemmas 4.1 and 4.2 need the "
+                         "strongly convex ERM of Mangold et al.'s eq. (3) (OutputPerturbationClassifier, or "
+                         "DPSGDClassifier with a logistic model and weight decay); pass distance= if you have one")
     predictions = np.argmax(scores, axis=1) if scores.ndim == 2 else (scores > 0).astype(np.int64)
     return certify_margins(margins, lipschitz, y_codes, s_arr, distance, probability=probability, notions=notions,
                            predictions=predictions, positive_label=positive_label, distance_method=method,
