@@ -304,12 +304,24 @@ def cmd_certify(args) -> int:
         raise ValueError("a certificate bounds what privacy costs fairness; give a finite --epsilon")
     (out,) = _result_path(args, "certificate")
     data, options = _load_data(args)
-    est = _build_estimator(args, data)
+    t0 = time.perf_counter()
+    if args.load is not None:
+        from dpfair.algorithms import load_estimator
+
+        from dpfair.algorithms import METHODS
+
+        est = load_estimator(args.load)
+        args.method = next((name for name, cls in METHODS.items() if type(est) is cls), type(est).__name__)
+        if est.n_features_in_ != data.X_test.shape[1]:
+            raise ValueError(f"{args.load} was fitted on {est.n_features_in_} features but {data.name} has "
+                             f"{data.X_test.shape[1]}; load it with the data set and --option it was trained on")
+    else:
+        est = _build_estimator(args, data)
     if "epsilon" not in est.get_params():
         raise ValueError(f"method {args.method!r} is not private; certify a private method (output-perturbation, "
                          "dp-sgd)")
-    t0 = time.perf_counter()
-    est.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
+    if args.load is None:
+        est.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
     cert = certify(est, data.X_test, data.y_test, data.s_test, probability=args.probability,
                    feature_norm_bound=args.norm_bound)
     empirical = {}
@@ -328,6 +340,7 @@ def cmd_certify(args) -> int:
         "privacy_ledger": est.privacy_ledger_.to_records(),
         **summary,
         "draws": args.draws,
+        "model_file": args.load,
         "seconds": seconds,
     }
     if empirical:
@@ -481,6 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--probability", type=float, default=0.99, help="probability 1 − ζ of the bound (default 0.99)")
     p.add_argument("--draws", type=int, default=100,
                    help="further private models compared with the non-private one (default 100; 0: none)")
+    p.add_argument("--load", default=None, metavar="MODEL.pt",
+                   help="certify a saved model (from `dpfair train`) instead of fitting one; evaluated on the "
+                        "test part of --dataset, which must be the split it was trained beside (same --seed)")
     p.add_argument("--norm-bound", type=float, default=None,
                    help="DP-SGD only: a public bound on every row's norm (the loss's Lipschitz constant)")
     p.add_argument("--out", default=None, help="JSON result file")

@@ -94,7 +94,7 @@ def test_certify_dp_sgd_checks_lemma_4_2s_assumptions():
     X, y, s = _data(n=1200, d=4)
     rows = bound_rows(X, 1.0)
     kw = dict(model="logistic", epsilon=2.0, optimizer="sgd", learning_rate=0.5, weight_decay=1.0,
-              max_grad_norm=math.sqrt(2), batch_size=100, epochs=2, classes=2, random_state=0)
+              max_grad_norm=math.sqrt(2), batch_size=100, epochs=2, classes=2, groups=2, random_state=0)
     est = DPSGDClassifier(**kw).fit(rows[:800], y[:800])
     cert = certify(est, rows[800:], y[800:], s[800:], feature_norm_bound=1.0)
     assert cert.holds and 0 < cert.distance < math.inf
@@ -106,6 +106,9 @@ def test_certify_dp_sgd_checks_lemma_4_2s_assumptions():
     with pytest.raises(ValueError, match="weight_decay"):
         certify(DPSGDClassifier(**{**kw, "weight_decay": 0.0}).fit(rows[:800], y[:800]), rows[800:], y[800:],
                 s[800:], feature_norm_bound=1.0)
+    with pytest.raises(ValueError, match="flat clipping"):
+        certify(DPSGDClassifier(**{**kw, "clipping": "dpsgd_f"}).fit(rows[:800], y[:800], sensitive_features=s[:800]),
+                rows[800:], y[800:], s[800:], feature_norm_bound=1.0)
     with pytest.raises(ValueError, match="linear model"):
         certify(DPSGDClassifier(**{**kw, "model": "mlp"}).fit(rows[:800], y[:800]), rows[800:], y[800:],
                 s[800:], feature_norm_bound=1.0)
@@ -136,6 +139,24 @@ def test_cli_certify_prints_the_table_and_writes_the_keys(tmp_path, capsys):
     assert result["epsilon"] <= 1.0 and result["method"] == "output-perturbation" and result["draws"] == 5
     assert "NON-PRIVATE" in result["empirical_note"]
     assert "certified" in captured.out and "equal opportunity" in captured.out
+
+
+def test_cli_certifies_a_saved_model(tmp_path, capsys):
+    trained = tmp_path / "r.json"
+    assert main(["train", "--dataset", "synthetic", "--method", "output-perturbation", "--quiet",
+                 "--out", str(trained)]) == 0
+    out = tmp_path / "c.json"
+    code = main(["certify", "--dataset", "synthetic", "--load", str(tmp_path / "r.pt"), "--draws", "0", "--quiet",
+                 "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    assert result["method"] == "output-perturbation" and result["model_file"] == str(tmp_path / "r.pt")
+    assert result["epsilon"] == pytest.approx(json.loads(trained.read_text())["epsilon"])
+    assert "empirical.accuracy" not in result
+    code = main(["certify", "--dataset", "adult", "--load", str(tmp_path / "r.pt"), "--quiet",
+                 "--out", str(tmp_path / "d.json")])
+    assert code == 2 and "features" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv,match", [

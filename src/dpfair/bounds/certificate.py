@@ -93,6 +93,9 @@ def _dpsgd_distance(est, probability, feature_norm_bound) -> tuple[float, str, l
     if not _linear_module(est.model_):
         raise ValueError("the DP-SGD certificate needs a linear model (model='logistic'): a non-linear module has "
                          "no unique optimum h* and its margins are only locally Lipschitz")
+    if not (est.clipping == "flat" or type(est.clipping).__name__ == "FlatClipping"):
+        raise ValueError("the DP-SGD certificate needs flat clipping (clipping='flat'): adaptive bounds may fall "
+                         "below the loss's Lipschitz constant and move the optimum")
     if est.optimizer != "sgd" or est.momentum:
         raise ValueError("the DP-SGD certificate assumes plain SGD steps; fit with optimizer='sgd', momentum=0")
     if not est.weight_decay:
