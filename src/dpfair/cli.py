@@ -370,6 +370,61 @@ def cmd_certify(args) -> int:
     return 0
 
 
+AUDIT_NOTE = ("An audit gives a statistically valid LOWER bound on ε from one attack: a bound below the claimed ε "
+              "does not prove the claim; one above it proves a bug.")
+
+
+def cmd_audit_epsilon(args) -> int:
+    from dpfair.audit.games import audit_epsilon, audit_one_run
+
+    _check_run_args(args)
+    if args.runs < 4:
+        raise ValueError(f"--runs must be >= 4 (hundreds for a meaningful bound), got {args.runs}")
+    if not 0.0 < args.confidence < 1.0:
+        raise ValueError(f"--confidence must be in (0, 1), got {args.confidence}")
+    (out,) = _result_path(args, "audit")
+    data, options = _load_data(args)
+    est = _build_estimator(argparse.Namespace(**{**vars(args), "quiet": True}), data)
+    if args.unit is not None and "privacy_unit" in est.get_params():
+        est.set_params(privacy_unit=args.unit)
+    X, y, s = data.X_train, data.y_train, data.s_train
+    if args.rows and args.rows < len(y):  # any data set is a valid audit: a public random subset is cheaper
+        keep = np.sort(np.random.default_rng(args.seed).choice(len(y), size=args.rows, replace=False))
+        X, y, s = X[keep], y[keep], s[keep]
+    t0 = time.perf_counter()
+    if args.one_run:
+        if (args.unit or "record") != "record":
+            raise ValueError("--one-run audits the record unit (canaries inserted at random); drop --unit sensitive")
+        found = audit_one_run(est, X, y, s, canaries=args.canaries,
+                              confidence=args.confidence, random_state=args.seed)
+        summary = {"epsilon_claimed": found["epsilon_claimed"], "epsilon_lower_bound": found["epsilon"],
+                   "confidence": args.confidence, "runs": 1, "unit": "record", "audit": "one run",
+                   "canaries": found["canaries"], "guesses": found["guesses"], "correct": found["correct"],
+                   "delta": found["delta"]}
+    else:
+        report = audit_epsilon(est, X, y, s, unit=args.unit, runs=args.runs,
+                               confidence=args.confidence, random_state=args.seed, n_groups=data.n_groups)
+        summary = {**report.to_dict(), "audit": "distinguishing game"}
+        summary.pop("method")
+    seconds = time.perf_counter() - t0
+    result = {**_run_record(args, est, data, options, "audit"), "note": AUDIT_NOTE, **summary,
+              "rows": int(len(y)), "seconds": seconds}
+    _write_atomic(out, lambda p: p.write_text(json.dumps(_jsonable(result), indent=2) + "\n"))
+
+    claimed, lower = summary["epsilon_claimed"], summary["epsilon_lower_bound"]
+    print(f"privacy audit of {args.method} on {data.name} ({len(y):,} rows; {summary['audit']}, "
+          f"unit {summary['unit']})")
+    rows = [("epsilon claimed", f"{claimed:.6g}"), ("epsilon lower bound", f"{lower:.4g}"),
+            ("confidence", f"{args.confidence:g}"), ("runs", str(summary["runs"]))]
+    if "test" in summary:
+        rows += [("attack statistic", summary["test"]["statistic"])]
+    rows += [("verdict", "consistent with the claim" if lower <= claimed else "LOWER BOUND ABOVE THE CLAIM: a bug"),
+             ("time", f"{seconds:.1f} s"), ("result", str(out))]
+    _print_table(rows)
+    print(f"  ({AUDIT_NOTE})")
+    return 0
+
+
 def _privacy_rows_of(eps: float, delta: float, guarantee: str | None) -> list[tuple[str, str]]:
     rows = [("epsilon spent", f"{eps:.6g}"), ("delta", f"{delta:.3g}")]
     if guarantee and guarantee.startswith("void"):
@@ -468,8 +523,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
-    audit = sub.add_parser("audit", help="empirical privacy audits of a method (evaluations, not guarantees)")
-    audit_sub = audit.add_subparsers(dest="audit_command", required=True)
+    audit = sub.add_parser(
+        "audit", help="empirical privacy audits of a method: an ε lower bound, or membership inference",
+        description="Without a subcommand: run the method many times on neighbouring data sets (a canary's s "
+                    "flipped, or a canary record added), attack the outputs, and turn the attack's success into "
+                    "a lower bound on ε at the stated confidence. " + AUDIT_NOTE)
+    _add_estimator_arguments(audit)
+    audit.add_argument("--runs", type=int, default=400, help="fits (half per world; default 400)")
+    audit.add_argument("--unit", choices=["sensitive", "record"], default=None,
+                       help="neighbouring relation audited (default: the method's privacy unit)")
+    audit.add_argument("--confidence", type=float, default=0.95, help="confidence of the bound (default 0.95)")
+    audit.add_argument("--rows", type=int, default=5000,
+                       help="audit on a public random subset of the train part of this many rows (default 5000; "
+                            "0: all): a guarantee holds for every data set, and smaller ones train faster")
+    audit.add_argument("--one-run", action="store_true",
+                       help="Steinke et al.'s one-run audit with --canaries inserted at random (record unit)")
+    audit.add_argument("--canaries", type=int, default=1000, help="canaries of --one-run (default 1000)")
+    audit.add_argument("--out", default=None, help="JSON result file")
+    audit.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    audit.add_argument("--quiet", action="store_true", help="no progress bar")
+    audit.set_defaults(func=cmd_audit_epsilon)
+    audit_sub = audit.add_subparsers(dest="audit_command", required=False)
     p = audit_sub.add_parser(
         "membership", help="membership inference attacks (loss, shadow models, LiRA) against a trained model",
         description="Train the method on a random half of the data set's train part and attack it: "

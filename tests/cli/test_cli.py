@@ -285,11 +285,25 @@ def test_audit_bad_input_is_one_line_and_exits_2(tmp_path, capsys, argv, match):
     assert not out.exists()
 
 
-def test_audit_does_not_overwrite_and_needs_a_subcommand(tmp_path, capsys):
+def test_audit_does_not_overwrite(tmp_path, capsys):
     out = tmp_path / "m.json"
     out.write_text("precious")
     code, _, err = run(capsys, *AUDIT, "--out", str(out))
     assert code == 2 and "already exists" in err and out.read_text() == "precious"
-    with pytest.raises(SystemExit) as exc:
-        main(["audit"])
-    assert exc.value.code == 2
+    code, _, err = run(capsys, "audit", "--dataset", "synthetic", "--runs", "400", "--out", str(out))
+    assert code == 2 and "already exists" in err and out.read_text() == "precious"
+
+
+@pytest.mark.secret_noise  # reproducible noise repeats across fits: the audit would (rightly) catch it
+def test_audit_epsilon_prints_the_bound_beside_the_claim(tmp_path, capsys):
+    out = tmp_path / "a.json"
+    code, stdout, err = run(capsys, "audit", "--dataset", "synthetic", "--method", "output-perturbation",
+                            "--runs", "200", "--out", str(out))
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    for key in ("epsilon_claimed", "epsilon_lower_bound", "confidence", "runs"):
+        assert key in result
+    assert result["runs"] == 200 and result["epsilon_lower_bound"] <= result["epsilon_claimed"] <= 1.0
+    assert "epsilon lower bound" in stdout and "LOWER bound" in stdout
+    code, _, err = run(capsys, "audit", "--dataset", "synthetic", "--runs", "2", "--out", str(tmp_path / "b.json"))
+    assert code == 2 and "--runs" in err and not (tmp_path / "b.json").exists()

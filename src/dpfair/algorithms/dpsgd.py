@@ -41,7 +41,7 @@ from dpfair.algorithms.base import TorchClassifier
 from dpfair.algorithms.clipping import make_clipping_rule
 from dpfair.nn import assign_grads, trainable_params
 from dpfair.privacy import Part, PrivacyPlan
-from dpfair.validation import check_positive
+from dpfair.validation import check_delta, check_positive
 
 STEP = "dp-sgd step"
 
@@ -69,6 +69,10 @@ class DPSGDClassifier(TorchClassifier):
     clip_method : "auto" (ghost norms where exact, else ``torch.func``), "vmap" or "ghost".
     groups, classes : the public lists of group and label values (an int k: ``0..k-1``); ``None`` infers
         them from the data, with a ``PrivacyLeakWarning`` where the data are private (s; y under "record").
+    sample_size : N, a public number of records that sets the sampling rate ``q = batch_size / N``, the
+        number of steps and the gradient's scale (and δ = 1/N² by default). ``None``: the number of rows n,
+        public in dpfair's model; under add/remove one record then changes q and the step count, which an
+        audit on small data detects (``dpfair audit`` fixes N for its neighbours).
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
     random_state : seeds public randomness only (initialisation); Poisson batches and every noise draw
         come from a secret generator made fresh for each fit.
@@ -86,7 +90,7 @@ class DPSGDClassifier(TorchClassifier):
     def __init__(self, model="logistic", *, epsilon=1.0, delta=None, max_grad_norm=1.0, clipping="flat",
                  noise_multiplier=None, batch_size=256, epochs=20, learning_rate=0.5, optimizer="sgd", momentum=0.0,
                  weight_decay=0.0, accountant="pld", clip_method="auto", model_kwargs=None, device="cpu", groups=None,
-                 classes=None, secure_mode=False, random_state=None, verbose=False):
+                 classes=None, sample_size=None, secure_mode=False, random_state=None, verbose=False):
         self.model = model
         self.epsilon = epsilon
         self.delta = delta
@@ -105,6 +109,7 @@ class DPSGDClassifier(TorchClassifier):
         self.device = device
         self.groups = groups
         self.classes = classes
+        self.sample_size = sample_size
         self.secure_mode = secure_mode
         self.random_state = random_state
         self.verbose = verbose
@@ -155,11 +160,16 @@ class DPSGDClassifier(TorchClassifier):
         check_positive(self.max_grad_norm, "max_grad_norm")
         rule = self._check_rule(s)
         n = X.shape[0]
-        self.sampling_probability_ = min(1.0, self.batch_size / n)
+        N = n  # public size: q, T and the scale of the noisy sum
+        if self.sample_size is not None:  # a public N fixes them: no neighbour changes them
+            N = check_positive(self.sample_size, "sample_size", integer=True)
+            if self.delta is None:
+                self.delta_ = check_delta(1.0 / float(N) ** 2)
+        self.sampling_probability_ = min(1.0, self.batch_size / N)
         self.n_steps_ = math.ceil(self.epochs / self.sampling_probability_)
         self._calibrate(PrivacyPlan(self._plan_parts()))
         self.noise_multiplier_ = self._sigmas[self._step_name]
-        self._expected_batch = self.sampling_probability_ * n
+        self._expected_batch = self.sampling_probability_ * N
 
         self.model_ = self._build_model(len(self.classes_))
         self._start_rule(rule)

@@ -100,6 +100,8 @@ from torch.func import functional_call, grad, vmap
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.instancenorm import _InstanceNorm
 
+from dpfair.privacy.planted import planted
+
 __all__ = [
     "CLIP_METHODS",
     "GhostUnsupportedError",
@@ -361,6 +363,8 @@ def clip_coefficients(norms: torch.Tensor, max_norm: float | torch.Tensor) -> to
     """
     c = _check_max_norm(max_norm, norms.shape[0] if norms.dim() == 1 else None)
     dtype = norms.dtype if norms.is_floating_point() else torch.get_default_dtype()
+    if planted("skip_clipping"):
+        return torch.ones_like(norms, dtype=dtype)
     if isinstance(c, torch.Tensor):
         c = c.to(device=norms.device, dtype=dtype)
     tiny = torch.finfo(dtype).tiny

