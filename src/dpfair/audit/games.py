@@ -123,7 +123,8 @@ def _released(model) -> np.ndarray:
             continue
         value = getattr(model, name)
         if isinstance(value, np.ndarray) and value.dtype.kind in "fiu":
-            parts.append(value.astype(np.float64).ravel())
+            # any fixed function of the output is a valid test statistic: infinities become large numbers
+            parts.append(np.nan_to_num(value.astype(np.float64).ravel(), nan=0.0, posinf=1e12, neginf=-1e12))
     return np.concatenate(parts) if parts else np.zeros(1)
 
 
@@ -168,13 +169,18 @@ def audit_epsilon(estimator, X, y, sensitive_features, *, unit=None, runs: int =
                   verbose: bool = False) -> AuditReport:
     """Audit ``estimator``'s ε on ``(X, y, s)``: ``runs`` fits per world, the best test, its lower bound.
 
-    ``unit``: the neighbouring relation audited (default: the estimator's ``privacy_unit``, or
-    ``"record"``). The claimed ε is the ``privacy_spent_`` of the fits (the largest, if they differ).
+    ``unit``: the neighbouring relation audited (default: the unit of the estimator's guarantee, its
+    ``privacy_unit``; ``"record"`` for estimators without one, the non-private references). The
+    claimed ε is the ``privacy_spent_`` of the fits (the largest, if they differ).
     """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
     s = np.asarray(sensitive_features)
-    unit = check_privacy_unit(unit or estimator.get_params().get("privacy_unit", "record")).value
+    own = getattr(estimator, "privacy_unit", None)
+    unit = check_privacy_unit(unit or own or "record").value
+    if own is not None and check_privacy_unit(own).value != unit:
+        raise ValueError(f"{type(estimator).__name__} guarantees privacy_unit={own!r}; an audit of {unit!r} would "
+                         f"compare against no claim (set privacy_unit={unit!r} on the method if it offers it)")
     if runs < 4:
         raise ValueError(f"runs must be >= 4 (two per world for calibration and evaluation), got {runs}; "
                          "hundreds are needed for a meaningful bound")
