@@ -15,7 +15,7 @@ import numpy as np
 from scipy.optimize import linprog
 from sklearn.utils.validation import check_is_fitted
 
-from dpfair.validation import check_features, encode_categories
+from dpfair.validation import encode_categories
 
 #: Seed stream (beside ``random_state``) of the coins a randomized classifier tosses in ``predict``.
 _PREDICT_STREAM = 7
@@ -88,9 +88,7 @@ class RandomizedGroupClassifierMixin:
 
     def predict_proba(self, X, sensitive_features=None) -> np.ndarray:
         check_is_fitted(self, "classes_")
-        X = check_features(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features but the model was fitted with {self.n_features_in_}")
+        X = self._prediction_features(X)
         s = None
         if self._uses_sensitive_at_prediction():
             if sensitive_features is None:

@@ -189,7 +189,13 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         return self._private and self.privacy_unit_ is PrivacyUnit.RECORD
 
     def _check_features_and_labels(self, X, y):
-        """Finite features and labels encoded against the public class list ``classes_``."""
+        """Finite features and labels encoded against the public class list ``classes_``.
+
+        A DataFrame with string column names sets ``feature_names_in_`` (as scikit-learn does): prediction
+        then matches columns by name, so a reordered frame cannot silently change the predictions.
+        """
+        if isinstance(X, pd.DataFrame) and len(X.columns) and all(isinstance(c, str) for c in X.columns):
+            self.feature_names_in_ = np.asarray(X.columns, dtype=object)
         X = check_features(X, "X")
         classes = public_categories(getattr(self, "classes", None), y, "classes", self._labels_private,
                                     "classes=[...] (the data set's label values)")
@@ -251,12 +257,24 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             self.privacy_spent_ = (math.inf, 0.0)
 
     # ---- prediction ----------------------------------------------------
-    def predict_proba(self, X) -> np.ndarray:
-        check_is_fitted(self, "classes_")
+    def _prediction_features(self, X) -> np.ndarray:
+        """``X`` at prediction: named columns put in the order seen in fit, finite, of the fitted width."""
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None and isinstance(X, pd.DataFrame):
+            missing = [c for c in names if c not in X.columns]
+            unexpected = [c for c in X.columns if c not in set(names)]
+            if missing or unexpected:
+                raise ValueError(f"X's columns differ from those seen in fit (missing {missing[:5]}, unexpected "
+                                 f"{unexpected[:5]}); pass the columns the model was fitted with")
+            X = X[list(names)]
         X = check_features(X, "X")
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features but the model was fitted with {self.n_features_in_}")
-        return self._predict_proba(X)
+        return X
+
+    def predict_proba(self, X) -> np.ndarray:
+        check_is_fitted(self, "classes_")
+        return self._predict_proba(self._prediction_features(X))
 
     def predict(self, X) -> np.ndarray:
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]

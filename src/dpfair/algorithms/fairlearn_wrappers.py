@@ -47,7 +47,7 @@ from sklearn.utils.validation import check_is_fitted, has_fit_parameter
 
 from dpfair._compat import pmf_predict
 from dpfair.algorithms.base import FairEstimator
-from dpfair.validation import check_features, check_positive, encode_categories
+from dpfair.validation import check_positive, encode_categories
 
 #: dpfair notion → fairlearn moment of ExponentiatedGradient.
 REDUCTION_MOMENTS = {
@@ -221,9 +221,7 @@ class ThresholdClassifier(FairEstimator):
 
     def _check_predict_inputs(self, X, sensitive_features):
         check_is_fitted(self, "postprocessor_")
-        X = check_features(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features but the model was fitted with {self.n_features_in_}")
+        X = self._prediction_features(X)
         if sensitive_features is None:
             raise ValueError(f"{type(self).__name__} uses the sensitive attribute at prediction: "
                              "call predict(X, sensitive_features=s)")

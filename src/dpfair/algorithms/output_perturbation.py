@@ -82,7 +82,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfair.algorithms.base import FairEstimator
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, SecretRandom
-from dpfair.validation import check_delta, check_features, check_positive
+from dpfair.validation import check_delta, check_positive
 
 #: The names of the plan's parts (and of the ledger's entries).
 RELEASE, PUBLIC_MINIMIZER = "perturbed minimiser", "minimiser (reads no sensitive attribute)"
@@ -383,9 +383,7 @@ class OutputPerturbationClassifier(FairEstimator):
     def decision_function(self, X) -> np.ndarray:
         """Scores ``min(1, R/‖(x, c)‖) · (x·coefᵀ + intercept)``: (n,) for two classes, (n, l) otherwise."""
         check_is_fitted(self, "coef_")
-        X = check_features(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features but the model was fitted with {self.n_features_in_}")
+        X = self._prediction_features(X)
         scores = self._scores(X)
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
@@ -397,7 +395,7 @@ class OutputPerturbationClassifier(FairEstimator):
         """Scores and per-row Lipschitz constants of the margin (:mod:`dpfair.bounds`): L = ‖x̃‖ (one weight
         vector) or √2‖x̃‖ (softmax), x̃ the bounded row the model reads."""
         check_is_fitted(self, "coef_")
-        X = check_features(X, "X")
+        X = self._prediction_features(X)
         c = float(self.intercept_scaling) if self.fit_intercept else None
         norms = np.linalg.norm(bound_rows(X, float(self.norm_bound), c), axis=1)
         scores = self._scores(X)
@@ -414,7 +412,7 @@ class OutputPerturbationClassifier(FairEstimator):
         check_is_fitted(self, "coef_")
         if self.noise_std_ != 0.0 or not math.isinf(self.epsilon_target_):
             raise ValueError("private_draws needs the non-private fit (epsilon=inf) as self")
-        X = check_features(X, "X")
+        X = self._prediction_features(X)
         c = float(self.intercept_scaling) if self.fit_intercept else None
         rows = bound_rows(X, float(self.norm_bound), c)
         W = np.hstack([self.coef_, (self.intercept_ / c)[:, None]]) if self.fit_intercept else self.coef_

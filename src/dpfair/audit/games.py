@@ -28,7 +28,6 @@ threshold are chosen on those calibration runs and the bound is proved on the ot
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 

@@ -165,7 +165,6 @@ def model_statistics(model, X, y, s, classes) -> tuple[np.ndarray, np.ndarray]:
     aligned = np.where(cols >= 0, proba[:, np.maximum(cols, 0)], 0.0)  # N × l over the pool's classes
     label = pd.Index(classes).get_indexer(y)
     rows = np.arange(len(y))
-    p_label = aligned[rows, label]
     others = aligned.copy()
     others[rows, label] = 0.0
     rest = others.sum(axis=1)
