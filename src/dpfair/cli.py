@@ -106,6 +106,13 @@ def _result_path(args, kind: str = "", companions: tuple[str, ...] = ()) -> tupl
     for p in paths:
         if p.exists() and not args.overwrite:
             raise ValueError(f"{p} already exists; pass --overwrite or choose another --out")
+    try:  # before any work: a result that cannot be written must not cost a whole fit
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out.parent):
+            pass
+    except OSError as exc:
+        raise ValueError(f"--out {out}: cannot write in {out.parent} ({exc.strerror or exc}); choose another "
+                         "--out") from None
     return paths
 
 

@@ -307,3 +307,22 @@ def test_audit_epsilon_prints_the_bound_beside_the_claim(tmp_path, capsys):
     assert "epsilon lower bound" in stdout and "LOWER bound" in stdout
     code, _, err = run(capsys, "audit", "--dataset", "synthetic", "--runs", "2", "--out", str(tmp_path / "b.json"))
     assert code == 2 and "--runs" in err and not (tmp_path / "b.json").exists()
+
+
+def test_an_unwritable_out_fails_before_training(tmp_path, capsys):
+    """Issue 13, item 9: the --out check comes first, names --out, and nothing is trained or written."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code, stdout, err = run(capsys, "train", *FAST, "--out", str(blocker / "r.json"))
+    assert code == 2 and "--out" in err and "cannot write" in err and stdout == ""
+
+
+def test_predict_before_fit_raises_not_fitted():
+    """Issue 13, item 12: scikit-learn's NotFittedError, not an AttributeError."""
+    from sklearn.exceptions import NotFittedError
+
+    from dpfair.algorithms import DPSGDClassifier, ERMClassifier
+
+    for cls in (ERMClassifier, DPSGDClassifier):
+        with pytest.raises(NotFittedError):
+            cls().predict(np.zeros((2, 3)))

@@ -277,7 +277,8 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         return self._predict_proba(self._prediction_features(X))
 
     def predict(self, X) -> np.ndarray:
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)  # first: an unfitted model raises NotFittedError there
+        return self.classes_[np.argmax(proba, axis=1)]
 
     # ---- persistence ---------------------------------------------------
     def save(self, path) -> None:
