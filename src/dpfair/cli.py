@@ -71,7 +71,7 @@ def _jsonable(value):
         return int(value)
     if isinstance(value, (float, np.floating)):
         v = float(value)
-        return v if math.isfinite(v) else str(v)
+        return v if math.isfinite(v) else None  # JSON has no infinity: ε = ∞ (no privacy) is null
     if isinstance(value, (str, int, bool)) or value is None:
         return value
     return repr(value)

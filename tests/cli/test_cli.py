@@ -40,7 +40,8 @@ def test_erm_method_and_model_option(tmp_path, capsys):
                        "--out", str(tmp_path / "e.json"))
     assert code == 0, err
     result = json.loads((tmp_path / "e.json").read_text())
-    assert result["epsilon"] == "inf" and result["hyperparameters"]["model"] == "mlp"
+    assert result["epsilon"] is None and result["hyperparameters"]["model"] == "mlp"  # ε = ∞: null (issue 13)
+    assert result["privacy_guarantee"].startswith("none")
 
 
 def test_existing_result_is_not_overwritten(tmp_path, capsys):
@@ -261,7 +262,7 @@ def test_audit_membership_loss_only_on_a_non_private_method(tmp_path, capsys):
                             str(out))
     assert code == 0, err
     result = json.loads(out.read_text())
-    assert list(result["attacks"]) == ["loss"] and result["epsilon"] == "inf" and result["n_shadow"] == 0
+    assert list(result["attacks"]) == ["loss"] and result["epsilon"] is None and result["n_shadow"] == 0
     assert result["privacy_unit"] is None and "privacy unit:" not in stdout
 
 
