@@ -27,6 +27,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 from datetime import datetime
 from pathlib import Path
 
@@ -606,9 +607,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings on the command line: one line naming the warning, no source path."""
+    print(f"dpfair: {category.__name__}: {str(message).strip().splitlines()[0]}", file=file or sys.stderr)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    warnings.showwarning = _show_warning
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError, KeyError, OSError) as exc:

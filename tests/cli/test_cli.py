@@ -327,3 +327,15 @@ def test_predict_before_fit_raises_not_fitted():
     for cls in (ERMClassifier, DPSGDClassifier):
         with pytest.raises(NotFittedError):
             cls().predict(np.zeros((2, 3)))
+
+
+def test_warnings_print_one_line_without_a_source_path(tmp_path, capsys):
+    """Issue 13, item 11: the δ > 1/n warning reads as one line, with no file path or line number."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        code, _, err = run(capsys, "train", *FAST, "--delta", "0.001", "--out", str(tmp_path / "d.json"))
+    assert code == 0
+    lines = [line for line in err.splitlines() if "exceeds 1/n" in line]
+    assert lines and all(line.startswith("dpfair: UserWarning:") and ".py" not in line for line in lines)

@@ -123,6 +123,12 @@ def test_calibration_reaches_an_epsilon_below_what_rdp_orders_can_certify():
     assert sigma < math.sqrt(2 * math.log(1.25 / 1e-10)) / 1e-3
 
 
+def test_calibration_with_a_large_delta_where_epsilon_reaches_zero():
+    """δ = 0.5 lets ε fall to exactly 0 at finite noise: calibration must not take log(0) (issue 13)."""
+    sigma = noise_for_epsilon(0.05, 0.5, 1.0, 1, "record")
+    assert epsilon_for_noise(sigma, 1.0, 1, 0.5, "record") <= 0.05
+
+
 def test_calibration_of_the_issue_example_adult_at_eps_1():
     n = 34_000
     q, steps = 1024 / n, int(200 * n / 1024)

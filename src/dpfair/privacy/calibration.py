@@ -74,7 +74,7 @@ def calibrate_noise(
         if eps(hi) >= (1.0 - rtol) * target:
             break
         a, b = math.log(lo), math.log(hi)
-        fa, fb = math.log(eps(lo)), math.log(eps(hi))
+        fa, fb = (math.log(max(eps(x), 1e-300)) for x in (lo, hi))  # a large δ can make ε exactly 0
         t = (fa - math.log(target)) / (fa - fb) if math.isfinite(fa) else 0.5
         mid = math.exp(a + min(max(t, 0.1), 0.9) * (b - a))
         if eps(mid) <= target:
