@@ -15,6 +15,9 @@ import pandas as pd
 
 def check_features(X, name: str = "X") -> np.ndarray:
     """Return ``X`` as a 2-D float array with finite entries."""
+    if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy.sparse
+        raise ValueError(f"{name} is a sparse matrix; dpfair's estimators take dense arrays: pass {name}.toarray() "
+                         "(or reduce its columns first if that does not fit in memory)")
     try:
         arr = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:

@@ -224,3 +224,33 @@ def test_named_columns_are_matched_by_name_at_prediction(tmp_path):
     est.save(tmp_path / "m.pt")  # the names travel with the model file
     loaded = load_estimator(tmp_path / "m.pt")
     np.testing.assert_array_equal(loaded.predict(frame[list("edcba")]), est.predict(frame))
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda X, y: (__import__("scipy.sparse").sparse.csr_matrix(X), y), "sparse matrix"),
+    (lambda X, y: (X, y + np.linspace(0.01, 0.5, len(y))), "continuous target"),
+])
+def test_misleading_inputs_get_errors_that_name_the_problem(make, match):
+    """Issue 13, item 4: sparse X and a continuous y each get an error saying what they are and the fix."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 3)), rng.integers(0, 2, 60).astype(float)
+    Xb, yb = make(X, y)
+    with pytest.raises(ValueError, match=match):
+        ERMClassifier(epochs=1).fit(Xb, yb)
+
+
+def test_a_too_small_epsilon_names_the_users_epsilon_and_the_share():
+    """Issue 13, item 4: ε = 1e-6 blamed "epsilon=5e-08" (a part's share) without saying so."""
+    rng = np.random.default_rng(0)
+    X, y, s = rng.normal(size=(200, 3)), rng.integers(0, 2, 200), rng.integers(0, 2, 200)
+    from dpfair.algorithms import DPFERMIClassifier
+
+    with pytest.raises(ValueError, match=r"epsilon=1e-06") as caught:
+        DPFERMIClassifier(epsilon=1e-6, epochs=1, groups=2, classes=2).fit(X, y, sensitive_features=s)
+    assert "5e-08" not in str(caught.value)
+
+
+def test_a_cnn_on_a_table_says_to_use_a_tabular_model():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="use model='logistic' or 'mlp'"):
+        ERMClassifier(model="cnn", epochs=1).fit(rng.normal(size=(20, 7)), rng.integers(0, 2, 20))

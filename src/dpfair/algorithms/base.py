@@ -197,6 +197,10 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         if isinstance(X, pd.DataFrame) and len(X.columns) and all(isinstance(c, str) for c in X.columns):
             self.feature_names_in_ = np.asarray(X.columns, dtype=object)
         X = check_features(X, "X")
+        values = np.asarray(y)
+        if values.dtype.kind == "f" and getattr(self, "classes", None) is None and np.any(values != np.round(values)):
+            raise ValueError("y holds non-integer numbers (a continuous target?); dpfair estimators classify: "
+                             "binarise or bin y first (e.g. y > median), or pass classes= if these are labels")
         classes = public_categories(getattr(self, "classes", None), y, "classes", self._labels_private,
                                     "classes=[...] (the data set's label values)")
         y_codes, self.classes_ = encode_categories(y, "y", X.shape[0], classes=classes)

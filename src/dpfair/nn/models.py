@@ -327,8 +327,9 @@ def make_model(
         side = math.isqrt(n_features // in_channels)
         if side * side * in_channels != n_features:
             raise ValueError(
-                f"n_features={n_features} is not in_channels * side**2 for in_channels={in_channels}; "
-                "pass image_size=(H, W) for non-square images"
+                f"model='cnn' reads images, but the rows have n_features={n_features}, not in_channels × side² "
+                f"(in_channels={in_channels}); use model='logistic' or 'mlp' for tables, or pass image_size=(H, W) "
+                "for non-square images"
             )
         image_size = side
     model = CNN(in_channels, n_classes, image_size, **kwargs)

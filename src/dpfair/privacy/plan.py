@@ -170,7 +170,12 @@ def _calibrate(plan: PrivacyPlan, epsilon: float, delta: float, relation, accoun
         if p.mechanism == "fixed" or (p.share is not None and infinite):
             sigmas[p.name] = 0.0
         elif p.share is not None:
-            sigmas[p.name] = calibrate_noise(p.repeated, p.share * epsilon, delta, relation, accountant)
+            try:
+                sigmas[p.name] = calibrate_noise(p.repeated, p.share * epsilon, delta, relation, accountant)
+            except ValueError:
+                raise ValueError(f"epsilon={epsilon:g} is too small for part {p.name!r}, which gets a share "
+                                 f"{p.share:g} of it ({p.share * epsilon:.3g}): no noise multiplier up to 1e6 "
+                                 "reaches that; raise epsilon or that part's share") from None
     joint = [p for p in plan.parts if p.name not in sigmas]
     if joint:
         if noise_multiplier is not None:
