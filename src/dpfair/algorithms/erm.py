@@ -1,8 +1,12 @@
 """Non-private empirical risk minimisation: the reference every private method is compared with.
 
-Minibatch training of the same models with cross-entropy (shuffled epochs).
-It spends an infinite privacy budget: its ledger holds one non-private
-event and ``privacy_spent_ = (inf, 0)``.
+``solver="lbfgs"`` (the default for ``model="logistic"``) minimises the mean
+cross-entropy plus ``(weight_decay/2)‖θ‖²`` over the whole training set with
+L-BFGS (strong-Wolfe line search) to a gradient tolerance: the exact optimum a
+private method approximates, as scikit-learn's ``LogisticRegression`` finds it.
+``solver="minibatch"`` (any other model) trains by shuffled minibatch SGD/Adam.
+It spends an infinite privacy budget: its ledger holds one non-private event and
+``privacy_spent_ = (inf, 0)``.
 """
 
 from __future__ import annotations
@@ -13,15 +17,24 @@ import torch.nn.functional as F
 from tqdm.auto import trange
 
 from dpfair.algorithms.base import TorchClassifier
+from dpfair.validation import check_positive
 
 
 class ERMClassifier(TorchClassifier):
-    """Non-private classifier (logistic regression, MLP, CNN or any module) trained by minibatch SGD/Adam."""
+    """Non-private classifier (logistic regression, MLP, CNN or any module): full-batch L-BFGS or minibatches.
 
-    def __init__(self, model="logistic", *, batch_size=256, epochs=20, learning_rate=0.01, optimizer="adam",
-                 momentum=0.0, weight_decay=0.0, model_kwargs=None, device="cpu", random_state=None,
-                 verbose=False):
+    ``solver``: "auto" (L-BFGS for ``model="logistic"``, minibatches otherwise), "lbfgs" or "minibatch";
+    ``max_iter`` and ``tol`` (gradient norm) bound L-BFGS; ``epochs``, ``batch_size``, ``learning_rate``,
+    ``optimizer`` and ``momentum`` drive the minibatch path.
+    """
+
+    def __init__(self, model="logistic", *, solver="auto", max_iter=500, tol=1e-6, batch_size=256, epochs=20,
+                 learning_rate=0.01, optimizer="adam", momentum=0.0, weight_decay=0.0, model_kwargs=None,
+                 device="cpu", random_state=None, verbose=False):
         self.model = model
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
         self.batch_size = batch_size
         self.epochs = epochs
         self.learning_rate = learning_rate
@@ -35,7 +48,40 @@ class ERMClassifier(TorchClassifier):
 
     def _fit(self, X, y, s):
         self._validate_training()
+        if self.solver not in ("auto", "lbfgs", "minibatch"):
+            raise ValueError(f"solver must be 'auto', 'lbfgs' or 'minibatch', got {self.solver!r}")
         self.model_ = self._build_model(len(self.classes_))
+        full_batch = self.solver == "lbfgs" or (self.solver == "auto" and self.model == "logistic")
+        if full_batch:
+            self._fit_lbfgs(self._tensor(X), self._tensor(y, torch.long))
+        else:
+            self._fit_minibatch(X, y)
+        self.model_.eval()
+        self.privacy_ledger_.record(dpa.NonPrivateDpEvent(), "non-private training")
+        self._finish_privacy()
+
+    def _fit_lbfgs(self, Xt, yt):
+        decay = check_positive(self.weight_decay, "weight_decay", allow_zero=True)
+        check_positive(self.max_iter, "max_iter", integer=True)
+        tol = check_positive(self.tol, "tol")
+        params = [p for p in self.model_.parameters() if p.requires_grad]
+        opt = torch.optim.LBFGS(params, lr=1.0, max_iter=int(self.max_iter), tolerance_grad=tol,
+                                tolerance_change=1e-12, history_size=20, line_search_fn="strong_wolfe")
+
+        def objective():
+            opt.zero_grad()
+            loss = F.cross_entropy(self.model_(Xt), yt)
+            if decay:
+                loss = loss + 0.5 * decay * sum((p * p).sum() for p in params)
+            loss.backward()
+            return loss
+
+        self.model_.train()
+        opt.step(objective)
+        self.history_.append({"iterations": int(opt.state[opt._params[0]].get("n_iter", 0)),
+                              "loss": float(objective().detach())})
+
+    def _fit_minibatch(self, X, y):
         opt = self._make_optimizer(self.model_.parameters())
         Xt, yt = self._tensor(X), self._tensor(y, torch.long)
         n = X.shape[0]
@@ -51,6 +97,3 @@ class ERMClassifier(TorchClassifier):
                 opt.step()
                 total += loss.item() * len(idx)
             self.history_.append({"epoch": epoch + 1, "loss": total / n})
-        self.model_.eval()
-        self.privacy_ledger_.record(dpa.NonPrivateDpEvent(), "non-private training")
-        self._finish_privacy()
