@@ -454,7 +454,7 @@ def cmd_datasets(args) -> int:
         sizes = ", ".join(f"{g}: {c}" for g, c in (i["group_sizes"] or {}).items())
         balance = i["label_balance"]
         table.append((
-            i["name"], "yes" if i["on_disk"] else "no",
+            i["name"], "yes" if i["on_disk"] else ("unreadable" if i.get("error") else "no"),
             "-" if i["rows"] is None else f"{i['rows']:,}",
             "-" if i["features"] is None else str(i["features"]),
             "-" if balance is None else (f"{balance:.3f}" if isinstance(balance, float) else "multiclass"),
@@ -463,6 +463,9 @@ def cmd_datasets(args) -> int:
     widths = [max(len(r[c]) for r in table) for c in range(len(header))]
     for r in table:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    for i in infos:
+        if i.get("error"):
+            print(f"{i['name']}: {i['error']}")
     return 0
 
 

@@ -339,3 +339,18 @@ def test_warnings_print_one_line_without_a_source_path(tmp_path, capsys):
     assert code == 0
     lines = [line for line in err.splitlines() if "exceeds 1/n" in line]
     assert lines and all(line.startswith("dpfair: UserWarning:") and ".py" not in line for line in lines)
+
+
+def test_one_corrupt_file_spoils_only_its_own_row(tmp_path, capsys, shared_data):
+    """Issue 13, item 10: a corrupt data file marks its data set unreadable and the listing goes on."""
+    import shutil
+
+    home = tmp_path / "data"
+    shutil.copytree(shared_data / "german", home / "german")
+    shutil.copytree(shared_data / "parkinsons", home / "parkinsons")
+    (home / "german" / "german.data").write_text("corrupted\n")
+    code, out, err = run(capsys, "datasets", "--data-home", str(home))
+    assert code == 0, err
+    rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "unreadable" in rows["german"] and " yes " in rows["parkinsons"]
+    assert any(line.startswith("german: ") and "sha256" in line.lower() for line in out.splitlines())

@@ -98,8 +98,8 @@ def dataset_info(name: str, data_home=None) -> dict:
     Keys: name, on_disk (whether it loads without downloading), files, licence, sensitive_options,
     default_sensitive, options (loader-specific keyword options), and, computed from the data when it is on disk
     (``None`` otherwise): rows (after cleaning), n_dropped, features, classes, label_balance (fraction of label 1
-    for binary labels, else the fraction of each class), groups, group_sizes ({group name: rows}), description.
-    Never downloads.
+    for binary labels, else the fraction of each class), groups, group_sizes ({group name: rows}), description;
+    ``error`` when the files are there but do not load (e.g. a checksum mismatch). Never downloads.
     """
     entry = _entry(name)
     params = inspect.signature(entry.loader).parameters
@@ -117,7 +117,11 @@ def dataset_info(name: str, data_home=None) -> dict:
     if not info["on_disk"]:
         return info
     kwargs = {"data_home": data_home, "download": False} if "download" in params else {}
-    data = entry.loader(**kwargs)
+    try:
+        data = entry.loader(**kwargs)
+    except (ValueError, OSError) as exc:  # a corrupt file spoils its own row, not the listing
+        info.update(on_disk=False, error=str(exc).strip().splitlines()[0])
+        return info
     y = np.concatenate([data.y_train, data.y_test])
     s = np.concatenate([data.s_train, data.s_test])
     freq = np.bincount(y, minlength=data.n_classes) / len(y)
