@@ -60,6 +60,15 @@ def test_missing_file_offline_names_file_and_home(empty_env):
     assert isinstance(err.value, FileNotFoundError)
 
 
+def test_a_failed_download_names_the_url_once_and_leaves_no_folder(empty_env):
+    """Issue 13, item 10: the message gave the URL twice and the failed download left an empty folder."""
+    with pytest.raises(DataNotFoundError) as err:
+        load_dataset("german")
+    msg = str(err.value)
+    assert "download from http" not in msg and msg.count("download it from https://archive.ics.uci.edu") == 1
+    assert not (empty_env / "german").exists()
+
+
 def test_download_switched_off(empty_env):
     with pytest.raises(DataNotFoundError, match="downloading is switched off"):
         load_dataset("german", download=False)

@@ -16,6 +16,7 @@ and a mismatch raises :class:`~dpfair.exceptions.ChecksumError`.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import os
@@ -140,7 +141,18 @@ def _verify(path: Path, file: DataFile, content: bytes) -> None:
 def _fetch_download(file: DataFile, home: Path) -> Path:
     """Download ``file`` into ``home``; return its path. Raises ``OSError`` (or a ``ValueError``) on failure."""
     dest = home / file.folder / file.name
+    created = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]
     dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _download_into(file, dest)
+    except BaseException:
+        for folder in created:  # a failed download leaves no empty folders behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _download_into(file: DataFile, dest: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
         tmp_file = Path(tmp) / "download"
         _download(file.url, tmp_file)
@@ -206,7 +218,7 @@ def fetch(files: Sequence[DataFile], *, path=None, data_home=None, download: boo
             except ChecksumError:
                 raise
             except Exception as exc:  # offline, HTTP error, read-only data home, bad archive
-                raise _not_found(file, searched, home, f"; download from {file.url} failed ({exc})") from exc
+                raise _not_found(file, searched, home, f"; downloading it failed ({exc})") from exc
         content = _read_logical(found, file)
         _verify(found, file, content)
         contents.append(content)
