@@ -100,11 +100,6 @@ def test_removing_an_example_moves_the_clipped_sum_by_at_most_its_bound(case):
                 assert moved_layer <= float(bounds[i]) / math.sqrt(len(layers)) * (1 + 1e-9) + TOL
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=(
-    "library bug: per_sample_norms reshapes each gradient with g.reshape(g.shape[0], -1), which torch refuses for "
-    "0 examples ('cannot reshape tensor of 0 elements into shape [0, -1]'), so clipped_sum raises RuntimeError on "
-    "an empty batch — exactly the zero-size tensors per_sample_gradients documents returning for B = 0 (an empty "
-    "Poisson batch). clipped_gradient_sum is unaffected: it returns zeros for B = 0 before calling clipped_sum"))
 @pytest.mark.parametrize("layers", [None, [["w"], ["b"]]])
 def test_removing_the_only_example_leaves_the_zero_sum(layers):
     """The add/remove neighbour of a one-example batch is the empty batch, whose clipped sum is 0 (the sum over no

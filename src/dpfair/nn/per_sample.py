@@ -350,7 +350,7 @@ def per_sample_norms(grads: Mapping[str, torch.Tensor]) -> torch.Tensor:
         raise ValueError("grads is empty; pass the output of per_sample_gradients")
     sq = None
     for g in grads.values():
-        s = g.reshape(g.shape[0], -1).pow(2).sum(1)
+        s = g.flatten(1).pow(2).sum(1)  # flatten, not reshape(B, -1): B = 0 (an empty batch) is allowed
         sq = s if sq is None else sq + s
     return sq.sqrt()
 
