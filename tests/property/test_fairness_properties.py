@@ -1,6 +1,6 @@
 """Fairness metrics on random inputs (Hypothesis): what must hold for every data set, not only at test points.
 
-Complements ``test_fairness_invariants.py``: both conventions, more than two labels, empty (label, group)
+Covers: both conventions, more than two labels, empty (label, group)
 cells, arbitrary (order-changing) renaming of groups and labels, the inequality indices on arbitrary vectors,
 and the precise domain on which dpfair's violations equal fairlearn's differences.
 """

@@ -1,7 +1,6 @@
 """Data loaders' preprocessing: a row's features depend on that row alone (Hypothesis over rows, splits, options).
 
-Complements ``test_preprocessing_invariants.py`` (the default adult and compas schemas on random row subsets):
-the synthetic loader, other loader options (sensitive attribute, sensitive columns kept, all races), the split
+Covers: the synthetic loader, other loader options (sensitive attribute, sensitive columns kept, all races), the split
 (seed and test fraction), arbitrary schemas, and the loaders end to end on a random subset of the raw file's rows.
 Everything runs on the data embedded in the package (adult, compas) or generated (synthetic).
 """

@@ -1,7 +1,6 @@
 """Releases stay within their declared sensitivity on random neighbours (Hypothesis).
 
-Complements ``test_release_invariants.py`` (the vmap clipped sum of a logistic model under add/remove, the
-label × group count table): per-example and per-layer clipping bounds, the ghost path, losses that depend on the
+Covers: per-example and per-layer clipping bounds, the ghost path, losses that depend on the
 sensitive attribute (replace-one), PF-LD's three releases with unknown groups, the post-processing counts, the
 brute-force helpers themselves, and :class:`~dpfair.privacy.Release` adding noise that does not depend on the data.
 
