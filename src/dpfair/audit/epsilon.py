@@ -96,20 +96,20 @@ class LowerBound:
 
 def _best_test(scores0: np.ndarray, scores1: np.ndarray, delta: float, level: float):
     """``(value, threshold, direction)`` maximising the Clopper–Pearson bound on these scores."""
-    best = (-1.0, math.inf, ">=")
     n0, n1 = len(scores0), len(scores1)
     candidates = np.unique(np.concatenate([scores0, scores1]))
     if candidates.size > MAX_THRESHOLDS:  # quantiles of the pooled scores: enough to find the tails
         candidates = np.unique(np.quantile(candidates, np.linspace(0, 1, MAX_THRESHOLDS)))
     s0, s1 = np.sort(scores0), np.sort(scores1)
-    for direction, sign in ((">=", 1.0), ("<=", -1.0)):
-        a0, a1 = (s0, s1) if sign > 0 else (np.sort(-scores0), np.sort(-scores1))
-        for t in (candidates if sign > 0 else -candidates):
-            fp = n0 - np.searchsorted(a0, t, side="left")  # world-0 runs called world 1
-            fn = np.searchsorted(a1, t, side="left")  # world-1 runs called world 0
-            value = epsilon_from_rates(_upper(fp, n0, level), _upper(fn, n1, level), delta)
+    best = (-1.0, math.inf, ">=")
+    # world-0 runs called world 1 (false positives) and world-1 runs called world 0 (false negatives)
+    above = (">=", n0 - np.searchsorted(s0, candidates, "left"), np.searchsorted(s1, candidates, "left"))
+    below = ("<=", np.searchsorted(s0, candidates, "right"), n1 - np.searchsorted(s1, candidates, "right"))
+    for direction, fp, fn in (above, below):
+        for t, a, b in zip(candidates, fp, fn):
+            value = epsilon_from_rates(_upper(int(a), n0, level), _upper(int(b), n1, level), delta)
             if value > best[0]:
-                best = (value, float(t * sign), direction)
+                best = (value, float(t), direction)
     return best
 
 

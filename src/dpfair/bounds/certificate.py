@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from dpfair.algorithms.clipping import FlatClipping, make_clipping_rule
 from dpfair.bounds.distance import dpsgd_radius, output_perturbation_radius
 from dpfair.bounds.fairness_lipschitz import CERTIFIED_NOTIONS, FairnessGapBound, fairness_gap_bound, fairness_levels
 from dpfair.bounds.margins import confidence_margins, module_lipschitz, module_scores, normalized_margins
@@ -93,7 +94,7 @@ def _dpsgd_distance(est, probability, feature_norm_bound) -> tuple[float, str, l
     if not _linear_module(est.model_):
         raise ValueError("the DP-SGD certificate needs a linear model (model='logistic'): a non-linear module has "
                          "no unique optimum h* and its margins are only locally Lipschitz")
-    if not (est.clipping == "flat" or type(est.clipping).__name__ == "FlatClipping"):
+    if not isinstance(make_clipping_rule(est.clipping), FlatClipping):
         raise ValueError("the DP-SGD certificate needs flat clipping (clipping='flat'): adaptive bounds may fall "
                          "below the loss's Lipschitz constant and move the optimum")
     if est.optimizer != "sgd" or est.momentum:
@@ -149,7 +150,7 @@ def certify(estimator, X, y, sensitive_features, *, probability=0.99, notions=CE
     scores, margins, lipschitz, linear = _reference(estimator, X, y_codes)
     notes = [] if linear else ["non-linear module: local Lipschitz constants (first order in ‖h − h'‖)"]
     holds = linear
-    from dpfair.algorithms import DPSGDClassifier, OutputPerturbationClassifier
+    from dpfair.algorithms import DPSGDClassifier, OutputPerturbationClassifier  # not at import: a cycle
 
     if distance is not None:
         method = "given"
