@@ -52,6 +52,7 @@ a replace-one mechanism).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -71,8 +72,15 @@ from dpfair.privacy.units import relation_of
 ACCOUNTANTS = ("pld", "rdp")
 
 #: PLD discretisation of the privacy loss; 1e-4 is dp_accounting's default and
-#: keeps ε within about 0.1 % for the budgets used here.
+#: keeps ε within about 0.1 % for the budgets used here. Above ε = 4 the interval
+#: grows with ε (``PLD_DISCRETIZATION · ε``, ε read off a coarse first pass), which keeps
+#: the same relative accuracy at a cost that no longer grows with ε (ε = 1000 at a
+#: fixed 1e-4: 26 s per accounting; scaled: 0.03 s).
 PLD_DISCRETIZATION = 1e-4
+
+#: The interval of that coarse first pass, and the ε above which the interval scales.
+PLD_COARSE_DISCRETIZATION = 1e-2
+PLD_SCALE_FROM = 4.0
 
 _REPLACE = NeighboringRelation.REPLACE_ONE
 _ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -197,13 +205,36 @@ def _epsilon_uncached(event: dpa.DpEvent, delta: float, relation: NeighboringRel
             + ("use accountant='pld'" if accountant == "rdp" else "use a Gaussian or Laplace mechanism")
         )
     try:
-        acc.compose(event)
+        if accountant == "pld":
+            acc = _pld_at_scale(event, delta, relation)
+        else:
+            acc.compose(event)
         eps = acc.get_epsilon(delta)
     except MemoryError:
         if accountant != "pld":
             raise
         return epsilon_of(event, delta, relation, "rdp")
     return float(eps)
+
+
+def _pld_at_scale(event: dpa.DpEvent, delta: float, relation: NeighboringRelation) -> PLDAccountant:
+    """A PLD accountant holding ``event``, discretised at ``PLD_DISCRETIZATION``, or ``PLD_DISCRETIZATION · ε`` above
+    ``PLD_SCALE_FROM``.
+
+    ε comes from a first pass at ``PLD_COARSE_DISCRETIZATION``. Every interval gives a
+    pessimistic PLD (dp_accounting's default), so each pass upper-bounds the true ε; the
+    interval only trades tightness for time (about 0.05 % of ε when scaled), and ε stays
+    non-decreasing as the noise shrinks across the switch (a coarser pessimistic PLD is never tighter).
+    """
+    coarse = PLDAccountant(relation, PLD_COARSE_DISCRETIZATION)
+    coarse.compose(event)
+    rough = coarse.get_epsilon(delta)
+    scale = rough if rough > PLD_SCALE_FROM else 1.0
+    if not math.isfinite(scale):  # a noiseless release: ε = ∞ at any interval
+        return coarse
+    fine = PLDAccountant(relation, PLD_DISCRETIZATION * scale)
+    fine.compose(event)
+    return fine
 
 
 @dataclass
@@ -269,6 +300,28 @@ class PrivacyLedger:
         if not self.entries:
             return 0.0
         return epsilon_of(self.dp_event, delta, self.relation, accountant)
+
+    def epsilon_curve(self, delta: float, points: int = 20, accountant: str = "pld") -> tuple[list[int], list[float]]:
+        """ε spent after the first r releases, for ``points`` values of r evenly spread up to all of them.
+
+        Returns ``(releases, epsilons)`` starting at ``(0, 0.0)``. The prefix of r releases is the
+        ledger cut after its r-th release (an entry of ``count`` releases is cut inside), composed on
+        ``accountant`` like :meth:`epsilon`: at most ``points`` accountings, and the last point is
+        ``self.epsilon(delta, accountant)`` exactly. A prefix of a composition leaks no more than
+        the whole, so the true curve is non-decreasing.
+        """
+        if isinstance(points, bool) or not isinstance(points, int) or points < 1:
+            raise ValueError(f"points must be a positive integer, got {points!r}")
+        total = sum(e.count for e in self.entries)
+        releases = sorted({round(total * i / points) for i in range(points + 1)})
+        epsilons = []
+        for r in releases[:-1]:
+            prefix, left = PrivacyLedger(self.relation), r
+            for e in self.entries:
+                prefix.record(e.event, e.label, min(e.count, left))
+                left -= min(e.count, left)
+            epsilons.append(prefix.epsilon(delta, accountant))
+        return releases, [*epsilons, self.epsilon(delta, accountant)]
 
     @classmethod
     def combined(cls, ledgers: Iterable[PrivacyLedger]) -> PrivacyLedger:
