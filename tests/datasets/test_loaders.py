@@ -137,7 +137,7 @@ def test_celeba_as_mangold_et_al(loaded):
 
 
 def test_mnist_built_from_test_images(loaded):
-    data = loaded("mnist")
+    data = loaded("mnist", sensitive="class")
     assert "10,000" in data.description and "test images" in data.description
     assert data.image_shape == (1, 28, 28)
     assert data.X_train.reshape(-1, *data.image_shape).shape == (7_500, 1, 28, 28)
@@ -145,8 +145,16 @@ def test_mnist_built_from_test_images(loaded):
     np.testing.assert_array_equal(data.s_train, data.y_train)
 
 
+def test_mnist_default_group_is_not_the_label(loaded):
+    """Issue 13, item 11: the default sensitive attribute was the digit itself, so every group-fairness notion
+    compared a class with itself; the default is now the image-derived group."""
+    data = loaded("mnist")
+    assert data.sensitive == "inverted" and data.group_names == ["original", "inverted"]
+    assert not np.array_equal(data.s_train, data.y_train)
+
+
 def test_mnist_unbalanced_cuts_class_eight(loaded):
-    data, full = loaded("mnist-unbalanced"), loaded("mnist")
+    data, full = loaded("mnist-unbalanced"), loaded("mnist", sensitive="class")
     assert np.sum(data.y_train == 8) == 63  # round(500 * 7,500 / 60,000)
     assert np.sum(data.y_train == 3) == np.sum(full.y_train == 3)
     np.testing.assert_array_equal(data.y_test, full.y_test)

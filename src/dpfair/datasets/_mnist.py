@@ -115,9 +115,9 @@ def _load(name: str, unbalanced: bool, test_size: float, random_state: int, data
     return data
 
 
-def load_mnist(*, sensitive: str = "class", inverted_share: float = INVERTED_SHARE, test_size: float = 0.25,
+def load_mnist(*, sensitive: str = "inverted", inverted_share: float = INVERTED_SHARE, test_size: float = 0.25,
                random_state: int = 0, data_home=None, path=None, download: bool = True) -> Dataset:
-    """MNIST handwritten digits (LeCun, Cortes & Burges), the class as the group.
+    """MNIST handwritten digits (LeCun, Cortes & Burges), with an image-derived group.
 
     X holds the 784 pixels scaled to [0, 1] (float32; reshape with ``image_shape`` = (1, 28, 28)); y and s are the
     digit.  With all four IDX files the official 60,000/10,000 split is used.  If ``train-images-idx3-ubyte.gz``
@@ -125,8 +125,11 @@ def load_mnist(*, sensitive: str = "class", inverted_share: float = INVERTED_SHA
     images by a stratified ``test_size`` split, and the description says so.  Licence CC BY-SA 3.0 (as usually
     cited).
 
-    ``sensitive="inverted"``: an image-derived group for fair image classification: a fixed random
-    ``inverted_share`` of the images have their pixels inverted, and the group says which.
+    ``sensitive="inverted"`` (the default): an image-derived group for fair image classification: a fixed
+    random ``inverted_share`` of the images have their pixels inverted, and the group says which.
+    ``sensitive="class"``: the digit itself as the group, for per-class fairness (FairDP's accuracy
+    disparity across classes); then the group is the label, so group-fairness notions such as
+    demographic parity are not meaningful — only per-group accuracy is.
     """
     return _load("mnist", False, test_size, random_state, data_home, path, download, sensitive, inverted_share)
 

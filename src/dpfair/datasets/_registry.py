@@ -38,7 +38,7 @@ _REGISTRY: dict[str, _Entry] = {
     "acs_income": _Entry(_acs.load_acs_income, _acs.ACS_FILES, tuple(_acs.ACS_GROUPS), _acs.ACS_LICENCE),
     "celeba": _Entry(_celeba.load_celeba, _celeba.CELEBA_FILES[:1], ("Male", "Young"),
                      "CelebA agreement: non-commercial research and educational use only"),
-    "mnist": _Entry(_mnist.load_mnist, _mnist.MNIST_TEST_FILES, ("class", "inverted"),
+    "mnist": _Entry(_mnist.load_mnist, _mnist.MNIST_TEST_FILES, ("inverted", "class"),
                     "CC BY-SA 3.0 (as usually cited)"),
     "mnist-unbalanced": _Entry(_mnist.load_mnist_unbalanced, _mnist.MNIST_TEST_FILES, ("class",),
                                "CC BY-SA 3.0 (as usually cited)"),
