@@ -8,7 +8,9 @@
 * :mod:`~dpfair.fairness.inequality`: Atkinson, Gini, generalised entropy, and per-group accuracy
   inequality as FairDP reports it (:func:`accuracy_inequality`);
 * :mod:`~dpfair.fairness.bias_variance`: FairDP's Theorem 1, the clipping bias and noise variance
-  of a DP-SGD step.
+  of a DP-SGD step;
+* :mod:`~dpfair.fairness.group_table`: per-group metric tables (fairlearn's ``MetricFrame``) with
+  bootstrap intervals over runs or test rows (:func:`group_metrics`).
 """
 
 from dpfair.fairness.bias_variance import bias_variance_terms, clipping_bias, mean_excess_norm, noise_variance
@@ -20,6 +22,7 @@ from dpfair.fairness.group_fairness import (
     fairness_coefficients,
     group_fairness_values,
 )
+from dpfair.fairness.group_table import group_metrics
 from dpfair.fairness.inequality import (
     accuracy_inequality,
     atkinson_index,
@@ -67,6 +70,7 @@ __all__ = [
     "generalized_entropy",
     "gini_coefficient",
     "group_fairness_values",
+    "group_metrics",
     "mean_excess_norm",
     "mean_log_deviation",
     "noise_variance",
