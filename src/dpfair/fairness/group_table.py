@@ -9,12 +9,15 @@ values), and adds to every value a bootstrap interval:
   that mean, resampling the runs. The question a table answers is "what does
   this method achieve", i.e. the expected metric over the training randomness
   (initialisation, minibatches, privacy noise); the mean over runs estimates
-  it and its bootstrap interval narrows as ``1/√runs``. The percentile of the
-  per-run values would describe something else, the spread of one run, which
-  does not narrow with more runs (with 5 runs its 2.5 % and 97.5 % points are
-  the minimum and the maximum). With few runs (fewer than about 10) a
-  bootstrap interval of a mean is too narrow (it reads the spread of the runs
-  as known), so read it as indicative;
+  it and its bootstrap interval narrows as ``1/√runs``. On one shared test set
+  it leaves out the test rows' sampling error (the one-run interval below,
+  often the wider of the two); runs with their own test sets include it. The
+  percentile of the per-run values would describe something else, the spread
+  of one run, which does not narrow with more runs (with 5 runs its 2.5 % and
+  97.5 % points are the minimum and the maximum). With few runs (fewer than
+  about 10) a bootstrap interval of a mean is too narrow (at 5 runs about 0.6×
+  Student's t interval: it reads the runs' spread as known), so read it as
+  indicative;
 * **one run**: a percentile bootstrap over the test rows, stratified by group
   (each group keeps its size, so a small group is never resampled away and
   ``count`` is fixed). fairlearn's own ``MetricFrame(n_boot=...)`` resamples
