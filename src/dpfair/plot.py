@@ -153,13 +153,11 @@ def tradeoff(results, x: str = "test_error", y: str = "violation", hue: str | No
         px, py = points.x.to_numpy(), points.y.to_numpy()
         label = None if hue is None else _label(hue, value)
         joined = pareto_front(px, py) if pareto else np.arange(len(px))
-        if pareto:
-            joined_set = set(joined.tolist())
-            xerr = None if xerr is None else xerr[..., joined]
-            yerr = None if yerr is None else yerr[..., joined]
+        if xerr is not None:
+            xerr, yerr = xerr[..., joined], yerr[..., joined]
         bars = ax.errorbar(px[joined], py[joined], xerr=xerr, yerr=yerr, marker="o", capsize=2, label=label, **kwargs)
-        if pareto:
-            rest = [i for i in range(len(px)) if i not in joined_set]
+        rest = np.setdiff1d(np.arange(len(px)), joined)
+        if rest.size:
             ax.plot(px[rest], py[rest], marker="o", linestyle="none", alpha=0.35, color=bars.lines[0].get_color())
     ax.set_xlabel(xc.rsplit(".", 1)[-1].replace("_", " "))
     ax.set_ylabel(yc.rsplit(".", 1)[-1].replace("_", " "))
