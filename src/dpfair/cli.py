@@ -335,7 +335,8 @@ def cmd_certify(args) -> int:
     empirical = {}
     if args.draws:
         empirical = empirical_gaps(est, data.X_train, data.y_train, data.s_train, data.X_test, data.y_test,
-                                   data.s_test, n_draws=args.draws, notions=CERTIFIED_NOTIONS)
+                                   data.s_test, n_draws=args.draws, notions=CERTIFIED_NOTIONS,
+                                   verbose=not args.quiet)
     seconds = time.perf_counter() - t0
     eps, delta = est.privacy_spent_
     summary = cert.to_dict()
@@ -404,14 +405,14 @@ def cmd_audit_epsilon(args) -> int:
         if (args.unit or "record") != "record":
             raise ValueError("--one-run audits the record unit (canaries inserted at random); drop --unit sensitive")
         found = audit_one_run(est, X, y, s, canaries=args.canaries,
-                              confidence=args.confidence, random_state=args.seed)
+                              confidence=args.confidence, random_state=args.seed, verbose=not args.quiet)
         summary = {"epsilon_claimed": found["epsilon_claimed"], "epsilon_lower_bound": found["epsilon"],
                    "confidence": args.confidence, "runs": 1, "unit": "record", "audit": "one run",
                    "canaries": found["canaries"], "guesses": found["guesses"], "correct": found["correct"],
                    "delta": found["delta"]}
     else:
-        report = audit_epsilon(est, X, y, s, unit=args.unit, runs=args.runs,
-                               confidence=args.confidence, random_state=args.seed, n_groups=data.n_groups)
+        report = audit_epsilon(est, X, y, s, unit=args.unit, runs=args.runs, confidence=args.confidence,
+                               random_state=args.seed, n_groups=data.n_groups, verbose=not args.quiet)
         summary = {**report.to_dict(), "audit": "distinguishing game"}
         summary.pop("method")
     seconds = time.perf_counter() - t0
@@ -606,6 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=float, help="epochs (instead of --steps)")
     p.add_argument("--unit", choices=["record", "sensitive"], default="record", help="privacy unit")
     p.add_argument("--accountant", choices=["pld", "rdp"], default="pld")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_accountant)
     return parser
 
@@ -619,8 +621,14 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
+    silenced = contextlib.nullcontext()
+    if getattr(args, "quiet", False):  # every progress bar of the command, the library's included
+        from dpfair.progress import quiet
+
+        silenced = quiet()
     try:
-        return args.func(args)
+        with silenced:
+            return args.func(args)
     except (ValueError, FileNotFoundError, KeyError, OSError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"dpfair: error: {msg}", file=sys.stderr)

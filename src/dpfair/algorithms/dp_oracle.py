@@ -107,6 +107,7 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
     random_state : seeds public randomness only (``predict``'s coins); every noise draw comes from a secret
         generator made fresh for each fit.
+    verbose : a progress bar on stderr over the rounds, with the ε spent so far (:mod:`dpfair.progress`).
     """
 
     _private = True
@@ -115,7 +116,7 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     def __init__(self, sensitive_aware=False, *, epsilon=1.0, delta=None, privacy_unit="sensitive", n_rounds=10,
                  bound=1.0, learning_rate=2.0, tolerance=0.0, counts_budget=0.1, n_components=4, n_thresholds=30,
                  noise_multiplier=None, accountant="pld", groups=None, classes=None, secure_mode=False,
-                 random_state=None):
+                 random_state=None, verbose=False):
         self.sensitive_aware = sensitive_aware
         self.epsilon = epsilon
         self.delta = delta
@@ -133,6 +134,7 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         self.classes = classes
         self.secure_mode = secure_mode
         self.random_state = random_state
+        self.verbose = verbose
 
     def _uses_sensitive_at_prediction(self) -> bool:
         return bool(self.sensitive_aware)
@@ -171,6 +173,7 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
 
         theta = np.zeros((2, 2, k))
         chosen = []
+        bar = self._progress(T, "round")
         for t in range(T):
             lam = float(self.bound) * np.exp(theta) / (1.0 + np.exp(theta).sum())
             costs = self._per_person_costs(lam[0] - lam[1], X.shape[0])  # (2 labels, k, 2 predictions)
@@ -184,6 +187,8 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
             theta += float(self.learning_rate) * np.stack([gamma - self.tolerance, -gamma - self.tolerance])
             self.history_.append({"round": t + 1, "noisy_violation": float(np.abs(gamma).max()),
                                   "lambda_l1": float(lam.sum()), "sensitivity": sensitivity})
+            bar.update()
+            self._end_epoch(epoch=t + 1, step=t + 1, steps=T)
         self.hypotheses_ = np.array(chosen, dtype=np.int64)
         self._finish_privacy()
 

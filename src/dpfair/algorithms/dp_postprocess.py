@@ -75,6 +75,7 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
     random_state : seeds public randomness only (``predict``'s coins); the noise comes from a secret
         generator made fresh for each fit.
+    verbose : a progress bar on stderr (the base classifier's fit shows on it; :mod:`dpfair.progress`).
 
     Fitted attributes: ``estimator_``, ``mixing_`` (``p[ŷ, r]``), ``noisy_counts_`` (``[ŷ, r, y]``, as released),
     ``slack_`` (per label), ``noise_multiplier_``, ``privacy_spent_``, ``privacy_ledger_``.
@@ -86,7 +87,7 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
 
     def __init__(self, estimator=None, *, prefit=False, epsilon=1.0, delta=None, privacy_unit="sensitive",
                  tolerance=0.0, beta=0.05, noise_multiplier=None, accountant="pld", groups=None, classes=None,
-                 secure_mode=False, random_state=None):
+                 secure_mode=False, random_state=None, verbose=False):
         self.estimator = estimator
         self.prefit = prefit
         self.epsilon = epsilon
@@ -100,6 +101,7 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         self.classes = classes
         self.secure_mode = secure_mode
         self.random_state = random_state
+        self.verbose = verbose
 
     # ---- the base classifier ---------------------------------------------------
     def _base(self):

@@ -133,6 +133,7 @@ class DPFERMIClassifier(TorchClassifier):
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
     random_state : seeds public randomness only (initialisation, public minibatch order); Poisson batches
         and every noise draw come from a secret generator made fresh for each fit.
+    verbose : a progress bar on stderr over the steps, with the ε spent so far (:mod:`dpfair.progress`).
     """
 
     _private = True
@@ -322,12 +323,14 @@ class DPFERMIClassifier(TorchClassifier):
         else:
             models = engine.ModuleModel(prep.model)
         release = self._release(STEP)
+        steps = prep.schedule.n_steps
 
         def on_epoch(step, W):
             self.history_.append({"step": step, "w_norm": float(W[0, 0].norm())})
+            self._end_epoch(epoch=len(self.history_), step=step, steps=steps)
 
         W = engine.train(models, prep.data, prep.schedule, hp, [prep.sampler], release, [prep.public_generator],
-                         on_epoch=on_epoch)
+                         on_epoch=on_epoch, bar=self._progress(steps))
         if isinstance(models, engine.LinearModels):
             self._set_linear(prep.model, models.weight[0, 0], models.bias[0, 0])
         self._complete(prep.model, W[0, 0])

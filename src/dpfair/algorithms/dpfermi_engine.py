@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from dpfair.nn import clipped_gradient_sum
+from dpfair.progress import SILENT, Progress
 
 
 @dataclass
@@ -308,14 +309,15 @@ def secret_sums(models, data: FermiData, schedule: FermiSchedule, hp: FermiModel
 
 
 def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, samplers, release,
-          public_generators, on_epoch=None) -> torch.Tensor:
+          public_generators, on_epoch=None, bar: Progress = SILENT) -> torch.Tensor:
     """Run Algorithm 1 for every model; returns the last ``W (S, G, m, k, l)``.
 
     ``samplers``: one secret generator per seed group (its Poisson batches);
     ``release``: the batched :class:`~dpfair.privacy.Release` of the step (one
     ledger per model) that draws every model's noise; ``public_generators``: one
     public torch generator per seed group (its public minibatch order).
-    ``on_epoch(step, W)`` is called after each (expected) epoch of steps.
+    ``on_epoch(step, W)`` is called after each (expected) epoch of steps; ``bar``
+    (:mod:`dpfair.progress`) advances by one per step.
     """
     dev = data.X.device
     S, G = hp.lam.shape
@@ -352,6 +354,7 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, sam
         W = W + wlr * grad_w
         norms = W.flatten(3).norm(dim=-1).clamp_min(1e-12)
         W = W * (hp.w_radius[..., None] / norms).clamp(max=1.0)[..., None, None]
+        bar.update()
         if on_epoch is not None and ((step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps):
             release.flush()
             on_epoch(step + 1, W)

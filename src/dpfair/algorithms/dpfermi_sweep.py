@@ -36,6 +36,7 @@ from dpfair.algorithms import dpfermi_engine as engine
 from dpfair.algorithms.dpfermi import COUNTS, STEP, DPFERMIClassifier, stack_hyperparameters
 from dpfair.nn import LogisticRegression
 from dpfair.privacy import PrivacyLedger, Release, SecretRandom, epsilon_of, gaussian_event
+from dpfair.progress import progress
 
 
 class GridFit(list):
@@ -69,29 +70,37 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], **params) 
     "lam": [0, 1, 2], "random_state": range(5)}``). Logistic models train batched;
     any other model is fitted one at a time. Returns a :class:`GridFit` (a list of the
     estimators in the grid's product order, with the joint ``privacy_spent``).
+    ``verbose=True`` (in ``params``): one progress bar for the whole grid (:mod:`dpfair.progress`).
     """
     names = list(grid)
     estimators = GridFit(DPFERMIClassifier(**{**params, **dict(zip(names, values))})
                          for values in itertools.product(*(list(grid[k]) for k in names)))
     if estimators:
         preps = []
-        try:
+        verbose = any(est.verbose for est in estimators)
+        with progress(desc=f"DP-FERMI grid ({len(estimators)} models)", unit="step", enabled=verbose) as bar:
+            try:
+                with progress(len(estimators), "preparing", "model") as preparing:
+                    for est in estimators:
+                        Xc, yc, sc = est._start_fit(X, y, sensitive_features)
+                        shared = preps[0].data if preps and est.notion == estimators[0].notion else None
+                        preps.append(est._prepare(Xc, yc, sc, data=shared))
+                        preparing.update()
+                estimators.shared_batches = all(isinstance(p.model, LogisticRegression) for p in preps)
+                if estimators.shared_batches:
+                    bar.set_total(preps[0].schedule.n_steps)
+                    _train_batched(estimators, preps, bar)
+                else:
+                    bar.set_total(len(estimators), "model")
+                    for est, prep in zip(estimators, preps):
+                        est._train_prepared(prep)
+                        bar.update()
+            except BaseException:
+                for est in estimators:
+                    est._unfit()
+                raise
             for est in estimators:
-                Xc, yc, sc = est._start_fit(X, y, sensitive_features)
-                shared = preps[0].data if preps and est.notion == estimators[0].notion else None
-                preps.append(est._prepare(Xc, yc, sc, data=shared))
-            estimators.shared_batches = all(isinstance(p.model, LogisticRegression) for p in preps)
-            if estimators.shared_batches:
-                _train_batched(estimators, preps)
-            else:
-                for est, prep in zip(estimators, preps):
-                    est._train_prepared(prep)
-        except BaseException:
-            for est in estimators:
-                est._unfit()
-            raise
-        for est in estimators:
-            est._end_fit()
+                est._end_fit()
     return estimators
 
 
@@ -138,7 +147,7 @@ def _multiplier(precision: float) -> float:
     return 0.0 if math.isinf(precision) else precision ** -0.5
 
 
-def _train_batched(estimators, preps) -> None:
+def _train_batched(estimators, preps, bar) -> None:
     first = preps[0]
     for p in preps[1:]:
         if p.schedule != first.schedule or p.data is not first.data:
@@ -170,7 +179,7 @@ def _train_batched(estimators, preps) -> None:
                 estimators[i].history_.append({"step": step, "w_norm": norms[gi][j]})
 
     W = engine.train(models, first.data, first.schedule, hp, [preps[g[0]].sampler for g in members], release,
-                     [preps[g[0]].public_generator for g in members], on_epoch=on_epoch)
+                     [preps[g[0]].public_generator for g in members], on_epoch=on_epoch, bar=bar)
     for gi, g in enumerate(members):
         for j, i in enumerate(g):
             DPFERMIClassifier._set_linear(preps[i].model, models.weight[gi, j], models.bias[gi, j])

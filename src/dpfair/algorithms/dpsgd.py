@@ -35,7 +35,6 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from dpfair.algorithms.base import TorchClassifier
 from dpfair.algorithms.clipping import make_clipping_rule
@@ -76,6 +75,7 @@ class DPSGDClassifier(TorchClassifier):
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
     random_state : seeds public randomness only (initialisation); Poisson batches and every noise draw
         come from a secret generator made fresh for each fit.
+    verbose : a progress bar on stderr over the steps, with the ε spent so far (:mod:`dpfair.progress`).
 
     Fitted attributes besides the usual: ``noise_multiplier_`` (σ of the step),
     ``gradient_noise_multiplier_`` (σ_g, the gradient's share), ``clipping_bounds_``
@@ -182,7 +182,8 @@ class DPSGDClassifier(TorchClassifier):
         steps_per_epoch = max(1, round(1 / self.sampling_probability_))
         running, seen = 0.0, 0
         self.model_.train()
-        for step in tqdm(range(self.n_steps_), disable=not self.verbose, desc=f"DP-SGD ({rule.name})", unit="step"):
+        bar = self._progress(self.n_steps_)
+        for step in range(self.n_steps_):
             idx = torch.from_numpy(release.sample(n)).to(self.device_)
             yb, sb = yt[idx], None if st is None else st[idx]
             bound = self._release_bound()
@@ -204,6 +205,7 @@ class DPSGDClassifier(TorchClassifier):
             rule.observe(noisy_stats)
             running += float(torch.sqrt(sum((g**2).sum() for g in grads.values())))
             seen += 1
+            bar.update()
             if (step + 1) % steps_per_epoch == 0 or step + 1 == self.n_steps_:
                 row = {"step": step + 1, "noisy_gradient_norm": running / seen}
                 if rule.by != "none":
@@ -212,6 +214,7 @@ class DPSGDClassifier(TorchClassifier):
                             for k, v in rule.end_epoch().items()})
                 self.history_.append(row)
                 running, seen = 0.0, 0
+                self._end_epoch(epoch=len(self.history_), step=step + 1, steps=self.n_steps_)
         self.model_.eval()
         self.clipping_bounds_ = self._by_key(rule._bounds)
         self._finish_privacy()

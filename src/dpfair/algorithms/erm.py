@@ -14,7 +14,6 @@ from __future__ import annotations
 import dp_accounting as dpa
 import torch
 import torch.nn.functional as F
-from tqdm.auto import trange
 
 from dpfair.algorithms.base import TorchClassifier
 from dpfair.validation import check_positive
@@ -25,7 +24,8 @@ class ERMClassifier(TorchClassifier):
 
     ``solver``: "auto" (L-BFGS for ``model="logistic"``, minibatches otherwise), "lbfgs" or "minibatch";
     ``max_iter`` and ``tol`` (gradient norm) bound L-BFGS; ``epochs``, ``batch_size``, ``learning_rate``,
-    ``optimizer`` and ``momentum`` drive the minibatch path.
+    ``optimizer`` and ``momentum`` drive the minibatch path; ``verbose``: a progress bar on stderr
+    (L-BFGS's function evaluations, or the epochs; :mod:`dpfair.progress`).
     """
 
     def __init__(self, model="logistic", *, solver="auto", max_iter=500, tol=1e-6, batch_size=256, epochs=20,
@@ -68,7 +68,10 @@ class ERMClassifier(TorchClassifier):
         opt = torch.optim.LBFGS(params, lr=1.0, max_iter=int(self.max_iter), tolerance_grad=tol,
                                 tolerance_change=1e-12, history_size=20, line_search_fn="strong_wolfe")
 
+        bar = self._progress(None, "evaluation")
+
         def objective():
+            bar.update()
             opt.zero_grad()
             loss = F.cross_entropy(self.model_(Xt), yt)
             if decay:
@@ -80,13 +83,15 @@ class ERMClassifier(TorchClassifier):
         opt.step(objective)
         self.history_.append({"iterations": int(opt.state[opt._params[0]].get("n_iter", 0)),
                               "loss": float(objective().detach())})
+        self._end_epoch(epoch=1, step=1, steps=1)
 
     def _fit_minibatch(self, X, y):
         opt = self._make_optimizer(self.model_.parameters())
         Xt, yt = self._tensor(X), self._tensor(y, torch.long)
         n = X.shape[0]
         self.model_.train()
-        for epoch in trange(self.epochs, disable=not self.verbose, desc="ERM", unit="epoch"):
+        bar = self._progress(int(self.epochs), "epoch")
+        for epoch in range(int(self.epochs)):
             order = torch.randperm(n, generator=self._torch_rng, device=self.device_)
             total = 0.0
             for start in range(0, n, self.batch_size):
@@ -97,3 +102,5 @@ class ERMClassifier(TorchClassifier):
                 opt.step()
                 total += loss.item() * len(idx)
             self.history_.append({"epoch": epoch + 1, "loss": total / n})
+            bar.update()
+            self._end_epoch(epoch=epoch + 1, step=epoch + 1, steps=int(self.epochs))

@@ -109,13 +109,14 @@ class ReductionsClassifier(FairEstimator):
         not a privacy parameter.
     max_iter, nu, eta0, run_linprog_step : passed to ``ExponentiatedGradient`` unchanged.
     random_state : seeds the base estimator (when its ``random_state`` is unset) and ``predict``'s draws.
+    verbose : a progress bar on stderr (:mod:`dpfair.progress`).
     """
 
     _requires_sensitive = True
     _notions = tuple(REDUCTION_MOMENTS)
 
     def __init__(self, estimator=None, *, notion="demographic_parity", difference_bound=0.01, eg_eps=0.01,
-                 max_iter=50, nu=None, eta0=2.0, run_linprog_step=True, random_state=None):
+                 max_iter=50, nu=None, eta0=2.0, run_linprog_step=True, random_state=None, verbose=False):
         self.estimator = estimator
         self.notion = notion
         self.difference_bound = difference_bound
@@ -125,6 +126,7 @@ class ReductionsClassifier(FairEstimator):
         self.eta0 = eta0
         self.run_linprog_step = run_linprog_step
         self.random_state = random_state
+        self.verbose = verbose
 
     def _check_reductions(self) -> None:
         check_binary_labels(self.classes_, type(self).__name__)
@@ -176,13 +178,14 @@ class ThresholdClassifier(FairEstimator):
     notion : "demographic_parity", "equalized_odds" or "equal_opportunity".
     objective, grid_size, flip, prefit, predict_method : passed to ``ThresholdOptimizer`` unchanged.
     random_state : seeds the base estimator (when its ``random_state`` is unset) and ``predict``'s draws.
+    verbose : a progress bar on stderr (:mod:`dpfair.progress`).
     """
 
     _requires_sensitive = True
     _predict_needs_sensitive = True
 
     def __init__(self, estimator=None, *, notion="demographic_parity", objective="accuracy_score", grid_size=1000,
-                 flip=False, prefit=False, predict_method="auto", random_state=None):
+                 flip=False, prefit=False, predict_method="auto", random_state=None, verbose=False):
         self.estimator = estimator
         self.notion = notion
         self.objective = objective
@@ -191,6 +194,7 @@ class ThresholdClassifier(FairEstimator):
         self.prefit = prefit
         self.predict_method = predict_method
         self.random_state = random_state
+        self.verbose = verbose
 
     def _base(self, seed: int):
         if self.prefit:

@@ -250,6 +250,7 @@ class OutputPerturbationClassifier(FairEstimator):
         with a ``PrivacyLeakWarning`` where the data are private.
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks).
     random_state : seeds nothing a guarantee rests on (the noise comes from a secret generator).
+    verbose : a progress bar on stderr (:mod:`dpfair.progress`).
 
     Fitted attributes: ``coef_`` ((1, d) or (l, d)), ``intercept_`` ((1,) or (l,); zeros without an
     intercept), ``classes_``, ``noise_std_`` (σ), ``noise_multiplier_``, ``sensitivity_`` (Δ, the
@@ -264,7 +265,7 @@ class OutputPerturbationClassifier(FairEstimator):
     def __init__(self, *, epsilon=1.0, delta=None, privacy_unit="record", l2_regularization=1.0, norm_bound=1.0,
                  fit_intercept=False, intercept_scaling=1.0, sample_size=None, sensitive_feature_columns=None,
                  tol=1e-10, max_iter=100, project=True, calibration="accountant", noise_multiplier=None,
-                 accountant="pld", groups=None, classes=None, secure_mode=False, random_state=None):
+                 accountant="pld", groups=None, classes=None, secure_mode=False, random_state=None, verbose=False):
         self.epsilon = epsilon
         self.delta = delta
         self.privacy_unit = privacy_unit
@@ -284,6 +285,7 @@ class OutputPerturbationClassifier(FairEstimator):
         self.classes = classes
         self.secure_mode = secure_mode
         self.random_state = random_state
+        self.verbose = verbose
 
     # ---- hyper-parameters (public: checked before the data are read) ------------------------------
     def _check_hyperparameters(self, n_features: int) -> None:

@@ -70,7 +70,6 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from dpfair.algorithms.base import TorchClassifier, public_categories
 from dpfair.nn import assign_grads, clipped_gradient_sum
@@ -197,6 +196,7 @@ class PFLDClassifier(TorchClassifier):
     noise_multiplier : σ_p of the primal releases; ``None`` calibrates it on the whole plan.
     batch_size, epochs, learning_rate, optimizer, momentum : the primal steps (Poisson batches of
         expected size ``batch_size``; one dual step at the start of each epoch).
+    verbose : a progress bar on stderr over the primal steps, with the ε spent so far (:mod:`dpfair.progress`).
 
     Fitted attributes: ``noise_multiplier_`` (σ_p), ``dual_noise_multiplier_`` (σ_d), ``group_sizes_``
     (the normalisers ñ_g, released or public), ``lambdas_`` and ``violations_`` (the last dual step's,
@@ -322,6 +322,7 @@ class PFLDClassifier(TorchClassifier):
         # The recurring releases record on their own ledgers, appended grouped by kind at the end:
         # composition does not depend on the order, and the grouped ledger is fast to account.
         dual_ledger, primal_ledger = PrivacyLedger(self.privacy_unit_), PrivacyLedger(self.privacy_unit_)
+        self._open_ledgers = (dual_ledger, primal_ledger)  # the ε spent so far reads them (privacy_spent_so_far)
         dual = Release(self.privacy_plan_[DUAL], sigmas[DUAL], self._secret, dual_ledger)
         primal = Release(self.privacy_plan_[PRIMAL], sigmas[PRIMAL], self._secret, primal_ledger)
 
@@ -334,7 +335,8 @@ class PFLDClassifier(TorchClassifier):
         lam = torch.full((n_groups, len(columns)), float(self.lambda_init), device=self.device_)
         public_order = torch.empty(0, dtype=torch.long, device=self.device_)
         self.model_.train()
-        for epoch in tqdm(range(int(self.epochs)), disable=not self.verbose, desc="PF-LD", unit="epoch"):
+        bar = self._progress(self.n_steps_)
+        for epoch in range(int(self.epochs)):
             lam, sign, violation = self._dual_step(data, lam, dual)
             self.history_.append({"epoch": epoch + 1, "lambda_max": float(lam.max()),
                                   "violation_max": float(violation.abs().max())})
@@ -355,10 +357,13 @@ class PFLDClassifier(TorchClassifier):
                     grads[name] = grads[name] + g
                 assign_grads(self.model_, grads)
                 opt.step()
+                bar.update()
+            self._end_epoch(epoch=epoch + 1, step=(epoch + 1) * self.steps_per_epoch_, steps=self.n_steps_)
         self.model_.eval()
         self.lambdas_ = lam.cpu().numpy()
         self.violations_ = violation.cpu().numpy()
         self.privacy_ledger_.extend(dual_ledger.entries + primal_ledger.entries)
+        self._open_ledgers = ()
         self._finish_privacy()
 
     @torch.no_grad()

@@ -156,6 +156,7 @@ class PrivateDemographicsClassifier(ReductionsClassifier):
     secure_mode : draw the coins of randomized response from the OS CSPRNG (:mod:`dpfair.privacy.samplers`).
     random_state : seeds public randomness only (the base estimator, ``predict``'s draws); the randomized
         response draws from a secret generator made fresh for each fit.
+    verbose : a progress bar on stderr (:mod:`dpfair.progress`).
 
     Fitted attributes: ``local_epsilon_`` (the ε of the randomized response actually run),
     ``randomization_matrix_`` (T), ``mitigator_`` (fairlearn's fitted ``ExponentiatedGradient``).
@@ -166,10 +167,10 @@ class PrivateDemographicsClassifier(ReductionsClassifier):
 
     def __init__(self, estimator=None, *, notion="demographic_parity", epsilon=1.0, delta=None, accountant="pld",
                  difference_bound=0.01, eg_eps=0.01, max_iter=50, nu=None, eta0=2.0, run_linprog_step=True,
-                 groups=None, secure_mode=False, random_state=None):
+                 groups=None, secure_mode=False, random_state=None, verbose=False):
         super().__init__(estimator, notion=notion, difference_bound=difference_bound, eg_eps=eg_eps,
                          max_iter=max_iter, nu=nu, eta0=eta0, run_linprog_step=run_linprog_step,
-                         random_state=random_state)
+                         random_state=random_state, verbose=verbose)
         self.epsilon = epsilon
         self.delta = delta
         self.accountant = accountant

@@ -38,6 +38,7 @@ from sklearn.linear_model import LogisticRegression
 
 from dpfair.audit.epsilon import LowerBound, epsilon_lower_bound
 from dpfair.privacy import check_privacy_unit
+from dpfair.progress import progress
 
 __all__ = ["AuditReport", "audit_epsilon", "choose_canary"]
 
@@ -150,17 +151,23 @@ def _canary_margin(model, X, y, s, canary) -> float:
     return float(scores[index] - others.max())
 
 
-def _fit_runs(estimator, data, runs: int, seed: int):
-    """``runs`` fits on ``data``. One at a time they share one public ``random_state``, as a user's fits do:
-    only the secret noise may differ. DP-FERMI logistic runs train batched, one public seed per model
-    (models of one seed share their secret batch order, which would make the runs dependent)."""
+def _fit_runs(estimator, data, runs: int, seed: int, bar):
+    """``runs`` fits on ``data``, counted on ``bar``. One at a time they share one public ``random_state``, as
+    a user's fits do: only the secret noise may differ. DP-FERMI logistic runs train batched, one public seed
+    per model (models of one seed share their secret batch order, which would make the runs dependent)."""
     X, y, s = data
     if type(estimator).__name__ == "DPFERMIClassifier":
         from dpfair.algorithms import fit_dpfermi_grid
 
         params = {k: v for k, v in estimator.get_params().items() if k != "random_state"}
-        return list(fit_dpfermi_grid(X, y, s, {"random_state": range(seed, seed + runs)}, **params))
-    return [clone(estimator).set_params(random_state=seed).fit(X, y, sensitive_features=s) for _ in range(runs)]
+        fitted = list(fit_dpfermi_grid(X, y, s, {"random_state": range(seed, seed + runs)}, **params))
+        bar.update(runs)
+        return fitted
+    fitted = []
+    for _ in range(runs):
+        fitted.append(clone(estimator).set_params(random_state=seed).fit(X, y, sensitive_features=s))
+        bar.update()
+    return fitted
 
 
 def audit_epsilon(estimator, X, y, sensitive_features, *, unit=None, runs: int = 200, confidence: float = 0.95,
@@ -170,7 +177,8 @@ def audit_epsilon(estimator, X, y, sensitive_features, *, unit=None, runs: int =
 
     ``unit``: the neighbouring relation audited (default: the unit of the estimator's guarantee, its
     ``privacy_unit``; ``"record"`` for estimators without one, the non-private references). The
-    claimed ε is the ``privacy_spent_`` of the fits (the largest, if they differ).
+    claimed ε is the ``privacy_spent_`` of the fits (the largest, if they differ). ``verbose``: a
+    progress bar on stderr over the fits (:mod:`dpfair.progress`).
     """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
@@ -193,10 +201,10 @@ def audit_epsilon(estimator, X, y, sensitive_features, *, unit=None, runs: int =
     per_world = runs // 2
     batched = type(estimator).__name__ == "DPFERMIClassifier"
     fitted = []
-    for w, data in enumerate(worlds):
-        fitted.append(_fit_runs(estimator, data, per_world, random_state + (w * per_world if batched else 0)))
-        if verbose:
-            print(f"world {w}: {per_world} fits in {time.perf_counter() - t0:.1f} s")
+    with progress(2 * per_world, "audit", "fit", enabled=verbose) as bar:
+        for w, data in enumerate(worlds):
+            fitted.append(_fit_runs(estimator, data, per_world, random_state + (w * per_world if batched else 0),
+                                    bar))
     claimed = max(m.privacy_spent_[0] for world in fitted for m in world)
     delta = max(m.privacy_spent_[1] for world in fitted for m in world)
     margins = [np.array([_canary_margin(m, X, y, s, canary) for m in world]) for world in fitted]
@@ -246,14 +254,14 @@ def audit_release(mechanism: str = "gaussian", *, epsilon: float = 1.0, delta: f
 
 
 def audit_one_run(estimator, X, y, sensitive_features, *, canaries: int = 1000, confidence: float = 0.95,
-                  random_state: int = 0) -> dict:
+                  random_state: int = 0, verbose: bool = False) -> dict:
     """Steinke, Nasr, Jagielski (2023): one training run with ``canaries`` crafted records, each in with prob. ½.
 
     For models too costly to train hundreds of times (record unit). Canaries are random rows with
     flipped labels (input-space canaries; the auditor owns the data); the score of a canary is
     minus its loss (members fit better); :func:`dpfair.audit.epsilon.one_run_epsilon_lower_bound`
     turns the guesses into a bound. The inclusion coins are public randomness of the audit, not of
-    the mechanism.
+    the mechanism. ``verbose``: a progress bar on stderr over the training run (:mod:`dpfair.progress`).
     """
     from dpfair.audit.epsilon import one_run_epsilon_lower_bound
 
@@ -273,7 +281,9 @@ def audit_one_run(estimator, X, y, sensitive_features, *, canaries: int = 1000, 
     Xt = np.vstack([X[keep], cx[included]])
     yt, st = np.append(y[keep], cy[included]), np.append(s[keep], cs[included])
     t0 = time.perf_counter()
-    model = clone(estimator).set_params(random_state=random_state).fit(Xt, yt, sensitive_features=st)
+    with progress(1, "one-run audit", "fit", enabled=verbose) as bar:
+        model = clone(estimator).set_params(random_state=random_state).fit(Xt, yt, sensitive_features=st)
+        bar.update()
     proba = model.predict_proba(cx)
     index = np.searchsorted(model.classes_, cy)
     scores = np.log(np.clip(proba[np.arange(m), index], 1e-300, None))

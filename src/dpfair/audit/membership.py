@@ -90,6 +90,7 @@ from dpfair.audit.metrics import (
     attack_metrics,
     fpr_label,
 )
+from dpfair.progress import progress
 from dpfair.validation import check_1d, check_features
 
 #: Said in every output of a membership audit.
@@ -443,7 +444,7 @@ def membership_inference(estimator, X, y, sensitive_features=None, *, attacks=AT
     n_bootstrap : bootstrap resamples per interval (see :mod:`dpfair.audit.metrics`).
     group_names : labels of the group values in the per-group rows (a mapping, or a sequence indexed by
         the group code); default ``str(value)``.
-    verbose : a progress bar over the models trained.
+    verbose : a progress bar on stderr over the models trained (:mod:`dpfair.progress`).
 
     Returns a :class:`MembershipReport`; its every output carries :data:`NOTE`.
     """
@@ -477,20 +478,14 @@ def membership_inference(estimator, X, y, sensitive_features=None, *, attacks=AT
         raise ValueError("y mixes values that cannot be sorted together (e.g. numbers and strings)") from None
     label_index = np.searchsorted(classes, y)
 
-    progress = None
-    if verbose:
-        from tqdm.auto import tqdm
-
-        progress = tqdm(total=(target is None) + (n_shadow if needs_shadows else 0), desc="membership",
-                        unit="model")
-    try:
+    with progress((target is None) + (n_shadow if needs_shadows else 0), "membership", "model",
+                  enabled=verbose) as bar:
         if target is None:
             members = np.zeros(n, dtype=bool)
             members[np.random.default_rng(split_seed).permutation(n)[: n // 2]] = True
             target_model = _fit_model(estimator, model_seeds[0], X[members], y[members],
                                       None if s is None else s[members])
-            if progress is not None:
-                progress.update()
+            bar.update()
         else:
             target_model, members = _check_target(target, n)
         target_logp, target_phi = model_statistics(target_model, X, y, s, classes)
@@ -506,8 +501,7 @@ def membership_inference(estimator, X, y, sensitive_features=None, *, attacks=AT
                 keep = masks[k]
                 shadow = _fit_model(estimator, model_seeds[k + 1], X[keep], y[keep], None if s is None else s[keep])
                 shadow_logp[k], shadow_phi[k] = model_statistics(shadow, X, y, s, classes)
-                if progress is not None:
-                    progress.update()
+                bar.update()
             if "shadow" in names:
                 features = np.concatenate([shadow_phi[..., None], shadow_logp], axis=-1)
                 target_features = np.column_stack([target_phi, target_logp])
@@ -517,9 +511,6 @@ def membership_inference(estimator, X, y, sensitive_features=None, *, attacks=AT
                 scores["lira"] = lira_scores(shadow_phi, masks, target_phi, online=True)
             if "lira-offline" in names:
                 scores["lira-offline"] = lira_scores(shadow_phi, masks, target_phi, online=False)
-    finally:
-        if progress is not None:
-            progress.close()
 
     group_keys = []
     if s is not None:

@@ -38,6 +38,7 @@ from dpfair.bounds.fairness_lipschitz import CERTIFIED_NOTIONS, FairnessGapBound
 from dpfair.bounds.margins import confidence_margins, module_lipschitz, module_scores, normalized_margins
 from dpfair.fairness._inputs import encode_on
 from dpfair.nn.models import LogisticRegression
+from dpfair.progress import progress
 from dpfair.validation import check_1d, check_features
 
 __all__ = ["Certificate", "certify", "certify_margins", "empirical_gaps"]
@@ -172,24 +173,28 @@ def certify(estimator, X, y, sensitive_features, *, probability=0.99, notions=CE
 
 
 def empirical_gaps(estimator, X_train, y_train, s_train, X_eval, y_eval, s_eval, *, n_draws=100,
-                   notions=CERTIFIED_NOTIONS, positive_label=None) -> dict[str, np.ndarray]:
+                   notions=CERTIFIED_NOTIONS, positive_label=None, verbose=False) -> dict[str, np.ndarray]:
     """``|Fair(h_j) − Fair(h*)|`` on the evaluation rows for ``n_draws`` fresh private models h_j.
 
     h* is the estimator refitted at ``epsilon=inf``; each h_j is a private fit with fresh
     noise (an estimator with ``private_draws`` reuses one optimum and redraws only the noise).
     A research diagnostic: it uses the non-private model, so the printed ε does not cover it.
+    ``verbose``: a progress bar on stderr over the draws (:mod:`dpfair.progress`).
     """
     from sklearn.base import clone
 
-    reference = clone(estimator).set_params(epsilon=math.inf)
-    reference.fit(X_train, y_train, sensitive_features=s_train)
-    if hasattr(reference, "private_draws"):
-        predictions = reference.private_draws(estimator, X_eval, n_draws)
-    else:
-        predictions = []
-        for _ in range(n_draws):
-            model = clone(estimator).fit(X_train, y_train, sensitive_features=s_train)
-            predictions.append(model.predict(X_eval))
+    with progress(n_draws, "certificate draws", "draw", enabled=verbose) as bar:
+        reference = clone(estimator).set_params(epsilon=math.inf)
+        reference.fit(X_train, y_train, sensitive_features=s_train)
+        if hasattr(reference, "private_draws"):
+            predictions = reference.private_draws(estimator, X_eval, n_draws)
+            bar.update(n_draws)
+        else:
+            predictions = []
+            for _ in range(n_draws):
+                model = clone(estimator).fit(X_train, y_train, sensitive_features=s_train)
+                predictions.append(model.predict(X_eval))
+                bar.update()
     base = {n: np.abs(fairness_levels(n, y_eval, reference.predict(X_eval), s_eval, positive_label=positive_label))
             for n in notions}
     return {n: np.array([abs(np.mean(np.abs(fairness_levels(n, y_eval, p, s_eval, positive_label=positive_label)))

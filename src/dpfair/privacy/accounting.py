@@ -52,6 +52,8 @@ a replace-one mechanism).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -189,8 +191,23 @@ def epsilon_of(event: dpa.DpEvent, delta: float, relation="record", accountant: 
     if key not in _EPSILON_CACHE:
         if len(_EPSILON_CACHE) >= 4096:
             _EPSILON_CACHE.clear()
-        _EPSILON_CACHE[key] = _epsilon_uncached(event, *key[1:])
+        with _absl_quiet():
+            _EPSILON_CACHE[key] = _epsilon_uncached(event, *key[1:])
     return _EPSILON_CACHE[key]
+
+
+@contextlib.contextmanager
+def _absl_quiet():
+    """dp_accounting's absl warnings off: RDP orders whose series does not converge are dropped (the bound
+    stays valid) and each drop is logged (``_compute_log_a_frac failed to converge``), dozens of lines per
+    fit. Every accounting in dpfair runs through :func:`epsilon_of`, so this is the one place to silence it."""
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        absl.setLevel(level)
 
 
 #: ε by (repr of the event, δ, relation, accountant); a DpEvent's repr lists every field exactly.

@@ -13,7 +13,6 @@ brackets the PLD search from above.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable
 from functools import lru_cache
@@ -22,10 +21,14 @@ import dp_accounting as dpa
 
 from dpfair.privacy.accounting import epsilon_of, make_accountant
 from dpfair.privacy.mechanisms import gaussian_event
+from dpfair.progress import progress
 from dpfair.validation import check_delta, check_epsilon, check_positive
 
 #: the calibrated ε lies in [(1 − CALIBRATION_RTOL)·target, target].
 CALIBRATION_RTOL = 0.005
+
+#: A calibration shows its progress (:mod:`dpfair.progress`) once it has run this many seconds.
+CALIBRATION_DELAY = 1.0
 
 
 def calibrate_noise(
@@ -37,23 +40,27 @@ def calibrate_noise(
     rtol: float = CALIBRATION_RTOL,
     max_noise: float = 1e6,
 ) -> float:
-    """Smallest noise multiplier σ with ε(plan(σ)) ≤ target, to a relative ε tolerance ``rtol``."""
+    """Smallest noise multiplier σ with ε(plan(σ)) ≤ target, to a relative ε tolerance ``rtol``.
+
+    A search that runs longer than :data:`CALIBRATION_DELAY` seconds shows its progress (or, inside a
+    shown operation such as a verbose fit, a note on that bar; :mod:`dpfair.progress`).
+    """
     target = check_epsilon(target_epsilon, "epsilon", allow_inf=False)
     delta = check_delta(delta)
 
+    with progress(desc="calibrating noise", unit="evaluation", delay=CALIBRATION_DELAY) as bar:
+        return _search(plan, target, delta, relation, accountant, rtol, max_noise, bar)
+
+
+def _search(plan, target: float, delta: float, relation, accountant: str, rtol: float, max_noise: float,
+            bar) -> float:
+    """The search of :func:`calibrate_noise`; ``bar`` counts the ε evaluations."""
     cache: dict[tuple[float, str], float] = {}
 
     def eps(sigma: float, kind: str = accountant) -> float:
         if (sigma, kind) not in cache:
-            # RDP orders whose series does not converge are dropped (the bound stays valid); dp_accounting
-            # logs each drop, which would flood a user's terminal during the bracketing
-            absl = logging.getLogger("absl")
-            level = absl.level
-            absl.setLevel(logging.ERROR)
-            try:
-                cache[sigma, kind] = epsilon_of(plan(sigma), delta, relation, kind)
-            finally:
-                absl.setLevel(level)
+            cache[sigma, kind] = epsilon_of(plan(sigma), delta, relation, kind)
+            bar.update()
         return cache[sigma, kind]
 
     hi = 1.0
