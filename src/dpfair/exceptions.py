@@ -21,3 +21,10 @@ class DataNotFoundError(FileNotFoundError):
 
 class ChecksumError(ValueError):
     """A data set file on disk does not have the sha256 its source publishes."""
+
+
+class BudgetExceededError(ValueError):
+    """A fit (or grid) would spend more than what is left of its :class:`~dpfair.privacy.PrivacyBudget`.
+
+    Raised before the fit releases anything; the message names the totals and the fix.
+    """

@@ -43,6 +43,7 @@ from sklearn.utils.validation import check_is_fitted
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import make_model
 from dpfair.privacy import PrivacyLedger, PrivacyUnit, Release, SecretRandom, check_privacy_unit
+from dpfair.privacy.budget import charging, claim
 from dpfair.privacy.randomness import VOID_GUARANTEE
 from dpfair.progress import SILENT, Progress, progress
 from dpfair.validation import (
@@ -144,6 +145,19 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
     _min_per_group = 2
     _private = False
 
+    #: With scikit-learn's metadata routing on, ``sensitive_features`` goes to ``fit`` and ``score`` unasked:
+    #: ``GridSearchCV(est, ...).fit(X, y, sensitive_features=s)`` routes s to every fit and score.
+    __metadata_request__fit = {"sensitive_features": True}
+    __metadata_request__score = {"sensitive_features": True}
+
+    def __sklearn_clone__(self):
+        """scikit-learn's ``clone``, keeping an attached :class:`~dpfair.privacy.PrivacyBudget` (shared, not
+        copied): the clones that ``GridSearchCV`` and ``cross_validate`` fit draw from the same budget."""
+        new = super().__sklearn_clone__()
+        if "_budget" in vars(self):
+            new._budget = self._budget
+        return new
+
     # ---- fitting -------------------------------------------------------
     def fit(self, X, y, sensitive_features=None, *, callback=None):
         """Fit on ``(X, y)`` with the sensitive attribute ``sensitive_features``.
@@ -153,9 +167,11 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         :meth:`privacy_spent_so_far`. With ``verbose=True`` a progress bar shows the steps and the ε
         spent so far (:mod:`dpfair.progress`; ``dpfair.progress.quiet()`` silences it).
         """
-        with progress(desc=type(self).__name__, unit="step", enabled=bool(getattr(self, "verbose", False))) as bar:
+        with progress(desc=type(self).__name__, unit="step", enabled=bool(getattr(self, "verbose", False))) as bar, \
+                charging(self):  # an attached PrivacyBudget (dpfair.privacy.budget): checked before, charged after
             try:
                 data = self._start_fit(X, y, sensitive_features)
+                claim(self)  # a non-private fit claims ε = ∞ here, before it reads the data; others at calibration
                 self._bar, self._callback = bar, callback
                 self._fit(*data)
                 if "_epoch" not in vars(self):  # a method without epochs: its whole fit is one
@@ -257,6 +273,7 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         self.privacy_plan_ = plan
         self._sigmas = plan.calibrate(self.epsilon_target_, self.delta_, self.privacy_unit_, self.accountant,
                                       noise_multiplier=getattr(self, "noise_multiplier", None))
+        claim(self)  # the calibrated plan, from the attached budget, before any release
         return self._sigmas
 
     def _laplace_pure(self) -> float | None:
@@ -268,7 +285,12 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         return 2.0 if self.privacy_unit_ is PrivacyUnit.SENSITIVE else 1.0
 
     def _release(self, name: str) -> Release:
-        """The release of the plan's part ``name``, drawing from this fit's secret generator."""
+        """The release of the plan's part ``name``, drawing from this fit's secret generator.
+
+        The plan's σ are claimed from the budget again first: a method may set one after calibrating
+        (``calibration="paper"``) or calibrate by its own rule.
+        """
+        claim(self)
         return Release(self.privacy_plan_[name], self._sigmas[name], self._secret, self.privacy_ledger_)
 
     def _progress(self, total, unit: str = "step") -> Progress:
@@ -344,6 +366,15 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         proba = self.predict_proba(X)  # first: an unfitted model raises NotFittedError there
         return self.classes_[np.argmax(proba, axis=1)]
+
+    def score(self, X, y, sensitive_features=None, sample_weight=None) -> float:
+        """Accuracy of ``predict`` on ``(X, y)``; a method that reads the group at prediction time
+        (``predict(X, sensitive_features=s)``) takes it here too, as ``cross_validate`` routes it."""
+        from sklearn.metrics import accuracy_score
+
+        from dpfair.fairness.scorers import predict_with_groups
+
+        return float(accuracy_score(y, predict_with_groups(self, X, sensitive_features), sample_weight=sample_weight))
 
     # ---- persistence ---------------------------------------------------
     def save(self, path) -> None:

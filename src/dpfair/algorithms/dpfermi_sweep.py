@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections import Counter
 from functools import cached_property
+from types import SimpleNamespace
 
 import dp_accounting as dpa
 import torch
@@ -36,6 +38,7 @@ from dpfair.algorithms import dpfermi_engine as engine
 from dpfair.algorithms.dpfermi import COUNTS, STEP, DPFERMIClassifier, stack_hyperparameters
 from dpfair.nn import LogisticRegression
 from dpfair.privacy import PrivacyLedger, Release, SecretRandom, epsilon_of, gaussian_event
+from dpfair.privacy.budget import charging_grid, planned_ledger, planning
 from dpfair.progress import progress
 
 
@@ -63,7 +66,7 @@ class GridFit(list):
         return epsilon_of(self.privacy_event, delta, first.privacy_unit_, first.accountant), delta
 
 
-def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], **params) -> GridFit:
+def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], *, budget=None, **params) -> GridFit:
     """Fit ``DPFERMIClassifier(**params, **point)`` for every point of the product ``grid``.
 
     ``grid`` maps hyper-parameter names to lists of values (e.g. ``{"epsilon": [0.5, 1],
@@ -71,6 +74,8 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], **params) 
     any other model is fitted one at a time. Returns a :class:`GridFit` (a list of the
     estimators in the grid's product order, with the joint ``privacy_spent``).
     ``verbose=True`` (in ``params``): one progress bar for the whole grid (:mod:`dpfair.progress`).
+    ``budget``: a :class:`~dpfair.privacy.PrivacyBudget` the grid's joint ε (``privacy_spent``) is drawn
+    from; the joint plan is checked against it before anything is released.
     """
     names = list(grid)
     estimators = GridFit(DPFERMIClassifier(**{**params, **dict(zip(names, values))})
@@ -78,8 +83,11 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], **params) 
     if estimators:
         preps = []
         verbose = any(est.verbose for est in estimators)
-        with progress(desc=f"DP-FERMI grid ({len(estimators)} models)", unit="step", enabled=verbose) as bar:
+        with progress(desc=f"DP-FERMI grid ({len(estimators)} models)", unit="step", enabled=verbose) as bar, \
+                charging_grid(budget, estimators, f"a DP-FERMI grid of {len(estimators)} models") as charge:
             try:
+                if charge is not None:  # the joint plan, before anything is released
+                    _claim_joint(charge, _planned(estimators, X, y, sensitive_features))
                 with progress(len(estimators), "preparing", "model") as preparing:
                     for est in estimators:
                         Xc, yc, sc = est._start_fit(X, y, sensitive_features)
@@ -87,6 +95,8 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], **params) 
                         preps.append(est._prepare(Xc, yc, sc, data=shared))
                         preparing.update()
                 estimators.shared_batches = all(isinstance(p.model, LogisticRegression) for p in preps)
+                if charge is not None:  # as prepared (a σ set after calibration, batches shared or not)
+                    _claim_joint(charge, estimators, estimators.shared_batches)
                 if estimators.shared_batches:
                     bar.set_total(preps[0].schedule.n_steps)
                     _train_batched(estimators, preps, bar)
@@ -102,6 +112,28 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], **params) 
             for est in estimators:
                 est._end_fit()
     return estimators
+
+
+def _planned(estimators, X, y, sensitive_features) -> list[SimpleNamespace]:
+    """What :func:`joint_event` reads of each model, from its calibrated plan, before anything is released: each
+    model's fit preamble runs up to its calibration (:func:`~dpfair.privacy.budget.planning`) and is undone."""
+    planned = []
+    for est in estimators:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the fit repeats the preamble and its warnings
+            with planning():
+                est._prepare(*est._start_fit(X, y, sensitive_features))
+        planned.append(SimpleNamespace(random_state_=est.random_state_, delta_=est.delta_,
+                                       noise_multiplier_=est._sigmas[STEP],
+                                       sampling_probability_=est.sampling_probability_, n_steps_=est.n_steps_,
+                                       privacy_ledger_=planned_ledger(est)))
+        est._unfit()
+    return planned
+
+
+def _claim_joint(charge, estimators, shared_batches: bool = True) -> None:
+    charge.claim_event(joint_event(estimators, shared_batches), min(est.delta_ for est in estimators),
+                       estimators[0].privacy_ledger_.relation, "joint release of the grid's models")
 
 
 def _seed_groups(estimators) -> list[list[int]]:

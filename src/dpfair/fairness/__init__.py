@@ -10,7 +10,9 @@
 * :mod:`~dpfair.fairness.bias_variance`: FairDP's Theorem 1, the clipping bias and noise variance
   of a DP-SGD step;
 * :mod:`~dpfair.fairness.group_table`: per-group metric tables (fairlearn's ``MetricFrame``) with
-  bootstrap intervals over runs or test rows (:func:`group_metrics`).
+  bootstrap intervals over runs or test rows (:func:`group_metrics`);
+* :mod:`~dpfair.fairness.scorers`: scorers for ``GridSearchCV`` / ``cross_validate`` that receive s by
+  metadata routing (:func:`error_scorer`, :func:`violation_scorer`, :func:`fairness_scorer`).
 """
 
 from dpfair.fairness.bias_variance import bias_variance_terms, clipping_bias, mean_excess_norm, noise_variance
@@ -44,11 +46,13 @@ from dpfair.fairness.metrics import (
     selection_rates,
 )
 from dpfair.fairness.notions import NOTIONS, ConstraintGroups, constraint_groups
+from dpfair.fairness.scorers import FairScorer, error_scorer, fairness_scorer, violation_scorer
 
 __all__ = [
     "CONVENTIONS",
     "NOTIONS",
     "ConstraintGroups",
+    "FairScorer",
     "FairnessCoefficients",
     "accuracy_inequality",
     "accuracy_parity_violation",
@@ -63,9 +67,11 @@ __all__ = [
     "equal_opportunity_violation",
     "equalized_odds_violation",
     "ermi",
+    "error_scorer",
     "accuracy_group_codes",
     "fairness_coefficients",
     "fairness_report",
+    "fairness_scorer",
     "fairness_summary",
     "generalized_entropy",
     "gini_coefficient",
@@ -77,4 +83,5 @@ __all__ = [
     "per_group_accuracy",
     "selection_rates",
     "theil_index",
+    "violation_scorer",
 ]

@@ -1,4 +1,4 @@
-"""Differential privacy: privacy units, accounting, plans and calibration, secret randomness, releases."""
+"""Differential privacy: privacy units, accounting, plans and calibration, secret randomness, releases, budgets."""
 
 from dpfair.privacy.accounting import (
     ACCOUNTANTS,
@@ -9,6 +9,7 @@ from dpfair.privacy.accounting import (
     epsilon_of,
     make_accountant,
 )
+from dpfair.privacy.budget import PrivacyBudget
 from dpfair.privacy.calibration import (
     calibrate_noise,
     dpsgd_event,
@@ -30,7 +31,7 @@ from dpfair.privacy.sensitivity import max_neighbour_distance, neighbours
 from dpfair.privacy.units import PrivacyUnit, check_privacy_unit, relation_of
 
 __all__ = [
-    "ACCOUNTANTS", "LedgerEntry", "PLDAccountant", "PrivacyLedger", "RDPAccountant", "epsilon_of",
+    "ACCOUNTANTS", "LedgerEntry", "PLDAccountant", "PrivacyBudget", "PrivacyLedger", "RDPAccountant", "epsilon_of",
     "make_accountant", "calibrate_noise", "dpsgd_event", "epsilon_for_noise", "noise_for_epsilon",
     "Release", "gaussian_event", "keep_probability", "laplace_event", "pure_dp_event", "randomized_response_event",
     "Part", "PrivacyPlan", "ledger_totals", "planted_bug", "SecretRandom", "noise_is_reproducible", "reproducible_noise",

@@ -1,0 +1,133 @@
+"""Fairness-aware scorers for model selection: the error, a notion's violation, and a weighted sum of the two.
+
+For ``scoring=`` of ``GridSearchCV`` / ``cross_validate`` (scikit-learn's, or :mod:`dpfair.model_selection`'s).
+They need the groups of the scored rows, which scikit-learn passes by metadata routing: with
+``sklearn.set_config(enable_metadata_routing=True)`` (dpfair's wrappers switch it on themselves),
+``search.fit(X, y, sensitive_features=s)`` routes each test fold's s to every scorer. The scorers
+request ``sensitive_features`` unasked; ``set_score_request(sensitive_features=...)`` changes that
+(``False``, or an alias). An estimator that reads the group at prediction time
+(``predict(X, sensitive_features=s)``: DP post-processing, the A-aware oracle learner, threshold
+post-processing) is given the same s.
+
+Like scikit-learn's losses they return the value negated, so that greater is better:
+
+* :func:`error_scorer`: ``−error`` (the misclassification rate);
+* :func:`violation_scorer`: ``−violation`` of a notion (``demographic_parity``, ``equalized_odds``,
+  ``equal_opportunity``, ``accuracy_parity``; :mod:`dpfair.fairness.metrics`, pairwise by default);
+* :func:`fairness_scorer`: ``−(error + weight · violation)``.
+
+Why a weighted sum rather than "the error, subject to violation ≤ c": a search averages each
+candidate's score over the folds and ranks the means. A sum is finite on every fold and its mean is
+the sum of the means, so the ranking trades the two at the stated rate (one point of violation costs
+``weight`` points of error). A cap scores a fold that misses it as −∞ (or an arbitrary penalty), so
+one unlucky fold decides the rank and the mean means nothing. For a cap, score both
+(``scoring={"error": error_scorer(), "violation": violation_scorer(notion)}``) and pass ``refit`` a
+callable that picks the lowest mean error among the candidates whose mean violation is within it.
+
+Scores computed on private data are not private: choosing by them is a further use of the data
+(see :mod:`dpfair.model_selection`).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from sklearn.metrics import accuracy_score
+from sklearn.utils.metadata_routing import MetadataRequest
+
+from dpfair.fairness.metrics import CONVENTIONS, _summary_positive_label, _violation
+from dpfair.fairness.notions import NOTIONS
+
+__all__ = ["FairScorer", "error_scorer", "fairness_scorer", "predict_with_groups", "violation_scorer"]
+
+
+def predict_with_groups(estimator, X, sensitive_features=None):
+    """``estimator.predict(X)``, given the groups when the estimator reads them at prediction time."""
+    if getattr(estimator, "_predict_needs_sensitive", False):
+        return estimator.predict(X, sensitive_features=sensitive_features)
+    return estimator.predict(X)
+
+
+class FairScorer:
+    """``scorer(estimator, X, y, sensitive_features=s)`` = ``−(error_weight · error + weight · violation)``.
+
+    Parameters
+    ----------
+    notion : the notion whose violation is scored, or ``None`` (the error alone).
+    weight : w ≥ 0, the weight of the violation.
+    error_weight : 1 (count the error) or 0 (the violation alone).
+    convention : "pairwise" (the largest gap between two groups) or "marginal" (to the overall rate).
+    positive_label : the positive label of ``equal_opportunity``; ``None``: the second smallest label
+        (1 for 0/1 labels), as :func:`~dpfair.fairness.fairness_summary` uses.
+    """
+
+    def __init__(self, notion=None, *, weight=1.0, error_weight=1, convention="pairwise", positive_label=None):
+        if notion is not None and notion not in NOTIONS:
+            raise ValueError(f"notion must be one of {list(NOTIONS)} or None, got {notion!r}")
+        if convention not in CONVENTIONS:
+            raise ValueError(f"convention must be one of {list(CONVENTIONS)}, got {convention!r}")
+        for name, value in (("weight", weight), ("error_weight", error_weight)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < float("inf"):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if notion is None and not error_weight:
+            raise ValueError("a scorer of nothing: give a notion, or error_weight > 0")
+        self.notion, self.weight, self.error_weight = notion, float(weight), float(error_weight)
+        self.convention, self.positive_label = convention, positive_label
+        self._requests = {"sensitive_features": True}
+
+    # ---- metadata routing (scikit-learn asks every scorer what it consumes) -----------------------
+    def set_score_request(self, *, sensitive_features=True):
+        """Whether (``True``/``False``/``None``) or under which name (a string alias) ``sensitive_features`` is
+        routed here."""
+        self._requests = {"sensitive_features": sensitive_features}
+        return self
+
+    def get_metadata_routing(self) -> MetadataRequest:
+        request = MetadataRequest(owner=repr(self))
+        for param, alias in self._requests.items():
+            request.score.add_request(param=param, alias=alias)
+        return request
+
+    # ---- scoring -------------------------------------------------------------------------------
+    def __call__(self, estimator, X, y_true, sensitive_features=None) -> float:
+        if sensitive_features is None and self.notion is not None:
+            raise ValueError(
+                f"{self!r} needs the groups of the scored rows: switch on scikit-learn's metadata routing "
+                "(sklearn.set_config(enable_metadata_routing=True), or use dpfair.model_selection, which does) and "
+                "pass them to fit, e.g. GridSearchCV(...).fit(X, y, sensitive_features=s)")
+        y_pred = predict_with_groups(estimator, X, sensitive_features)
+        value = 0.0
+        if self.error_weight:
+            value += self.error_weight * (1.0 - accuracy_score(y_true, y_pred))
+        if self.notion is not None:
+            positive = self.positive_label
+            if self.notion == "equal_opportunity" and positive is None:
+                positive = _summary_positive_label(y_true, y_pred)
+            value += self.weight * _violation(self.notion, y_true, y_pred, sensitive_features, self.convention,
+                                              positive)
+        return -float(value)
+
+    def __repr__(self) -> str:
+        if self.notion is None:
+            return "error_scorer()"
+        if not self.error_weight:
+            return f"violation_scorer({self.notion!r})"
+        return f"fairness_scorer({self.notion!r}, weight={self.weight:g})"
+
+
+def error_scorer() -> FairScorer:
+    """``−error``, the misclassification rate negated; gives the groups to estimators that predict with them."""
+    return FairScorer()
+
+
+def violation_scorer(notion: str = "demographic_parity", *, convention: str = "pairwise",
+                     positive_label=None) -> FairScorer:
+    """``−violation`` of ``notion`` on the scored rows (greater is better, like scikit-learn's losses)."""
+    return FairScorer(notion, error_weight=0, convention=convention, positive_label=positive_label)
+
+
+def fairness_scorer(notion: str = "demographic_parity", weight: float = 1.0, *, convention: str = "pairwise",
+                    positive_label=None) -> FairScorer:
+    """``−(error + weight · violation)``: one violation point costs ``weight`` error points (module docstring: why a
+    sum and not a cap)."""
+    return FairScorer(notion, weight=weight, convention=convention, positive_label=positive_label)
