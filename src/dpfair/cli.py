@@ -85,6 +85,9 @@ def _write_atomic(path: Path, write) -> None:
     os.close(fd)
     try:
         write(Path(tmp))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as open() would create it (mkstemp's file is private to its owner)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -144,7 +147,8 @@ def _privacy_rows(est) -> list[tuple[str, str]]:
     return _privacy_rows_of(*est.privacy_spent_, est.privacy_guarantee_)
 
 
-def _build_estimator(args, data):
+def _estimator_spec(args) -> tuple[type, dict]:
+    """``(class, hyper-parameters)`` of ``--method`` and the flags that set them, checked before any data is loaded."""
     from dpfair.algorithms import METHODS
 
     if args.method not in METHODS:
@@ -154,28 +158,43 @@ def _build_estimator(args, data):
     params = dict(random_state=args.seed)
     if "verbose" in valid:
         params["verbose"] = not args.quiet
-    # the data set declares its group and label lists: public, never read off the private arrays
-    if "groups" in valid:
-        params["groups"] = data.n_groups
-    if "classes" in valid:
-        params["classes"] = data.n_classes
     if "epsilon" in valid:
         params["epsilon"] = DEFAULT_EPSILON if args.epsilon is None else args.epsilon
         params["delta"] = args.delta
     elif args.epsilon is not None and not math.isinf(args.epsilon):
         raise ValueError(f"method {args.method!r} is not private; drop --epsilon or choose a private method")
-    for flag, key, value in (("--model", "model", args.model), ("--notion", "notion", args.notion),
-                             ("--lam", "lam", args.lam)):
+    if args.notion is not None:
+        if not cls._notions:
+            raise ValueError(f"method {args.method!r} targets no fairness notion; drop --notion or choose a fair "
+                             "method (`dpfair methods` lists each method's notions)")
+        if args.notion not in cls._notions:
+            raise ValueError(f"method {args.method!r} targets {', '.join(cls._notions)}; --notion {args.notion!r} is "
+                             "not one of them")
+        if "notion" in valid:
+            params["notion"] = args.notion
+    for flag, key, value in (("--model", "model", args.model), ("--lam", "lam", args.lam)):
         if value is None:
             continue
         if key not in valid:
-            raise ValueError(f"method {args.method!r} takes no {flag}; drop it or choose another method")
+            strength = cls._fairness_strength
+            hint = f" (its fairness strength is --param {strength}=...)" if key == "lam" and strength else ""
+            raise ValueError(f"method {args.method!r} takes no {flag}{hint}; drop it or choose another method")
         params[key] = value
     params.update(_key_values(args.param, "--param"))
     unknown = sorted(set(params) - set(valid))
     if unknown:
-        raise ValueError(f"method {args.method!r} has no hyper-parameter {unknown[0]!r}; valid: {', '.join(valid)}")
-    return cls(**params)
+        raise ValueError(f"method {args.method!r} has no hyper-parameter {unknown[0]!r}; valid: {', '.join(valid)} "
+                         f"(`dpfair methods {args.method}` describes them)")
+    return cls, params
+
+
+def _build_estimator(spec: tuple[type, dict], data):
+    """The estimator of ``spec`` given the data set's declared group and label lists (public, never read off
+    the private arrays); ``--param groups=...`` / ``classes=...`` override them."""
+    cls, params = spec
+    valid = cls().get_params()
+    declared = {"groups": data.n_groups, "classes": data.n_classes}
+    return cls(**{k: v for k, v in declared.items() if k in valid}, **params)
 
 
 def _run_record(args, est, data, options, command: str) -> dict:
@@ -195,34 +214,57 @@ def _print_table(rows: list[tuple[str, str]]) -> None:
 INDEX_LABELS = {"atkinson": "Atkinson index (ε = 1)", "gini": "Gini coefficient",
                 "mean_log_deviation": "mean log deviation", "theil": "Theil index (T)"}
 
+#: What a model file written by ``dpfair train`` records of its training (all public; ``dpfair info`` shows it,
+#: ``dpfair predict`` reloads the same data set and split from it).
+PROVENANCE_KEYS = ("dpfair_version", "command", "method", "dataset", "sensitive", "dataset_options", "groups",
+                   "seed")
+
+
+def _target_text(est) -> str:
+    """``"; target: equalized odds, tolerance = 0"`` for a fair method, ``""`` otherwise."""
+    target = est.fairness_target()
+    if not target:
+        return ""
+    strength = [f"{'λ' if k == 'lam' else k} = {v:g}" if isinstance(v, (int, float)) else f"{k} = {v}"
+                for k, v in target.items() if k != "notion"]
+    return "; target: " + ", ".join([target["notion"].replace("_", " "), *strength])
+
+
+def _evaluation_rows(evaluation: dict) -> list[tuple[str, str]]:
+    """The printed lines of :func:`dpfair.experiments.evaluate`'s result."""
+    rows = [("test error", f"{evaluation['error']:.4f}")]
+    rows += [(f"{k.replace('_', ' ')} violation", f"{v:.4f}") for k, v in evaluation["fairness"].items()]
+    rows += [(f"accuracy, {g}", f"{a:.4f}") for g, a in evaluation["per_group_accuracy"].items()]
+    rows += [(label, f"{evaluation['accuracy_inequality'][k]:.4f}") for k, label in INDEX_LABELS.items()]
+    return rows
+
 
 def cmd_train(args) -> int:
-    from dpfair.fairness import accuracy_inequality, fairness_summary
+    from dpfair.experiments import evaluate
     from dpfair.privacy import reproducible_noise
 
     _check_run_args(args)
+    spec = _estimator_spec(args)
     out, model_path = _output_paths(args)
     data, options = _load_data(args)
-    est = _build_estimator(args, data)
+    est = _build_estimator(spec, data)
     noise = contextlib.nullcontext() if args.reproducible_noise is None else reproducible_noise(args.reproducible_noise)
     t0 = time.perf_counter()
     with noise:
         est.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
     seconds = time.perf_counter() - t0
-    if getattr(est, "_predict_needs_sensitive", False):
-        y_pred = est.predict(data.X_test, sensitive_features=data.s_test)
-    else:
-        y_pred = est.predict(data.X_test)
+    evaluation = evaluate(est, data.X_test, data.y_test, data.s_test, data.group_names)
     eps, delta = est.privacy_spent_
-    inequality = accuracy_inequality(data.y_test, y_pred, data.s_test)
+    record = _run_record(args, est, data, options, "train")
     result = {
-        **_run_record(args, est, data, options, "train"),
+        **record,
         "n_train": int(len(data.y_train)),
-        "n_test": int(len(data.y_test)),
-        "test_error": float(np.mean(y_pred != data.y_test)),
-        "fairness": fairness_summary(data.y_test, y_pred, data.s_test),
-        "per_group_accuracy": {data.group_names[g]: a for g, a in inequality["per_group_accuracy"].items()},
-        "accuracy_inequality": {k: inequality[k] for k in INDEX_LABELS},
+        "n_test": evaluation["n"],
+        "target": est.fairness_target(),
+        "test_error": evaluation["error"],
+        "fairness": evaluation["fairness"],
+        "per_group_accuracy": evaluation["per_group_accuracy"],
+        "accuracy_inequality": evaluation["accuracy_inequality"],
         "epsilon": eps,
         "delta": delta,
         "privacy_guarantee": est.privacy_guarantee_,
@@ -231,17 +273,14 @@ def cmd_train(args) -> int:
         "fit_seconds": seconds,
         "model_file": model_path.name,
     }
-    _write_atomic(model_path, lambda p: est.save(p))
+    provenance = _jsonable({k: record[k] for k in PROVENANCE_KEYS} | {"n_train": result["n_train"]})
+    _write_atomic(model_path, lambda p: est.save(p, provenance=provenance))
     _write_atomic(out, lambda p: p.write_text(json.dumps(_jsonable(result), indent=2) + "\n"))
 
-    print(f"{args.method} on {data.name} (sensitive: {data.sensitive}, groups: {', '.join(data.group_names)})")
-    rows = [("test error", f"{result['test_error']:.4f}")]
-    rows += [(f"{k.replace('_', ' ')} violation", f"{v:.4f}") for k, v in result["fairness"].items()]
-    rows += [(f"accuracy, {g}", f"{a:.4f}") for g, a in result["per_group_accuracy"].items()]
-    rows += [(label, f"{result['accuracy_inequality'][k]:.4f}") for k, label in INDEX_LABELS.items()]
-    rows += _privacy_rows(est)
-    rows += [("fit time", f"{seconds:.1f} s"),
-             ("result", str(out)), ("model", str(model_path))]
+    print(f"{args.method} on {data.name} (sensitive: {data.sensitive}, groups: {', '.join(data.group_names)}"
+          f"{_target_text(est)})")
+    rows = _evaluation_rows(evaluation) + _privacy_rows(est)
+    rows += [("fit time", f"{seconds:.1f} s"), ("result", str(out)), ("model", str(model_path))]
     _print_table(rows)
     return 0
 
@@ -258,10 +297,11 @@ def cmd_audit_membership(args) -> int:
     if args.shadow < 2 and set(attacks) - {"loss"}:
         raise ValueError(f"--shadow must be >= 2 for the shadow attack and LiRA (16 or more is better), got "
                          f"{args.shadow}; or use --attack loss")
+    # the estimators' own progress bars stay off: one bar over the models trained instead
+    spec = _estimator_spec(argparse.Namespace(**{**vars(args), "quiet": True}))
     (out,) = _result_path(args, "membership")
     data, options = _load_data(args)
-    # the estimators' own progress bars stay off: one bar over the models trained instead
-    est = _build_estimator(argparse.Namespace(**{**vars(args), "quiet": True}), data)
+    est = _build_estimator(spec, data)
     t0 = time.perf_counter()
     report = membership_inference(est, data.X_train, data.y_train, data.s_train, attacks=attacks,
                                   n_shadow=args.shadow, random_state=args.seed, group_names=data.group_names,
@@ -310,6 +350,7 @@ def cmd_certify(args) -> int:
         raise ValueError(f"--draws must be >= 0 (0 skips the empirical comparison), got {args.draws}")
     if args.epsilon is not None and math.isinf(args.epsilon):
         raise ValueError("a certificate bounds what privacy costs fairness; give a finite --epsilon")
+    spec = None if args.load is not None else _estimator_spec(args)
     (out,) = _result_path(args, "certificate")
     data, options = _load_data(args)
     t0 = time.perf_counter()
@@ -324,7 +365,7 @@ def cmd_certify(args) -> int:
             raise ValueError(f"{args.load} was fitted on {est.n_features_in_} features but {data.name} has "
                              f"{data.X_test.shape[1]}; load it with the data set and --option it was trained on")
     else:
-        est = _build_estimator(args, data)
+        est = _build_estimator(spec, data)
     if "epsilon" not in est.get_params():
         raise ValueError(f"method {args.method!r} is not private; certify a private method (output-perturbation, "
                          "dp-sgd)")
@@ -391,9 +432,10 @@ def cmd_audit_epsilon(args) -> int:
         raise ValueError(f"--runs must be >= 4 (hundreds for a meaningful bound), got {args.runs}")
     if not 0.0 < args.confidence < 1.0:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence}")
+    spec = _estimator_spec(argparse.Namespace(**{**vars(args), "quiet": True}))
     (out,) = _result_path(args, "audit")
     data, options = _load_data(args)
-    est = _build_estimator(argparse.Namespace(**{**vars(args), "quiet": True}), data)
+    est = _build_estimator(spec, data)
     if args.unit is not None and "privacy_unit" in est.get_params():
         est.set_params(privacy_unit=args.unit)
     X, y, s = data.X_train, data.y_train, data.s_train
@@ -497,16 +539,145 @@ def cmd_accountant(args) -> int:
     return 0
 
 
+def cmd_methods(args) -> int:
+    from dpfair.algorithms.catalog import describe_parameters, method_table
+
+    rows = method_table()
+    if args.name is None:
+        if args.json:
+            print(json.dumps(_jsonable(rows), indent=2))
+            return 0
+        table = [("method", "estimator", "guarantee", "notions")]
+        table += [(r["method"], r["estimator"], r["guarantee"], ", ".join(r["notions"]) or "-") for r in rows]
+        widths = [max(len(r[c]) for r in table) for c in range(4)]
+        for r in table:
+            print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+        print("(`dpfair methods METHOD` lists a method's hyper-parameters; set them with --param KEY=VALUE)")
+        return 0
+    row = next((r for r in rows if r["method"] == args.name), None)
+    if row is None:
+        raise ValueError(f"unknown method {args.name!r}; choose one of {', '.join(r['method'] for r in rows)}")
+    from dpfair.algorithms import METHODS
+
+    params = describe_parameters(METHODS[args.name])
+    if args.json:
+        print(json.dumps(_jsonable({**row, "parameters": [vars(p) for p in params]}), indent=2))
+        return 0
+    print(f"{row['method']}: {row['summary']}")
+    print(f"  estimator  {row['estimator']}")
+    print(f"  guarantee  {row['guarantee']}")
+    if row["notions"]:
+        strength = f" (strength: {row['fairness_strength']})" if row["fairness_strength"] else ""
+        print(f"  notions    {', '.join(row['notions'])}{strength}")
+    print("hyper-parameters (--param KEY=VALUE):")
+    width = max(len(f"{p.name}={p.default!r}") for p in params)
+    for p in params:
+        print(f"  {f'{p.name}={p.default!r}':<{width}}  {p.description or '(undocumented)'}")
+    return 0
+
+
+def _method_name(est) -> str:
+    from dpfair.algorithms import METHODS
+
+    return next((name for name, cls in METHODS.items() if type(est) is cls), type(est).__name__)
+
+
+def cmd_info(args) -> int:
+    from dpfair.persistence import load_estimator, load_provenance
+
+    est = load_estimator(args.model)
+    provenance = load_provenance(args.model)
+    eps, delta = est.privacy_spent_
+    info = {"model": str(args.model), "method": _method_name(est), "estimator": type(est).__name__,
+            "target": est.fairness_target(), "trained_on": provenance, "epsilon": eps, "delta": delta,
+            "privacy_unit": getattr(getattr(est, "privacy_unit_", None), "value", None),
+            "privacy_guarantee": est.privacy_guarantee_, "n_features": int(est.n_features_in_),
+            "classes": est.classes_.tolist(), "groups": None if est.groups_ is None else est.groups_.tolist(),
+            "hyperparameters": est.get_params(), "privacy_ledger": est.privacy_ledger_.to_records()}
+    if args.json:
+        print(json.dumps(_jsonable(info), indent=2))
+        return 0
+    target = _target_text(est).removeprefix("; target: ")
+    print(f"{args.model}: {info['method']} ({info['estimator']}){f', target: {target}' if target else ''}")
+    rows = []
+    if provenance:
+        options = ", ".join(f"{k}={v}" for k, v in provenance.get("dataset_options", {}).items())
+        rows += [("data set", f"{provenance.get('dataset')}{f' ({options})' if options else ''}, "
+                              f"{provenance.get('n_train', '?'):,} training rows, split seed {provenance.get('seed')}"),
+                 ("sensitive", f"{provenance.get('sensitive')} (groups: {', '.join(map(str, provenance.get('groups', [])))})"),
+                 ("trained by", f"dpfair {provenance.get('dpfair_version')} ({provenance.get('command')})")]
+    else:
+        rows += [("data set", "not recorded (saved from Python without provenance=)")]
+    rows += [("features", str(info["n_features"])), ("classes", ", ".join(map(str, info["classes"])))]
+    rows += _privacy_rows(est)
+    if info["privacy_unit"]:
+        rows += [("privacy unit", info["privacy_unit"])]
+    rows += [(f"release: {r['label']}", f"{r['count']} × {r['mechanism']}, noise multiplier {r['noise_multiplier']:.4g}"
+              + (f", sampling rate {r['sampling_probability']:.4g}" if r["sampling_probability"] < 1 else ""))
+             for r in info["privacy_ledger"]]
+    _print_table(rows)
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from dpfair.experiments import evaluate, predict
+    from dpfair.persistence import load_estimator, load_provenance
+
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        if out.suffix != ".csv":
+            raise ValueError(f"--out must name a .csv file, got {args.out!r}")
+        if out.exists() and not args.overwrite:
+            raise ValueError(f"{out} already exists; pass --overwrite or choose another --out")
+    est = load_estimator(args.model)
+    provenance = load_provenance(args.model)
+    from_model = argparse.Namespace(dataset=args.dataset or provenance.get("dataset"),
+                                    sensitive=args.sensitive or provenance.get("sensitive"),
+                                    seed=provenance.get("seed", 0) if args.seed is None else args.seed,
+                                    option=args.option, data_home=args.data_home)
+    if from_model.dataset is None:
+        raise ValueError(f"{args.model} does not record its data set; pass --dataset (and the --option and --seed "
+                         "it was trained with)")
+    if args.option is None and provenance.get("dataset") == from_model.dataset:
+        from_model.option = [f"{k}={json.dumps(v)}" for k, v in provenance.get("dataset_options", {}).items()]
+    data, _ = _load_data(from_model)
+    X, y, s = {"test": data.test, "train": data.train}[args.part]
+    if est.n_features_in_ != X.shape[1]:
+        raise ValueError(f"{args.model} was fitted on {est.n_features_in_} features but {data.name} has {X.shape[1]}; "
+                         "pass the --dataset and --option it was trained with")
+    evaluation = evaluate(est, X, y, s, data.group_names)
+    if out is not None:
+        import pandas as pd
+
+        proba = est.predict_proba(X, sensitive_features=s) if getattr(est, "_predict_needs_sensitive", False) \
+            else est.predict_proba(X)
+        table = pd.DataFrame({"row": np.arange(len(y)), "y_true": y, "y_pred": predict(est, X, s), "group": s})
+        for j, c in enumerate(est.classes_):
+            table[f"proba_{c}"] = proba[:, j]
+        _write_atomic(out, lambda p: table.to_csv(p, index=False))
+    print(f"{_method_name(est)} model {args.model} on the {args.part} part of {data.name} "
+          f"({evaluation['n']:,} rows; sensitive: {data.sensitive}{_target_text(est)})")
+    rows = _evaluation_rows(evaluation)
+    rows[0] = (f"{args.part} error", rows[0][1])
+    rows += [("epsilon of the model", f"{est.privacy_spent_[0]:.6g}")]
+    if out is not None:
+        rows += [("predictions", str(out))]
+    _print_table(rows)
+    return 0
+
+
 def _add_estimator_arguments(p: argparse.ArgumentParser) -> None:
     """The flags that choose the data and build the estimator, shared by ``train`` and ``audit``."""
     p.add_argument("--dataset", default=DEFAULT_DATASET, help="data set name (see `dpfair datasets`)")
     p.add_argument("--sensitive", default=None, help="sensitive attribute (default: the data set's)")
     p.add_argument("--method", default=DEFAULT_METHOD,
                    help="training method: dp-fermi (default; certify: output-perturbation), dp-sgd, erm, pf-ld, "
-                        "dp-postprocess, dp-oracle, private-demographics, output-perturbation, reductions, threshold")
+                        "dp-postprocess, dp-oracle, private-demographics, output-perturbation, reductions, threshold "
+                        "(`dpfair methods` describes them)")
     p.add_argument("--notion", default=None,
-                   help="fairness notion of a fair method: demographic_parity, equalized_odds, equal_opportunity, "
-                        "accuracy_parity (default: the method's)")
+                   help="fairness notion of a fair method, one of those it targets (`dpfair methods`): "
+                        "demographic_parity, equalized_odds, equal_opportunity, accuracy_parity (default: the "
+                        "method's)")
     p.add_argument("--lam", type=float, default=None, help="DP-FERMI's fairness weight λ ≥ 0")
     p.add_argument("--model", default=None, help="logistic, mlp or cnn (default: the method's)")
     p.add_argument("--epsilon", type=float, default=None,
@@ -590,6 +761,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_certify)
 
+    p = sub.add_parser("methods", help="list the methods (guarantee, notions), or one method's hyper-parameters")
+    p.add_argument("name", nargs="?", default=None, help="one method: its hyper-parameters with defaults")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_methods)
+
+    p = sub.add_parser("info", help="what a saved model is: method, data set, hyper-parameters, privacy spent")
+    p.add_argument("model", metavar="MODEL.pt", help="a model file written by `dpfair train`")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser(
+        "predict", help="evaluate a saved model on a data set's test part and write its predictions",
+        description="Load a model written by `dpfair train` (safely: no code from the file runs), rebuild the data "
+                    "set and split it was trained beside (as recorded in the model; --dataset, --option and --seed "
+                    "override), print error and fairness on the chosen part, and write per-row predictions with --out.")
+    p.add_argument("model", metavar="MODEL.pt", help="a model file written by `dpfair train`")
+    p.add_argument("--dataset", default=None, help="data set (default: the one the model records)")
+    p.add_argument("--sensitive", default=None, help="sensitive attribute (default: the one the model records)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="data set option (default: the ones the model records)")
+    p.add_argument("--seed", type=int, default=None, help="split seed (default: the one the model records)")
+    p.add_argument("--part", choices=["test", "train"], default="test",
+                   help="rows to evaluate (default test; train re-reads the private training rows, a use the "
+                        "model's ε does not cover)")
+    p.add_argument("--out", default=None, help="CSV of per-row predictions and class probabilities")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--data-home", default=None, help="folder of raw data files (default $DPFAIR_DATA)")
+    p.set_defaults(func=cmd_predict)
+
     p = sub.add_parser("datasets", help="list the data sets and whether they are on disk")
     p.add_argument("name", nargs="?", default=None, help="one data set only")
     p.add_argument("--data-home", default=None)
@@ -629,6 +829,9 @@ def main(argv=None) -> int:
     try:
         with silenced:
             return args.func(args)
+    except BrokenPipeError:  # `dpfair methods | head`: the reader left; nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (ValueError, FileNotFoundError, KeyError, OSError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"dpfair: error: {msg}", file=sys.stderr)

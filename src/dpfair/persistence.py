@@ -57,6 +57,7 @@ with ``.to(...)`` if needed.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import enum
@@ -77,7 +78,7 @@ import torch
 FORMAT = "dpfair-estimator"
 VERSION = 1
 
-__all__ = ["FORMAT", "VERSION", "load_estimator", "save_estimator"]
+__all__ = ["FORMAT", "VERSION", "load_estimator", "load_provenance", "save_estimator"]
 
 _IDENT = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 
@@ -481,11 +482,14 @@ def _versions() -> dict:
     return out
 
 
-def save_estimator(est, path) -> None:
+def save_estimator(est, path, *, provenance: dict | None = None) -> None:
     """Write a fitted dpfair estimator to ``path`` as tensors plus JSON (see the module docstring).
 
     Saves the class name, ``get_params()`` and the public fitted attributes; never an attribute starting
     with ``_``. Raises ``ValueError`` naming the attribute when something cannot be saved safely.
+    ``provenance``: JSON values saying what the model was trained on (``dpfair train`` writes the data set,
+    its options, the sensitive attribute, the group names and the seed), read back by :func:`load_provenance`.
+    It is published with the model: public facts only.
     """
     from sklearn.utils.validation import check_is_fitted
 
@@ -499,7 +503,14 @@ def save_estimator(est, path) -> None:
     except _SaveError as exc:
         where = os.fspath(path) if _is_path(path) else repr(path)
         raise ValueError(f"cannot save {type(est).__name__} to {where}: {exc}") from None
-    meta = {"format": FORMAT, "version": VERSION, "versions": _versions(), "estimator": node}
+    try:
+        provenance_json = json.loads(json.dumps(provenance or {}, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"provenance must hold JSON values only (str, numbers, lists, dicts): {exc}") from None
+    if type(provenance_json) is not dict:
+        raise ValueError(f"provenance must be a dict, got {type(provenance).__name__}")
+    meta = {"format": FORMAT, "version": VERSION, "versions": _versions(), "estimator": node,
+            "provenance": provenance_json}
     blob = {"format": FORMAT, "version": VERSION, "meta": json.dumps(meta, allow_nan=False),
             "tensors": saver.tensors}
     torch.save(blob, path, pickle_protocol=2)
@@ -963,16 +974,40 @@ def load_estimator(path, *, model=None):
     for anything that is not a dpfair model file of a version this dpfair reads.
     """
     where = os.fspath(path) if _is_path(path) else repr(path)
-    try:
-        blob = _read_blob(path, where)
-        try:
-            meta = json.loads(blob["meta"])
-        except (ValueError, RecursionError):
-            raise _LoadError(f"{where} is malformed: its metadata is not valid JSON") from None
-        _expect(type(meta) is dict and meta.get("format") == FORMAT and meta.get("version") == VERSION
-                and "estimator" in meta, f"{where} is malformed: its metadata has no estimator")
+    with _load_errors(where):
+        blob, meta = _read_meta(path, where)
         loader = _Loader(blob["tensors"], model, where)
         return _decode_estimator(meta["estimator"], "estimator", loader)
+
+
+def load_provenance(path) -> dict:
+    """What a model file says it was trained on (``save_estimator``'s ``provenance``; ``{}`` if none).
+
+    The file is checked as :func:`load_estimator` checks it; nothing in it is run.
+    """
+    where = os.fspath(path) if _is_path(path) else repr(path)
+    with _load_errors(where):
+        provenance = _read_meta(path, where)[1].get("provenance", {})
+        _expect(type(provenance) is dict, f"{where} is malformed: its provenance is not a JSON object")
+        return provenance
+
+
+def _read_meta(path, where: str) -> tuple[dict, dict]:
+    blob = _read_blob(path, where)
+    try:
+        meta = json.loads(blob["meta"])
+    except (ValueError, RecursionError):
+        raise _LoadError(f"{where} is malformed: its metadata is not valid JSON") from None
+    _expect(type(meta) is dict and meta.get("format") == FORMAT and meta.get("version") == VERSION
+            and "estimator" in meta, f"{where} is malformed: its metadata has no estimator")
+    return blob, meta
+
+
+@contextlib.contextmanager
+def _load_errors(where: str):
+    """Every failure to read a model file becomes one ``ValueError`` naming the file (missing files stay OSError)."""
+    try:
+        yield
     except _LoadError as exc:
         msg = str(exc)
         raise ValueError(msg if where in msg else f"{where}: {msg}") from None

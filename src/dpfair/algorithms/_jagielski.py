@@ -27,12 +27,6 @@ def cell_counts(values, y, s, n_values: int, n_classes: int, n_groups: int) -> n
     return np.bincount(flat, minlength=n_values * n_groups * n_classes).reshape(n_values, n_groups, n_classes)
 
 
-def check_binary_labels(classes) -> None:
-    if len(classes) != 2:
-        raise ValueError(f"y must be binary for equalized-odds post-processing and reductions, got "
-                         f"{len(classes)} classes; binarise the label (one class against the rest)")
-
-
 def laplace_slack(scale: float, cell_sizes: np.ndarray, n_released: int, beta: float | None) -> np.ndarray:
     """Jagielski et al.'s relaxation of the rate constraints for each label: ``2·b·ln(m/β) / min_r N[r, c]``.
 
@@ -82,6 +76,7 @@ class RandomizedGroupClassifierMixin:
     """
 
     _predict_needs_sensitive = True
+    _binary_only = True
 
     def _uses_sensitive_at_prediction(self) -> bool:
         return True

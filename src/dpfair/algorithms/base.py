@@ -120,11 +120,11 @@ def public_categories(declared, values, name: str, private: bool, fix: str):
         warnings.warn(f"the list of {name} was inferred from the private data; which values occur is private "
                       f"(ε = ∞ for a value held by one person). Pass {fix} to keep the guarantee",
                       PrivacyLeakWarning, stacklevel=5)
-    found = np.unique(check_1d(values, name))
+    data, what = ("y", "class") if name == "classes" else ("sensitive_features", "group")
+    found = np.unique(check_1d(values, data))
     if len(found) < 2:
-        data, what = ("y", "class") if name == "classes" else ("sensitive_features", "group")
-        raise ValueError(f"{data} has a single {what}; fairness and classification need at least two "
-                         f"(if others exist but are absent from these rows, pass {fix})")
+        raise ValueError(f"{data} has a single {what}: found 1 {what} where fairness and classification need at "
+                         f"least two (if others exist but are absent from these rows, pass {fix})")
     return found
 
 
@@ -135,7 +135,8 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
     ``_requires_sensitive`` (``fit`` needs ``sensitive_features``),
     ``_min_per_class`` / ``_min_per_group`` (members each class / group needs, checked only where
     those arrays are public: y under the sensitive unit, s for non-private methods),
-    ``_private`` (whether ``epsilon``/``delta`` hyper-parameters exist).
+    ``_private`` (whether ``epsilon``/``delta`` hyper-parameters exist),
+    ``_binary_only`` (``fit`` takes two classes only; scikit-learn's ``multi_class`` tag).
     Subclasses may take ``groups`` and ``classes`` (public lists; see the module docstring)
     and ``secure_mode`` (noise from :mod:`dpfair.privacy.samplers`).
     """
@@ -144,6 +145,29 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
     _min_per_class = 2
     _min_per_group = 2
     _private = False
+    _binary_only = False
+    #: the fairness notions the method can target (its ``notion`` values; one entry for a method built for one
+    #: notion, none for a method that targets none) and the hyper-parameter setting how strictly it does
+    _notions: tuple[str, ...] = ()
+    _fairness_strength: str | None = None
+
+    def fairness_target(self) -> dict:
+        """What the method targets, from its hyper-parameters: ``{"notion": ..., <strength parameter>: value}``
+        (``{}`` for a method that targets no fairness notion)."""
+        if not self._notions:
+            return {}
+        target = {"notion": self.get_params().get("notion", self._notions[0])}
+        if self._fairness_strength is not None:
+            target[self._fairness_strength] = self.get_params()[self._fairness_strength]
+        return target
+
+    def __sklearn_tags__(self):
+        """scikit-learn's tags: dense numeric input (the defaults), and, for a private method, a fit that
+        ``random_state`` does not repeat (its noise comes from a secret generator, never from the seed)."""
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = self._private
+        tags.classifier_tags.multi_class = not self._binary_only
+        return tags
 
     #: With scikit-learn's metadata routing on, ``sensitive_features`` goes to ``fit`` and ``score`` unasked:
     #: ``GridSearchCV(est, ...).fit(X, y, sensitive_features=s)`` routes s to every fit and score.
@@ -233,6 +257,11 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         if isinstance(X, pd.DataFrame) and len(X.columns) and all(isinstance(c, str) for c in X.columns):
             self.feature_names_in_ = np.asarray(X.columns, dtype=object)
         X = check_features(X, "X")
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None: "
+                             "call fit(X, y) with one label per row")
+        if not isinstance(getattr(y, "dtype", None), pd.CategoricalDtype):  # a categorical keeps its categories
+            y = check_1d(y, "y", X.shape[0])  # once: a column vector warns here
         values = np.asarray(y)
         if values.dtype.kind == "f" and getattr(self, "classes", None) is None and np.any(values != np.round(values)):
             raise ValueError("y holds non-integer numbers (a continuous target?); dpfair estimators classify: "
@@ -240,6 +269,10 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         classes = public_categories(getattr(self, "classes", None), y, "classes", self._labels_private,
                                     "classes=[...] (the data set's label values)")
         y_codes, self.classes_ = encode_categories(y, "y", X.shape[0], classes=classes)
+        if self._binary_only and len(self.classes_) != 2:
+            raise ValueError(f"y must be binary: {type(self).__name__} needs binary labels, got {len(self.classes_)} "
+                             "classes (Only binary classification is supported.); binarise y (one class against "
+                             "the rest) before fitting")
         if not self._labels_private:
             check_min_count(y_codes, len(self.classes_), "y", self._min_per_class, what="class")
         return X, y_codes
@@ -255,6 +288,8 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             self.groups_ = None
             s_codes = None
         else:
+            if not isinstance(getattr(s, "dtype", None), pd.CategoricalDtype):
+                s = check_1d(s, "sensitive_features", n)
             groups = public_categories(getattr(self, "groups", None), s, "groups", self._private,
                                        "groups=k or groups=[...] (the data set's group values)")
             s_codes, self.groups_ = encode_categories(s, "sensitive_features", n, classes=groups)
@@ -356,7 +391,9 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             X = X[list(names)]
         X = check_features(X, "X")
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features but the model was fitted with {self.n_features_in_}")
+            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                             f"{self.n_features_in_} features as input (as in fit); pass the columns the model "
+                             "was fitted with")
         return X
 
     def predict_proba(self, X) -> np.ndarray:
@@ -377,11 +414,15 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         return float(accuracy_score(y, predict_with_groups(self, X, sensitive_features), sample_weight=sample_weight))
 
     # ---- persistence ---------------------------------------------------
-    def save(self, path) -> None:
-        """Write the fitted estimator to ``path`` as a safe model file (tensors + JSON; see dpfair.persistence)."""
+    def save(self, path, *, provenance: dict | None = None) -> None:
+        """Write the fitted estimator to ``path`` as a safe model file (tensors + JSON; see dpfair.persistence).
+
+        ``provenance``: public JSON facts about the training (data set, options, seed), read back by
+        :func:`dpfair.persistence.load_provenance` and shown by ``dpfair info``.
+        """
         from dpfair.persistence import save_estimator
 
-        save_estimator(self, path)
+        save_estimator(self, path, provenance=provenance)
 
 
 def load_estimator(path, *, model=None) -> FairEstimator:

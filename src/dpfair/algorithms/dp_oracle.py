@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from dpfair.algorithms._jagielski import RandomizedGroupClassifierMixin, cell_counts, check_binary_labels
+from dpfair.algorithms._jagielski import RandomizedGroupClassifierMixin, cell_counts
 from dpfair.algorithms.base import FairEstimator
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit
 from dpfair.validation import check_positive
@@ -102,6 +102,8 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     n_components : principal axes of X whose scores (both signs) join logistic regression's in H.
     n_thresholds : thresholds per score function (plus the two constant classifiers).
     noise_multiplier : σ of the per-round Laplace release (ε₀ = 2/σ per mechanism); ``None`` calibrates it.
+    accountant : "pld" (privacy loss distributions, tight; the default) or "rdp": the accountant that calibrates
+        the noise and reports ``privacy_spent_``.
     groups, classes : the public lists of group and label values (an int k: ``0..k-1``); ``None`` infers
         them from the data, with a ``PrivacyLeakWarning`` where the data are private (s; y under "record").
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
@@ -112,6 +114,8 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
 
     _private = True
     _requires_sensitive = True
+    _notions = ("equalized_odds",)
+    _fairness_strength = "tolerance"
 
     def __init__(self, sensitive_aware=False, *, epsilon=1.0, delta=None, privacy_unit="sensitive", n_rounds=10,
                  bound=1.0, learning_rate=2.0, tolerance=0.0, counts_budget=0.1, n_components=4, n_thresholds=30,
@@ -140,7 +144,6 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         return bool(self.sensitive_aware)
 
     def _check_hyperparameters(self) -> None:
-        check_binary_labels(self.classes_)
         if self.privacy_unit_ is not PrivacyUnit.SENSITIVE:
             raise ValueError("DPOracleClassifier protects the sensitive attribute only (its hypothesis class and "
                              "error term use X and y as public): use privacy_unit='sensitive', or "

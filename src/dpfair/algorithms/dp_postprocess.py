@@ -42,7 +42,6 @@ from sklearn.utils.validation import check_is_fitted
 from dpfair.algorithms._jagielski import (
     RandomizedGroupClassifierMixin,
     cell_counts,
-    check_binary_labels,
     equalized_odds_lp,
     laplace_slack,
 )
@@ -70,6 +69,8 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     tolerance : γ ≥ 0, the allowed gap between the groups' false- and true-positive rates.
     beta : confidence β in (0, 1) of the paper's slack; ``None`` uses no slack (plug-in noisy constraints).
     noise_multiplier : Laplace scale σ of the counts; ``None`` calibrates it to (ε, δ) on ``accountant``.
+    accountant : "pld" (privacy loss distributions, tight; the default) or "rdp": the accountant that calibrates
+        the noise and reports ``privacy_spent_``.
     groups, classes : the public lists of group and label values (an int k: ``0..k-1``); ``None`` infers
         them from the data, with a ``PrivacyLeakWarning`` where the data are private (s; y under "record").
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
@@ -83,6 +84,8 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
 
     _private = True
     _requires_sensitive = True
+    _notions = ("equalized_odds",)
+    _fairness_strength = "tolerance"
     _min_per_class = 1
 
     def __init__(self, estimator=None, *, prefit=False, epsilon=1.0, delta=None, privacy_unit="sensitive",
@@ -171,7 +174,6 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
 
     # ---- fitting ---------------------------------------------------------------
     def _fit(self, X, y, s):
-        check_binary_labels(self.classes_)
         k = len(self.groups_)
         check_positive(self.tolerance, "tolerance", allow_zero=True)
         if self.beta is not None and not (isinstance(self.beta, (int, float)) and 0.0 < self.beta < 1.0):

@@ -127,7 +127,12 @@ class DPFERMIClassifier(TorchClassifier):
     calibration : "accountant" (σ searched on the PLD/RDP accountant, the default) or "paper"
         (Theorem 3.3's closed form with Lipschitz constant ``paper_lipschitz``; warns, and
         ``privacy_spent_`` reports what our accountant measures for that noise).
+    paper_lipschitz : L, the loss's Lipschitz constant in Theorem 3.3's closed form (``calibration="paper"`` only).
     noise_multiplier : a fixed σ instead of calibration (``privacy_spent_`` reports its ε).
+    accountant : "pld" (privacy loss distributions, tight; the default) or "rdp": the accountant that calibrates
+        the noise and reports ``privacy_spent_``.
+    model_kwargs : keyword arguments of :func:`dpfair.nn.make_model` for a named model (e.g. ``hidden=(64, 64)``).
+    device : "cpu" (default), "cuda", "cuda:N" or "auto" (CUDA when available).
     groups, classes : the public lists of group and label values (an int k: ``0..k-1``); ``None`` infers
         them from the data, with a ``PrivacyLeakWarning`` where the data are private (s; y under "record").
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
@@ -138,6 +143,8 @@ class DPFERMIClassifier(TorchClassifier):
 
     _private = True
     _requires_sensitive = True
+    _notions = NOTIONS
+    _fairness_strength = "lam"
 
     def __init__(self, model="logistic", *, notion="demographic_parity", lam=1.0, epsilon=1.0, delta=None,
                  privacy_unit="sensitive", group_proportions=None, proportions_budget=0.05, batch_size=1024,

@@ -64,8 +64,14 @@ class DPSGDClassifier(TorchClassifier):
     noise_multiplier : σ of each step; ``None`` calibrates it to (ε, δ) on ``accountant`` over all steps.
     batch_size : expected Poisson batch size (``q = batch_size / n``).
     epochs : passes over the data; the number of steps is ``ceil(epochs / q)``.
+    learning_rate, optimizer, momentum : the step on the released gradient: "sgd" (with ``momentum``) or
+        "adam" at ``learning_rate`` (post-processing of the releases).
     weight_decay : L2 regularisation λ (adds λθ to the released gradient; free).
     clip_method : "auto" (ghost norms where exact, else ``torch.func``), "vmap" or "ghost".
+    accountant : "pld" (privacy loss distributions, tight; the default) or "rdp": the accountant that calibrates
+        the noise and reports ``privacy_spent_``.
+    model_kwargs : keyword arguments of :func:`dpfair.nn.make_model` for a named model (e.g. ``hidden=(64, 64)``).
+    device : "cpu" (default), "cuda", "cuda:N" or "auto" (CUDA when available).
     groups, classes : the public lists of group and label values (an int k: ``0..k-1``); ``None`` infers
         them from the data, with a ``PrivacyLeakWarning`` where the data are private (s; y under "record").
     sample_size : N, a public number of records that sets the sampling rate ``q = batch_size / N``, the

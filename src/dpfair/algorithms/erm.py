@@ -22,10 +22,20 @@ from dpfair.validation import check_positive
 class ERMClassifier(TorchClassifier):
     """Non-private classifier (logistic regression, MLP, CNN or any module): full-batch L-BFGS or minibatches.
 
-    ``solver``: "auto" (L-BFGS for ``model="logistic"``, minibatches otherwise), "lbfgs" or "minibatch";
-    ``max_iter`` and ``tol`` (gradient norm) bound L-BFGS; ``epochs``, ``batch_size``, ``learning_rate``,
-    ``optimizer`` and ``momentum`` drive the minibatch path; ``verbose``: a progress bar on stderr
-    (L-BFGS's function evaluations, or the epochs; :mod:`dpfair.progress`).
+    Parameters
+    ----------
+    model : "logistic", "mlp", "cnn" or a ``torch.nn.Module`` returning logits.
+    solver : "auto" (L-BFGS for ``model="logistic"``, minibatches otherwise), "lbfgs" or "minibatch".
+    max_iter, tol : L-BFGS's iteration cap and its tolerance on the gradient norm.
+    batch_size, epochs, learning_rate, optimizer, momentum : the minibatch path ("sgd" with ``momentum``, or
+        "adam", at ``learning_rate``).
+    weight_decay : L2 regularisation λ of the loss.
+    model_kwargs : keyword arguments of :func:`dpfair.nn.make_model` for a named model (e.g. ``hidden=(64, 64)``).
+    device : "cpu" (default), "cuda", "cuda:N" or "auto" (CUDA when available).
+    random_state : seeds initialisation and minibatch order.
+    verbose : a progress bar on stderr (L-BFGS's function evaluations, or the epochs; :mod:`dpfair.progress`).
+
+    ``n_iter_``: L-BFGS iterations run, or the epochs of the minibatch path.
     """
 
     def __init__(self, model="logistic", *, solver="auto", max_iter=500, tol=1e-6, batch_size=256, epochs=20,
@@ -81,8 +91,8 @@ class ERMClassifier(TorchClassifier):
 
         self.model_.train()
         opt.step(objective)
-        self.history_.append({"iterations": int(opt.state[opt._params[0]].get("n_iter", 0)),
-                              "loss": float(objective().detach())})
+        self.n_iter_ = int(opt.state[opt._params[0]].get("n_iter", 0))
+        self.history_.append({"iterations": self.n_iter_, "loss": float(objective().detach())})
         self._end_epoch(epoch=1, step=1, steps=1)
 
     def _fit_minibatch(self, X, y):
@@ -104,3 +114,4 @@ class ERMClassifier(TorchClassifier):
             self.history_.append({"epoch": epoch + 1, "loss": total / n})
             bar.update()
             self._end_epoch(epoch=epoch + 1, step=epoch + 1, steps=int(self.epochs))
+        self.n_iter_ = int(self.epochs)

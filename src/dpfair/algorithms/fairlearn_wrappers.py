@@ -76,12 +76,6 @@ def check_notion(notion, supported) -> str:
     return notion
 
 
-def check_binary_labels(classes, method: str) -> None:
-    if len(classes) != 2:
-        raise ValueError(f"{method} needs binary labels, got {len(classes)} classes in y; "
-                         "binarise y (one class against the rest) before fitting")
-
-
 def seeded_estimator(estimator, seed: int):
     """A fresh clone of ``estimator`` (default: logistic regression) whose unset ``random_state`` is ``seed``."""
     est = default_estimator() if estimator is None else clone(estimator)
@@ -107,13 +101,16 @@ class ReductionsClassifier(FairEstimator):
     difference_bound : the slack of each constraint, ``|γ_j(Q)| ≤ difference_bound``.
     eg_eps : fairlearn's ``eps`` of ``ExponentiatedGradient`` (multipliers bounded by ``1/eg_eps`` in L1);
         not a privacy parameter.
-    max_iter, nu, eta0, run_linprog_step : passed to ``ExponentiatedGradient`` unchanged.
+    max_iter, nu, eta0, run_linprog_step : passed to ``ExponentiatedGradient`` unchanged (``n_iter_``: the
+        rounds it ran).
     random_state : seeds the base estimator (when its ``random_state`` is unset) and ``predict``'s draws.
     verbose : a progress bar on stderr (:mod:`dpfair.progress`).
     """
 
     _requires_sensitive = True
+    _binary_only = True
     _notions = tuple(REDUCTION_MOMENTS)
+    _fairness_strength = "difference_bound"
 
     def __init__(self, estimator=None, *, notion="demographic_parity", difference_bound=0.01, eg_eps=0.01,
                  max_iter=50, nu=None, eta0=2.0, run_linprog_step=True, random_state=None, verbose=False):
@@ -129,7 +126,6 @@ class ReductionsClassifier(FairEstimator):
         self.verbose = verbose
 
     def _check_reductions(self) -> None:
-        check_binary_labels(self.classes_, type(self).__name__)
         check_notion(self.notion, self._notions)
         check_positive(self.difference_bound, "difference_bound", allow_zero=True)
         check_positive(self.eg_eps, "eg_eps")
@@ -148,8 +144,8 @@ class ReductionsClassifier(FairEstimator):
             seeded_estimator(self.estimator, estimator_seed), moment, eps=self.eg_eps, max_iter=self.max_iter,
             nu=self.nu, eta0=self.eta0, run_linprog_step=self.run_linprog_step,
         ).fit(X, y, sensitive_features=sensitive)
-        self.history_.append({"iterations": int(self.mitigator_.last_iter_) + 1,
-                              "best_gap": float(self.mitigator_.best_gap_),
+        self.n_iter_ = int(self.mitigator_.last_iter_) + 1
+        self.history_.append({"iterations": self.n_iter_, "best_gap": float(self.mitigator_.best_gap_),
                               "oracle_calls": int(self.mitigator_.n_oracle_calls_)})
 
     def _fit(self, X, y, s):
@@ -182,6 +178,8 @@ class ThresholdClassifier(FairEstimator):
     """
 
     _requires_sensitive = True
+    _binary_only = True
+    _notions = tuple(THRESHOLD_CONSTRAINTS)
     _predict_needs_sensitive = True
 
     def __init__(self, estimator=None, *, notion="demographic_parity", objective="accuracy_score", grid_size=1000,
@@ -204,11 +202,10 @@ class ThresholdClassifier(FairEstimator):
         return seeded_estimator(self.estimator, seed)
 
     def _fit(self, X, y, s):
-        check_binary_labels(self.classes_, type(self).__name__)
         if self.notion == "accuracy_parity":
             raise ValueError("ThresholdClassifier has no accuracy_parity (fairlearn's ThresholdOptimizer does "
                              "not offer it); use ReductionsClassifier(notion='accuracy_parity')")
-        check_notion(self.notion, tuple(THRESHOLD_CONSTRAINTS))
+        check_notion(self.notion, self._notions)
         check_positive(self.grid_size, "grid_size", integer=True)
         estimator_seed, self.prediction_seed_ = (int(v) for v in self._np_rng.integers(2**31, size=2))
         base = self._base(estimator_seed)

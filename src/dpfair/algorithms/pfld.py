@@ -196,6 +196,15 @@ class PFLDClassifier(TorchClassifier):
     noise_multiplier : σ_p of the primal releases; ``None`` calibrates it on the whole plan.
     batch_size, epochs, learning_rate, optimizer, momentum : the primal steps (Poisson batches of
         expected size ``batch_size``; one dual step at the start of each epoch).
+    accountant : "pld" (privacy loss distributions, tight; the default) or "rdp": the accountant that calibrates
+        the noise and reports ``privacy_spent_``.
+    model_kwargs : keyword arguments of :func:`dpfair.nn.make_model` for a named model (e.g. ``hidden=(64, 64)``).
+    device : "cpu" (default), "cuda", "cuda:N" or "auto" (CUDA when available).
+    groups, classes : the public lists of group and label values (an int k: ``0..k-1``); ``None`` infers
+        them from the data, with a ``PrivacyLeakWarning`` where the data are private.
+    secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
+    random_state : seeds public randomness only (initialisation, public minibatch order); Poisson batches
+        and every noise draw come from a secret generator made fresh for each fit.
     verbose : a progress bar on stderr over the primal steps, with the ε spent so far (:mod:`dpfair.progress`).
 
     Fitted attributes: ``noise_multiplier_`` (σ_p), ``dual_noise_multiplier_`` (σ_d), ``group_sizes_``
@@ -205,6 +214,8 @@ class PFLDClassifier(TorchClassifier):
 
     _private = True
     _requires_sensitive = True
+    _notions = NOTIONS
+    _fairness_strength = "dual_learning_rate"
 
     def __init__(self, model="mlp", *, notion="demographic_parity", epsilon=1.0, delta=None,
                  privacy_unit="sensitive", primal_clip=10.0, dual_clip=5.0, dual_learning_rate=1.0,

@@ -1,0 +1,43 @@
+"""One evaluation of a fitted estimator on labelled rows: error, every fairness notion, per-group accuracy.
+
+:func:`evaluate` is what ``dpfair train`` and ``dpfair predict`` print and save. It reads
+the rows it is given (usually a test part): an evaluation on private rows is a further use of
+them that no ledger counts (README, "Privacy model": *Not covered*).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpfair.fairness import accuracy_inequality, fairness_summary
+
+#: FairDP's inequality indices of the per-group accuracies, by key in :func:`evaluate`'s result.
+INEQUALITY_INDICES = ("atkinson", "gini", "mean_log_deviation", "theil")
+
+
+def predict(estimator, X, s) -> np.ndarray:
+    """``estimator.predict(X)``, passing the groups ``s`` to the methods that read them at prediction time."""
+    if getattr(estimator, "_predict_needs_sensitive", False):
+        return estimator.predict(X, sensitive_features=s)
+    return estimator.predict(X)
+
+
+def evaluate(estimator, X, y, s, group_names=None) -> dict:
+    """Error, the four fairness violations and the per-group accuracies of ``estimator`` on ``(X, y, s)``.
+
+    Returns ``{"n": rows, "error": P(ŷ ≠ y), "fairness": {notion: pairwise violation},
+    "per_group_accuracy": {group name: accuracy}, "accuracy_inequality": {index: value}}``
+    (:func:`~dpfair.fairness.fairness_summary`, :func:`~dpfair.fairness.accuracy_inequality`);
+    ``group_names[g]`` names group code ``g`` (default: the codes themselves).
+    """
+    y = np.asarray(y)
+    y_pred = predict(estimator, X, s)
+    inequality = accuracy_inequality(y, y_pred, s)
+    name = (lambda g: g) if group_names is None else (lambda g: group_names[g])
+    return {
+        "n": int(len(y)),
+        "error": float(np.mean(y_pred != y)),
+        "fairness": fairness_summary(y, y_pred, s),
+        "per_group_accuracy": {name(g): a for g, a in inequality["per_group_accuracy"].items()},
+        "accuracy_inequality": {k: inequality[k] for k in INEQUALITY_INDICES},
+    }
