@@ -89,6 +89,21 @@ def test_a_base_that_ignores_s_costs_nothing_under_the_sensitive_unit(data):
     assert len(est.privacy_ledger_) == 1 and est.privacy_spent_[0] <= 1.0
 
 
+def test_a_base_that_reads_s_from_declared_columns_of_x_is_charged(data):
+    """A base fed s through X (OutputPerturbationClassifier's sensitive_feature_columns) accounts s itself under
+    the sensitive unit; it was counted as free because it takes no sensitive_features."""
+    from dpfair.algorithms import OutputPerturbationClassifier
+
+    X, y, s, _ = data
+    Xs = np.column_stack([X, s])
+    base = OutputPerturbationClassifier(epsilon=0.5, delta=1e-6, privacy_unit="sensitive",
+                                        sensitive_feature_columns=[X.shape[1]], random_state=0)
+    est = DPPostProcessingClassifier(base, epsilon=1.0, delta=1e-6, random_state=0).fit(Xs, y, sensitive_features=s)
+    assert [e["label"] for e in est.privacy_ledger_.to_records()][0].startswith("base: ")
+    assert est.estimator_.privacy_spent_[0] > 0 and 0.99 <= est.privacy_spent_[0] <= 1.0
+    assert est.privacy_plan_.matches(est.privacy_ledger_, est.noise_multipliers_)
+
+
 @pytest.mark.parametrize("n_groups", [2, 3])
 def test_without_noise_it_is_fairlearns_threshold_optimizer(n_groups):
     X, y, s = biased(3000, 5, n_groups=n_groups)

@@ -136,7 +136,10 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         self.estimator_ = est
         ledger = getattr(est, "privacy_ledger_", None)
         if self.privacy_unit_ is PrivacyUnit.SENSITIVE:
-            if not reads_s:
+            # under replace-one of s a base costs nothing unless it touches s: through sensitive_features, or
+            # through s-encoding columns of X it declares and accounts itself (a sensitive-unit ledger)
+            declared = ledger is not None and len(ledger) > 0 and ledger.relation is self.privacy_unit_.relation
+            if not (reads_s or declared):
                 return []
         elif ledger is None:
             return [LedgerEntry("base classifier (non-private)", dpa.NonPrivateDpEvent())]
