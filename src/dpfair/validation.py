@@ -11,28 +11,53 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from sklearn.exceptions import DataConversionWarning
+
+
+class NonNumericError(ValueError, TypeError):
+    """A non-numeric entry where numbers are needed: a ``ValueError`` like every bad input to dpfair, and a
+    ``TypeError`` like numpy's and scikit-learn's own (as numpy's ``AxisError`` is both a ValueError and an
+    IndexError), so that code written for either catches it."""
+
+
+def _reject_complex(arr: np.ndarray, name: str) -> None:
+    if arr.dtype.kind == "c":
+        raise ValueError(f"{name} holds complex numbers (Complex data not supported); pass real values, e.g. "
+                         "the real and imaginary parts as separate columns")
 
 
 def check_features(X, name: str = "X") -> np.ndarray:
-    """Return ``X`` as a 2-D float array with finite entries."""
+    """Return ``X`` as a 2-D float array with finite entries, with positive strides and writable.
+
+    A reversed or read-only view (``X[:, ::-1]``, a read-only memory map) is copied, since torch
+    takes neither; any other array already of dtype float64 is returned as is, without a copy.
+    """
     if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy.sparse
         raise ValueError(f"{name} is a sparse matrix; dpfair's estimators take dense arrays: pass {name}.toarray() "
                          "(or reduce its columns first if that does not fit in memory)")
     try:
-        arr = np.asarray(X, dtype=np.float64)
+        arr = np.asarray(X)
+        if arr.dtype.kind != "c":
+            arr = np.asarray(arr, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"{name} must be numeric; encode categorical columns first (e.g. one-hot): {exc}"
-        ) from None
+        error = NonNumericError if isinstance(exc, TypeError) else ValueError
+        raise error(f"{name} must be numeric; encode categorical columns first (e.g. one-hot): {exc}") from None
+    _reject_complex(arr, name)
     if arr.ndim == 1:
         raise ValueError(
             f"{name} must be 2-D (n_samples, n_features), got a 1-D array of length {arr.shape[0]}; "
-            f"use {name}.reshape(-1, 1) for a single feature"
+            f"Reshape your data: {name}.reshape(-1, 1) for a single feature, {name}.reshape(1, -1) for a "
+            "single sample"
         )
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {arr.shape}")
     if arr.shape[0] == 0:
         raise ValueError(f"{name} has no rows; pass at least one sample")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name} has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required; "
+                         "pass at least one feature column")
+    if not arr.flags.writeable or min(arr.strides) < 0:
+        arr = np.array(arr, order="C")
     if not np.all(np.isfinite(arr)):
         bad = np.argwhere(~np.isfinite(arr))[0]
         raise ValueError(
@@ -43,10 +68,14 @@ def check_features(X, name: str = "X") -> np.ndarray:
 
 
 def check_1d(a, name: str, n: int | None = None) -> np.ndarray:
-    """Return ``a`` as a 1-D array, optionally of length ``n``."""
+    """Return ``a`` as a 1-D array, optionally of length ``n``; a column vector ``(n, 1)`` is raveled, with
+    scikit-learn's ``DataConversionWarning``."""
     arr = np.asarray(a)
     if arr.ndim == 2 and arr.shape[1] == 1:
+        warnings.warn(f"A column-vector {name} was passed when a 1d array was expected; pass {name}.ravel() "
+                      "(shape (n_samples,))", DataConversionWarning, stacklevel=2)
         arr = arr.ravel()
+    _reject_complex(arr, name)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
     if n is not None and arr.shape[0] != n:

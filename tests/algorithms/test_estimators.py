@@ -162,7 +162,7 @@ def test_bad_data(X, y, s, match):
 def test_predict_checks_feature_count(data):
     X, y, s = data
     est = ERMClassifier(random_state=0, epochs=1).fit(X, y)
-    with pytest.raises(ValueError, match="features but the model was fitted with"):
+    with pytest.raises(ValueError, match=f"X has 2 features, but ERMClassifier is expecting {X.shape[1]} features"):
         est.predict(X[:, :2])
 
 
