@@ -3,7 +3,8 @@
 Models (:mod:`dpfair.nn.models`) return logits ``(B, n_classes)``; the
 per-sample machinery (:mod:`dpfair.nn.per_sample`) computes the clipped
 gradient sums DP-SGD needs, with ``torch.func`` (any module) or ghost norms
-(models made of ``nn.Linear`` and parameter-free layers).
+(models made of ``nn.Linear`` and parameter-free layers); :mod:`dpfair.nn.validator` checks
+and fixes a user's module for layers that mix the examples of a batch.
 """
 
 from dpfair.nn.models import (
@@ -30,6 +31,7 @@ from dpfair.nn.per_sample import (
     per_sample_norms,
     trainable_params,
 )
+from dpfair.nn.validator import ModuleProblem, fix_module, validate_module
 
 __all__ = [
     "CLIP_METHODS",
@@ -38,6 +40,7 @@ __all__ = [
     "LogisticRegression",
     "MLP",
     "MODEL_NAMES",
+    "ModuleProblem",
     "apply_gradient",
     "assign_grads",
     "check_batch_independence",
@@ -45,6 +48,7 @@ __all__ = [
     "clipped_gradient_sum",
     "clipped_sum",
     "count_parameters",
+    "fix_module",
     "ghost_supported",
     "layer_groups",
     "init_parameters",
@@ -52,4 +56,5 @@ __all__ = [
     "per_sample_gradients",
     "per_sample_norms",
     "trainable_params",
+    "validate_module",
 ]

@@ -29,8 +29,9 @@ variants) in training mode or without running statistics, and an
 ``InstanceNorm`` that tracks running statistics in training mode (they would be
 learnt from the private batch without noise).  :func:`check_batch_independence`
 refuses them with a ``ValueError``, for every method: replace BatchNorm by
-GroupNorm or LayerNorm (as Opacus's ``ModuleValidator.fix`` does) or put it in
-eval mode with frozen running statistics.  Dropout is allowed.
+GroupNorm or LayerNorm (:func:`dpfair.nn.fix_module` does, as Opacus's
+``ModuleValidator.fix``) or put it in eval mode with frozen running statistics
+(:mod:`dpfair.nn.validator`).  Dropout is allowed.
 
 Methods
 -------
@@ -97,8 +98,8 @@ from collections.abc import Callable, Mapping
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
-from torch.nn.modules.batchnorm import _BatchNorm
-from torch.nn.modules.instancenorm import _InstanceNorm
+
+from dpfair.nn.validator import validate_module
 
 from dpfair.privacy.planted import planted
 
@@ -123,7 +124,7 @@ CLIP_METHODS = ("auto", "vmap", "ghost")
 LossFn = Callable[..., torch.Tensor]
 
 _BATCHNORM_FIX = (
-    "replace it with GroupNorm or LayerNorm (as Opacus's ModuleValidator.fix does), "
+    "replace it with GroupNorm or LayerNorm (dpfair.nn.fix_module does, as Opacus's ModuleValidator.fix), "
     "or put it in eval mode (module.eval()) with frozen running statistics"
 )
 
@@ -255,33 +256,15 @@ def _tensor_slots(model: nn.Module) -> dict[str, str]:
 def check_batch_independence(model: nn.Module) -> None:
     """Raise ``ValueError`` if a module of ``model`` makes one example's gradient depend on others.
 
-    Refused, for every clipping method: any ``_BatchNorm`` (``BatchNorm1d/2d/3d``,
-    ``SyncBatchNorm``, lazy variants) in training mode or without running
-    statistics (it normalises with the batch's statistics), and an
-    ``InstanceNorm`` with ``track_running_stats=True`` in training mode (its
-    running statistics would be learnt from the private batch without noise).
+    Refused, for every clipping method: what :func:`dpfair.nn.validate_module` lists (BatchNorm
+    normalising with the batch's statistics, InstanceNorm learning running statistics from the
+    private batch); the message names the first such layer and the fix (:func:`dpfair.nn.fix_module`).
     """
-    for name, m in model.named_modules():
-        where = f"{name or 'the model'} ({type(m).__name__})"
-        if isinstance(m, _BatchNorm) and m.running_mean is None:
-            raise ValueError(
-                f"{where} has no running statistics (track_running_stats=False), so it always normalises "
-                "with the statistics of the batch: each example's gradient depends on the other examples "
-                "and per-example clipping bounds nothing, so training cannot be differentially private; "
-                "replace it with GroupNorm or LayerNorm (as Opacus's ModuleValidator.fix does)"
-            )
-        if isinstance(m, _BatchNorm) and m.training:
-            raise ValueError(
-                f"{where} is in training mode, where it normalises with the statistics of the batch: "
-                "each example's gradient depends on the other examples and per-example clipping bounds "
-                f"nothing, so training cannot be differentially private; {_BATCHNORM_FIX}"
-            )
-        if isinstance(m, _InstanceNorm) and m.training and m.track_running_stats:
-            raise ValueError(
-                f"{where} tracks running statistics in training mode: they are learnt from the private "
-                "batch without noise, so the trained model would not be differentially private; use "
-                "track_running_stats=False or put it in eval mode with frozen statistics"
-            )
+    problems = validate_module(model)
+    if problems:
+        more = f" ({len(problems) - 1} more such layers: dpfair.nn.validate_module lists them)" if len(problems) > 1 \
+            else ""
+        raise ValueError(problems[0].message + more)
 
 
 # --------------------------------------------------------------------------- vmap path
