@@ -227,3 +227,15 @@ def test_mnist_uses_the_official_split_when_training_images_exist(shared_data, t
     unbalanced = load_dataset("mnist-unbalanced", data_home=tmp_path)
     assert np.sum(unbalanced.y_train == 8) == 10  # round(500 * 1,200 / 60,000)
     assert len(unbalanced.y_train) == 1_200 - 110
+
+
+def test_credit_says_where_its_copy_comes_from(loaded):
+    """The README said UCI while the loader downloads a GitHub copy (issue 13, item 10): the copy is a CSV export of
+    UCI's workbook pinned to a commit and a checksum, and the data set's description says so."""
+    import re
+
+    from dpfair.datasets import _tabular
+
+    (credit,) = _tabular.CREDIT_FILES
+    assert re.search(r"/[0-9a-f]{40}/", credit.url) and credit.sha256
+    assert "CSV export of UCI's Excel workbook" in loaded("credit").description
