@@ -35,6 +35,8 @@ from tqdm.auto import tqdm
 FILE_INTERVAL = 5.0
 #: Seconds between redraws of a note from an inner operation on a terminal.
 NOTE_INTERVAL = 0.5
+#: A bar whose total is not known yet: a count and the elapsed time (tqdm's default reads "7it").
+UNKNOWN_TOTAL_FORMAT = "{desc}: {n_fmt} {unit}s [{elapsed}{postfix}]"
 
 _enabled = True
 _local = threading.local()
@@ -96,7 +98,8 @@ class Progress:
             terminal = bool(getattr(stream, "isatty", lambda: False)())
             self._interval = NOTE_INTERVAL if terminal else FILE_INTERVAL
             self._bar = tqdm(total=total, desc=desc, unit=unit, file=stream, delay=delay, dynamic_ncols=terminal,
-                             mininterval=0.1 if terminal else FILE_INTERVAL)
+                             mininterval=0.1 if terminal else FILE_INTERVAL,
+                             bar_format=UNKNOWN_TOTAL_FORMAT if total is None else None)
         bars.append(self)
         if self._outer is not None:
             self._outer._show_note(self)
@@ -123,6 +126,7 @@ class Progress:
         self.unit = unit or self.unit
         if self._bar is not None:
             self._bar.total, self._bar.unit = total, self.unit
+            self._bar.bar_format = UNKNOWN_TOTAL_FORMAT if total is None else None
             self._bar.refresh()
         elif self._outer is not None:
             self._outer._show_note(self)
