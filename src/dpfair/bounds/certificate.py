@@ -3,7 +3,7 @@
 With probability at least 1 − ζ over the privacy noise, the private model lies
 within ``d`` of the non-private optimum h* (:mod:`dpfair.bounds.distance`:
 Lemma 4.1 for output perturbation, Lemma 4.2 for DP-SGD), and then, for every
-notion and measure k (Theorem 3.2 with the reference model ``h_ref ∈ {h_priv, h*}``),
+notion and measure k (Theorem 3.2 with the reference model ``h_ref ∈ {h_priv, h*}``), ::
 
     |F_k(h_priv) − F_k(h*)| ≤ Σ_{k'} |C^{k'}_k| · P(|ρ(h_ref, X, Y)|/L_{X,Y} ≤ d | D_{k'})     (Theorem 4.4)
 

@@ -2,7 +2,7 @@
 
 With ``r = |ρ(h, X, Y)| / L_{X,Y}`` the normalised margin of the reference model h
 (:func:`dpfair.bounds.margins.normalized_margins`) and ``d ≥ ‖h − h'‖``, the first
-step of Theorem 3.1's proof gives, for any event E,
+step of Theorem 3.1's proof gives, for any event E, ::
 
     |P(H(X) = Y | E) − P(H'(X) = Y | E)| ≤ P(r ≤ d | E),
 

@@ -2,7 +2,7 @@
 
 For a notion written ``F_k = C⁰_k + Σ_{k'} C^{k'}_k P(H(X) = Y | D_{k'})``
 (:func:`dpfair.fairness.fairness_coefficients`), Theorem 3.1 applied to each
-accuracy group ``D_{k'}`` and the triangle inequality give
+accuracy group ``D_{k'}`` and the triangle inequality give ::
 
     |F_k(h) − F_k(h')| ≤ Σ_{k'} |C^{k'}_k| · P(r ≤ ‖h − h'‖ | D_{k'})           (proof of Thm 3.2)
                        ≤ χ_k(h) ‖h − h'‖,   χ_k(h) = Σ_{k'} |C^{k'}_k| E[L_{X,Y}/|ρ(h,X,Y)| | D_{k'}],

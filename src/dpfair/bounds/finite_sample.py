@@ -3,7 +3,7 @@
 A certificate computed on n evaluation rows bounds the gap between the two
 models' *empirical* fairness. When the models do not depend on those rows
 (held-out data), App. D's first case adds, with probability 1 − δ over the
-sample, provided ``n ≥ 8 log((2K+1)/δ) / min_{k'} p_{k'}``:
+sample, provided ``n ≥ 8 log((2K+1)/δ) / min_{k'} p_{k'}``: ::
 
     |F_k(h) − F̂_k(h)| ≤ α_C + Σ_{k'} |Ĉ^{k'}_k| α_{k'},
     α_{k'} = √(log(2(2K+1)/δ) / (n p_{k'})),    α_C = √(log(B₃(2K+1)/δ) / (B₄ n)),

@@ -1,7 +1,7 @@
 """App. G.3 of Mangold et al.: a tighter Lipschitz constant when both models are known.
 
 For linear models ``h(x, y) = W_y·x``, only the component of x along each
-``W_y − W'_y`` moves the scores:
+``W_y − W'_y`` moves the scores: ::
 
     L^{h−h'}_{x} = 2 max_y |(W_y − W'_y)·x| / ‖W_y − W'_y‖                    (Mangold et al., eq. 38)
 

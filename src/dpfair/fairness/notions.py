@@ -3,14 +3,14 @@
 A notion asks that some rate be equal on every *constraint group* and on the
 *reference cell* that contains it:
 
-=====================  ==========================  ==================  ===========================
-notion                 constraint group of a row   reference cell      rate compared
-=====================  ==========================  ==================  ===========================
-demographic_parity     ``s``                       all data            P(ŷ = j | group)
-equalized_odds         ``(y, s)``                  ``y``               P(ŷ = j | group)
-equal_opportunity      ``(y, s)`` for y = positive ``y = positive``    P(ŷ = positive | group)
-accuracy_parity        ``s``                       all data            P(ŷ = y | group)
-=====================  ==========================  ==================  ===========================
+=====================  ============================  ==================  ===========================
+notion                 constraint group of a row     reference cell      rate compared
+=====================  ============================  ==================  ===========================
+demographic_parity     ``s``                         all data            P(ŷ = j | group)
+equalized_odds         ``(y, s)``                    ``y``               P(ŷ = j | group)
+equal_opportunity      ``(y, s)`` for y = positive   ``y = positive``    P(ŷ = positive | group)
+accuracy_parity        ``s``                         all data            P(ŷ = y | group)
+=====================  ============================  ==================  ===========================
 
 Rows with ``y ≠ positive`` are unconstrained under equal opportunity; they get
 the code ``-1``.  The private algorithms (PF-LD, reductions, certificates)
