@@ -68,3 +68,20 @@ def test_dpfermi_default_on_german(tmp_path, shared_data):
     """750 rows: batch 1024 meant 50 full-batch noisy steps and C = 1 noise ten times the fairness gradient
     (parity gap up to 0.11 against ERM's 0.03); the n-scaled batch and clipping bound fix both."""
     check(train(tmp_path, "german"), "german", "demographic_parity")
+
+
+def test_pfld_default_on_german_warns_and_trains_as_the_unconstrained_model(tmp_path, capsys, shared_data):
+    """Its dual step saw each group's mean rate through noise of std ≈ 0.5: the multipliers grew on noise
+    alone, with random signs, and every fit collapsed to predicting the minority class (error 0.70). With the
+    noise-aware tolerance they stay at 0, and the fit says why, on one line."""
+    results = train(tmp_path, "german", "--method", "pf-ld")
+    check(results, "german", "demographic_parity")
+    lines = [line for line in capsys.readouterr().err.splitlines() if "PF-LD at epsilon=1" in line]
+    assert len(lines) == len(SEEDS) and "cannot tell a group's mean predicted rate" in lines[0]
+    assert "raise epsilon or dual_budget" in lines[0]
+
+
+def test_pfld_accuracy_parity_default_on_compas(tmp_path, shared_data):
+    """The issue's report: test error 0.49–0.59 where the majority class has 0.47."""
+    check(train(tmp_path, "compas", "--method", "pf-ld", "--notion", "accuracy_parity"), "compas",
+          "accuracy_parity")

@@ -12,8 +12,18 @@ constraint group g, where ``μ_g`` is the mean over the members of g of a per-sa
 
 The Lagrangian dual (the paper's Algorithm 1) alternates a primal step on a minibatch,
 ``θ ← θ − η ∇_θ [L(θ) + Σ_g λ_g |μ_g(θ) − μ_c(g)(θ)|]``, and, once per epoch, a dual step on the
-whole data, ``λ_g ← λ_g + s_λ |μ_g(θ) − μ_c(g)(θ)|`` (λ ≥ 0 only grows). The subgradient of
-``|·|`` uses the sign ``ξ_g`` of the violation released by the latest dual step.
+whole data, ``λ_g ← max(0, λ_g + s_λ (|μ_g(θ) − μ_c(g)(θ)| − τ_g))``: dual ascent for the constraints
+``|μ_g − μ_c| ≤ τ_g`` (``dual_tolerance``; τ = 0 is the paper's equality, where λ only grows). The
+subgradient of ``|·|`` uses the sign ``ξ_g`` of the violation released by the latest dual step.
+
+Why a tolerance by default: the dual step sees each group's mean through noise (that of the dual
+release, ``σ_d C_d /√2`` on the sum, and that of the released count ñ_g it is divided by; both public),
+and ``|v + noise|`` grows λ by about 0.8 of that noise's std every epoch even when v = 0. On german
+(750 rows, ε = 1) the std is about 0.5 for a group's mean rate: λ grew to ~10 on noise alone with
+random signs ξ, and the fits collapsed to a constant predictor (test error 0.70 where the majority
+class has 0.30). ``dual_tolerance="auto"`` is three such standard deviations, so that noise alone
+rarely raises a multiplier; where that tolerance is large (violations below it cannot be told from
+noise at this ε) the fit warns and trains as the unconstrained model would.
 
 Privacy (``privacy_unit="sensitive"``: neighbours differ in one person's s, dp_accounting's
 ``REPLACE_ONE``; features, labels and the reference means ``μ_c`` are public). Three releases, each
@@ -64,6 +74,7 @@ public r, and ``ñ_g = r · n_c · p_g``.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,8 +90,16 @@ from dpfair.validation import check_group_proportions, check_positive, encode_ca
 DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY = "demographic_parity", "equalized_odds", "accuracy_parity"
 NOTIONS = (DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY)
 
-#: Released counts below this are raised to it before normalising (post-processing).
-_COUNT_FLOOR = 1.0
+#: Released counts below the larger of 1 and this many noise standard deviations are raised to it
+#: (post-processing): noise alone then cannot make a group look tiny and its mean's noise huge.
+_COUNT_FLOOR, _COUNT_FLOOR_STDS = 1.0, 2.0
+
+#: ``dual_tolerance="auto"``: this many standard deviations of a group mean's noise in the dual step.
+_TOLERANCE_STDS = 3.0
+
+#: A tolerance above this (in units of h: a rate, or the loss for accuracy parity) leaves visible
+#: violations undetected: the fit warns.
+_VISIBLE_VIOLATION = 0.05
 
 #: The names of the plan's parts (and of the ledger's entries).
 COUNTS, DUAL, PRIMAL = "pf-ld group counts", "pf-ld dual", "pf-ld primal"
@@ -184,7 +203,11 @@ class PFLDClassifier(TorchClassifier):
     privacy_unit : "sensitive" only (neighbours differ in one person's s, as in the paper).
     primal_clip : C_p, the clipping bound of the per-sample group-term gradients.
     dual_clip : C_d, the clipping bound of the per-sample values of the dual step.
-    dual_learning_rate : s_λ, the step of the dual update ``λ ← λ + s_λ |violation|``.
+    dual_learning_rate : s_λ, the step of the dual update ``λ ← max(0, λ + s_λ (|violation| − τ))``.
+    dual_tolerance : τ ≥ 0, the violation of a group's mean that the multipliers tolerate; "auto" (default):
+        three standard deviations of the noise on that group's mean in the dual step (public; 0 at ε = ∞), so
+        that noise alone does not drive the multipliers (fitted: ``dual_tolerance_``, one per constraint
+        group); it warns when that hides violations above 0.05. 0: the paper's ``λ ← λ + s_λ |violation|``.
     lambda_init : initial multipliers (≥ 0).
     group_proportions : public group shares among the rows with known s, shape (k,), or (l, k) for
         equalized odds (row y: the shares within label y); ``None`` releases the group counts with
@@ -208,7 +231,7 @@ class PFLDClassifier(TorchClassifier):
     verbose : a progress bar on stderr over the primal steps, with the ε spent so far (:mod:`dpfair.progress`).
 
     Fitted attributes: ``noise_multiplier_`` (σ_p), ``dual_noise_multiplier_`` (σ_d), ``group_sizes_``
-    (the normalisers ñ_g, released or public), ``lambdas_`` and ``violations_`` (the last dual step's,
+    (the normalisers ñ_g, released or public), ``dual_tolerance_`` (τ_g), ``lambdas_`` and ``violations_`` (the last dual step's,
     shape (G, m): G constraint groups, m compared values), ``history_``, ``privacy_spent_``.
     """
 
@@ -219,7 +242,7 @@ class PFLDClassifier(TorchClassifier):
 
     def __init__(self, model="mlp", *, notion="demographic_parity", epsilon=1.0, delta=None,
                  privacy_unit="sensitive", primal_clip=10.0, dual_clip=5.0, dual_learning_rate=1.0,
-                 lambda_init=0.0, group_proportions=None, sensitive_fraction=None, counts_budget=0.05,
+                 dual_tolerance="auto", lambda_init=0.0, group_proportions=None, sensitive_fraction=None, counts_budget=0.05,
                  dual_budget=0.2, missing_value=None, noise_multiplier=None, batch_size=256, epochs=20,
                  learning_rate=1e-3, optimizer="adam", momentum=0.0, accountant="pld", model_kwargs=None,
                  device="cpu", groups=None, classes=None, secure_mode=False, random_state=None, verbose=False):
@@ -231,6 +254,7 @@ class PFLDClassifier(TorchClassifier):
         self.primal_clip = primal_clip
         self.dual_clip = dual_clip
         self.dual_learning_rate = dual_learning_rate
+        self.dual_tolerance = dual_tolerance
         self.lambda_init = lambda_init
         self.group_proportions = group_proportions
         self.sensitive_fraction = sensitive_fraction
@@ -284,6 +308,8 @@ class PFLDClassifier(TorchClassifier):
         check_positive(self.primal_clip, "primal_clip")
         check_positive(self.dual_clip, "dual_clip")
         check_positive(self.dual_learning_rate, "dual_learning_rate", allow_zero=True)
+        if self.dual_tolerance != "auto":
+            check_positive(self.dual_tolerance, "dual_tolerance", allow_zero=True)
         check_positive(self.lambda_init, "lambda_init", allow_zero=True)
         shares = [check_positive(self.counts_budget, "counts_budget"), check_positive(self.dual_budget, "dual_budget")]
         if sum(shares) >= 1:
@@ -302,8 +328,36 @@ class PFLDClassifier(TorchClassifier):
         return (r * cells_n[:, None] * p).reshape(-1)
 
     def _release_counts(self, groups: np.ndarray, n_constraint_groups: int) -> np.ndarray:
-        noisy = self._release(COUNTS).noisy_sum(group_counts(groups, n_constraint_groups), bound=math.sqrt(2) / 2)
-        return np.maximum(noisy, _COUNT_FLOOR)
+        bound = math.sqrt(2) / 2
+        noisy = self._release(COUNTS).noisy_sum(group_counts(groups, n_constraint_groups), bound=bound)
+        return np.maximum(noisy, max(_COUNT_FLOOR, _COUNT_FLOOR_STDS * self._sigmas[COUNTS] * bound))
+
+    def _tolerances(self) -> np.ndarray:
+        """τ_g of every constraint group, from public quantities only (σ's, C_d, the released or public ñ_g).
+
+        ``"auto"``: three standard deviations of the noise on the group's mean ``S̃_g/ñ_g``: the dual
+        release's on the sum, ``σ_d C_d/√2``, and the released count's (std ``σ_c/√2``, none when the
+        proportions are public), which moves the mean by up to ``C_d·|ñ_g − n_g|/ñ_g`` (every value is at
+        most C_d): ``std = √((σ_d C_d/√2)² + (C_d σ_c/√2)²) / ñ_g``. Warns when that hides violations
+        larger than ``_VISIBLE_VIOLATION``.
+        """
+        if self.dual_tolerance != "auto":
+            return np.full(len(self.group_sizes_), float(self.dual_tolerance))
+        count_std = self._sigmas.get(COUNTS, 0.0) / math.sqrt(2)
+        noise = (self.dual_clip_ * math.hypot(self.dual_noise_multiplier_ / math.sqrt(2), count_std)
+                 / self.group_sizes_)
+        tolerance = _TOLERANCE_STDS * noise
+        worst = int(np.argmax(tolerance))
+        if tolerance[worst] > _VISIBLE_VIOLATION:
+            what = "mean loss" if self.notion == ACCURACY_PARITY else "mean predicted rate"
+            warnings.warn(
+                f"PF-LD at epsilon={self.epsilon_target_:g} cannot tell a group's {what} from the reference "
+                f"within {tolerance[worst]:.2f}: the dual step's noise on it is {noise[worst]:.3f} (std) for "
+                f"{self.group_sizes_[worst]:.0f} members over {int(self.epochs)} dual releases. Such violations "
+                "leave the multipliers at 0 and the fit trains as the unconstrained model would; raise epsilon "
+                "or dual_budget, use fewer epochs (one dual release each), or train on more rows per group",
+                UserWarning, stacklevel=4)
+        return tolerance
 
     # ---- privacy plan: counts (unless public), one dual release per epoch, the primal steps ----------
     def _pfld_plan(self, public: bool) -> PrivacyPlan:
@@ -330,6 +384,7 @@ class PFLDClassifier(TorchClassifier):
         sigmas = self._calibrate(self._pfld_plan(public))
         self.dual_noise_multiplier_, self.noise_multiplier_ = sigmas[DUAL], sigmas[PRIMAL]
         self.group_sizes_ = sizes if public else self._release_counts(groups, n_groups)
+        self.dual_tolerance_ = self._tolerances()
         # The recurring releases record on their own ledgers, appended grouped by kind at the end:
         # composition does not depend on the order, and the grouped ledger is fast to account.
         dual_ledger, primal_ledger = PrivacyLedger(self.privacy_unit_), PrivacyLedger(self.privacy_unit_)
@@ -344,11 +399,12 @@ class PFLDClassifier(TorchClassifier):
                         self._tensor(np.arange(n_groups) // k if notion == EQUALIZED_ODDS else np.zeros(n_groups),
                                      torch.long), columns)
         lam = torch.full((n_groups, len(columns)), float(self.lambda_init), device=self.device_)
+        tolerance = self._tensor(self.dual_tolerance_)[:, None]
         public_order = torch.empty(0, dtype=torch.long, device=self.device_)
         self.model_.train()
         bar = self._progress(self.n_steps_)
         for epoch in range(int(self.epochs)):
-            lam, sign, violation = self._dual_step(data, lam, dual)
+            lam, sign, violation = self._dual_step(data, lam, tolerance, dual)
             self.history_.append({"epoch": epoch + 1, "lambda_max": float(lam.max()),
                                   "violation_max": float(violation.abs().max())})
             coef = lam * sign / data.sizes[:, None]
@@ -378,8 +434,8 @@ class PFLDClassifier(TorchClassifier):
         self._finish_privacy()
 
     @torch.no_grad()
-    def _dual_step(self, data: _Tensors, lam: torch.Tensor, release: Release):
-        """Release the group sums on the whole data; λ ← λ + s_λ |violation|; the violation's sign ξ."""
+    def _dual_step(self, data: _Tensors, lam: torch.Tensor, tolerance: torch.Tensor, release: Release):
+        """Release the group sums on the whole data; λ ← max(0, λ + s_λ (|violation| − τ)); the violation's sign ξ."""
         values = torch.cat([per_sample_values(self.model_(data.X[i:i + 8192]), data.y[i:i + 8192], self.notion,
                                               data.columns) for i in range(0, len(data.X), 8192)])
         noisy = release.noisy_sum(dual_sums(values, data.groups, len(data.sizes), self.dual_clip_),
@@ -387,7 +443,8 @@ class PFLDClassifier(TorchClassifier):
         ref = torch.zeros(len(data.cells_n), values.shape[1], dtype=values.dtype, device=values.device)
         ref = ref.index_add_(0, data.cells, clip_rows(values, self.dual_clip_)) / data.cells_n[:, None]
         violation = noisy / data.sizes[:, None] - ref[data.cell_of_group]
-        return lam + float(self.dual_learning_rate) * violation.abs(), torch.sign(violation), violation
+        lam = (lam + float(self.dual_learning_rate) * (violation.abs() - tolerance)).clamp(min=0.0)
+        return lam, torch.sign(violation), violation
 
     def _primal_gradient(self, data: _Tensors, idx, weights, scale: float, release: Release):
         """The group terms' gradient from the secret batch: ``(W/q)·(clipped sum + noise)``."""
