@@ -85,3 +85,9 @@ def test_pfld_accuracy_parity_default_on_compas(tmp_path, shared_data):
     """The issue's report: test error 0.49–0.59 where the majority class has 0.47."""
     check(train(tmp_path, "compas", "--method", "pf-ld", "--notion", "accuracy_parity"), "compas",
           "accuracy_parity")
+
+
+def test_dp_oracle_default_on_german(tmp_path, shared_data):
+    """The auditor's noisy counts (std ≈ 0.8 on a cell's rate) drove the multipliers, the learner's sensitivity
+    grew with them and its exponential mechanism drew near-random hypotheses (test error up to 0.44)."""
+    check(train(tmp_path, "german", "--method", "dp-oracle"), "german", "equalized_odds")
