@@ -91,3 +91,14 @@ def test_dp_oracle_default_on_german(tmp_path, shared_data):
     """The auditor's noisy counts (std ≈ 0.8 on a cell's rate) drove the multipliers, the learner's sensitivity
     grew with them and its exponential mechanism drew near-random hypotheses (test error up to 0.44)."""
     check(train(tmp_path, "german", "--method", "dp-oracle"), "german", "equalized_odds")
+
+
+@pytest.mark.parametrize("method", ["dp-sgd", "output-perturbation"])
+def test_record_level_methods_on_german_say_it_is_too_little_data(method, tmp_path, capsys, shared_data):
+    """Record-level DP at ε = 1 on 750 rows and 58 features: √(p·ln(1/δ))/(nε) = 0.037. Both methods stay at
+    the majority class's error (DP-SGD even at ε = ∞ with its default steps), which no default can fix at this
+    ε; they used to do so silently."""
+    check(train(tmp_path, "german", "--method", method), "german", None)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "protects whole records" in line]
+    assert len(lines) == len(SEEDS) and "on 750 rows with" in lines[0] and "= 0.037 > 0.02" in lines[0]
+    assert "Raise epsilon, train on more rows" in lines[0]

@@ -81,6 +81,7 @@ from scipy.special import expit, softmax
 from sklearn.utils.validation import check_is_fitted
 
 from dpfair.algorithms.base import FairEstimator
+from dpfair.algorithms.dpsgd import warn_if_too_few_records
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, SecretRandom
 from dpfair.validation import check_delta, check_positive
 
@@ -252,6 +253,9 @@ class OutputPerturbationClassifier(FairEstimator):
     random_state : seeds nothing a guarantee rests on (the noise comes from a secret generator).
     verbose : a progress bar on stderr (:mod:`dpfair.progress`).
 
+    Under ``"record"``, a fit calibrated to ε warns when √(p·ln(1/δ))/(N·ε) > 0.02 (p released parameters):
+    too few records for that privacy (:func:`dpfair.algorithms.dpsgd.warn_if_too_few_records`).
+
     Fitted attributes: ``coef_`` ((1, d) or (l, d)), ``intercept_`` ((1,) or (l,); zeros without an
     intercept), ``classes_``, ``noise_std_`` (σ), ``noise_multiplier_``, ``sensitivity_`` (Δ, the
     largest distance between two neighbours' minimisers as solved), ``lipschitz_`` (Λ),
@@ -359,6 +363,8 @@ class OutputPerturbationClassifier(FairEstimator):
         self.radius_ = lam / mu
         self.n_params_ = (1 if n_classes == 2 else n_classes) * (X.shape[1] + self.fit_intercept)
         reads_private = self.privacy_unit_ is PrivacyUnit.RECORD or bool(self.sensitive_feature_columns_)
+        if self.privacy_unit_ is PrivacyUnit.RECORD and self.noise_multiplier is None:
+            warn_if_too_few_records("output perturbation", N, self.n_params_, self.epsilon_target_, self.delta_)
         if reads_private:
             add_remove = self.privacy_unit_ is PrivacyUnit.RECORD
             self.sensitivity_ = (1.0 if add_remove else 2.0) * lam / (mu * N) + 2.0 * tol / mu
