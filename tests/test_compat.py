@@ -74,8 +74,9 @@ def test_upstream_pld_still_composes_randomized_response_once_whatever_its_count
         "PLDAccountant.compose_event's randomized-response branch in dpfair/privacy/accounting.py"
     )
     ours = epsilon_of(dpa.SelfComposedDpEvent(rr, 5), 1e-6, "sensitive")
-    assert ours == pytest.approx(_raw_epsilon(PLDAccountantBase(REPLACE), dpa.ComposedDpEvent([rr] * 5), 1e-6),
-                                 rel=1e-9)
+    exact = _raw_epsilon(PLDAccountantBase(REPLACE), dpa.ComposedDpEvent([rr] * 5), 1e-6)
+    # above PLD_SCALE_FROM dpfair discretises at 1e-4·ε: pessimistic, so never below, and within 0.1 %
+    assert exact - 1e-9 <= ours <= exact * 1.001
     assert ours > 4 * once
 
 
