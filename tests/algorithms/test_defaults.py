@@ -71,8 +71,8 @@ def test_dpfermi_default_on_german(tmp_path, shared_data):
 
 
 def test_pfld_default_on_german_warns_and_trains_as_the_unconstrained_model(tmp_path, capsys, shared_data):
-    """Its dual step saw each group's mean rate through noise of std ≈ 0.5: the multipliers grew on noise
-    alone, with random signs, and every fit collapsed to predicting the minority class (error 0.70). With the
+    """Its dual step saw each group's mean rate through noise of std ≈ 0.7: the multipliers grew to 15–20 on
+    noise alone, with random signs, and every fit collapsed to predicting the minority class (error 0.70). With the
     noise-aware tolerance they stay at 0, and the fit says why, on one line."""
     results = train(tmp_path, "german", "--method", "pf-ld")
     check(results, "german", "demographic_parity")

@@ -19,7 +19,7 @@ subgradient of ``|·|`` uses the sign ``ξ_g`` of the violation released by the 
 Why a tolerance by default: the dual step sees each group's mean through noise (that of the dual
 release, ``σ_d C_d /√2`` on the sum, and that of the released count ñ_g it is divided by; both public),
 and ``|v + noise|`` grows λ by about 0.8 of that noise's std every epoch even when v = 0. On german
-(750 rows, ε = 1) the std is about 0.5 for a group's mean rate: λ grew to ~10 on noise alone with
+(750 rows, ε = 1) the std is about 0.7 for a group's mean rate: λ grew to 15–20 on noise alone with
 random signs ξ, and the fits collapsed to a constant predictor (test error 0.70 where the majority
 class has 0.30). ``dual_tolerance="auto"`` is three such standard deviations, so that noise alone
 rarely raises a multiplier; where that tolerance is large (violations below it cannot be told from
@@ -231,8 +231,9 @@ class PFLDClassifier(TorchClassifier):
     verbose : a progress bar on stderr over the primal steps, with the ε spent so far (:mod:`dpfair.progress`).
 
     Fitted attributes: ``noise_multiplier_`` (σ_p), ``dual_noise_multiplier_`` (σ_d), ``group_sizes_``
-    (the normalisers ñ_g, released or public), ``dual_tolerance_`` (τ_g), ``lambdas_`` and ``violations_`` (the last dual step's,
-    shape (G, m): G constraint groups, m compared values), ``history_``, ``privacy_spent_``.
+    (the normalisers ñ_g, released or public), ``dual_tolerance_`` (τ_g), ``lambdas_`` and ``violations_``
+    (the last dual step's, shape (G, m): G constraint groups, m compared values), ``history_``,
+    ``privacy_spent_``.
     """
 
     _private = True
@@ -242,9 +243,9 @@ class PFLDClassifier(TorchClassifier):
 
     def __init__(self, model="mlp", *, notion="demographic_parity", epsilon=1.0, delta=None,
                  privacy_unit="sensitive", primal_clip=10.0, dual_clip=5.0, dual_learning_rate=1.0,
-                 dual_tolerance="auto", lambda_init=0.0, group_proportions=None, sensitive_fraction=None, counts_budget=0.05,
-                 dual_budget=0.2, missing_value=None, noise_multiplier=None, batch_size=256, epochs=20,
-                 learning_rate=1e-3, optimizer="adam", momentum=0.0, accountant="pld", model_kwargs=None,
+                 dual_tolerance="auto", lambda_init=0.0, group_proportions=None, sensitive_fraction=None,
+                 counts_budget=0.05, dual_budget=0.2, missing_value=None, noise_multiplier=None, batch_size=256,
+                 epochs=20, learning_rate=1e-3, optimizer="adam", momentum=0.0, accountant="pld", model_kwargs=None,
                  device="cpu", groups=None, classes=None, secure_mode=False, random_state=None, verbose=False):
         self.model = model
         self.notion = notion
@@ -353,7 +354,7 @@ class PFLDClassifier(TorchClassifier):
             warnings.warn(
                 f"PF-LD at epsilon={self.epsilon_target_:g} cannot tell a group's {what} from the reference "
                 f"within {tolerance[worst]:.2f}: the dual step's noise on it is {noise[worst]:.3f} (std) for "
-                f"{self.group_sizes_[worst]:.0f} members over {int(self.epochs)} dual releases. Such violations "
+                f"{self.group_sizes_[worst]:.0f} members over {int(self.epochs)} dual release(s). Such violations "
                 "leave the multipliers at 0 and the fit trains as the unconstrained model would; raise epsilon "
                 "or dual_budget, use fewer epochs (one dual release each), or train on more rows per group",
                 UserWarning, stacklevel=4)
@@ -435,7 +436,7 @@ class PFLDClassifier(TorchClassifier):
 
     @torch.no_grad()
     def _dual_step(self, data: _Tensors, lam: torch.Tensor, tolerance: torch.Tensor, release: Release):
-        """Release the group sums on the whole data; λ ← max(0, λ + s_λ (|violation| − τ)); the violation's sign ξ."""
+        """Release the group sums on the whole data; λ ← max(0, λ + s_λ (|violation| − τ)); the sign ξ."""
         values = torch.cat([per_sample_values(self.model_(data.X[i:i + 8192]), data.y[i:i + 8192], self.notion,
                                               data.columns) for i in range(0, len(data.X), 8192)])
         noisy = release.noisy_sum(dual_sums(values, data.groups, len(data.sizes), self.dual_clip_),
