@@ -20,6 +20,8 @@ from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import LogisticRegression, make_model
 from dpfair.privacy import Part, PrivacyLedger, Release, SecretRandom, epsilon_of, max_neighbour_distance
 
+_RELEASE_INIT = Release.__init__
+
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:absl")
 
 
@@ -347,6 +349,31 @@ def test_too_small_epsilon_says_by_how_much():
     with pytest.raises(ValueError, match=r"too small for epochs=3 and batch_size=64.*at least"):
         DPFERMIClassifier(**{**FAST, "epsilon": 0.01}, group_proportions=[0.3, 0.3, 0.4]).fit(
             X, y, sensitive_features=s)
+
+
+def test_a_too_small_epsilon_is_refused_before_the_group_counts_are_released(monkeypatch):
+    """The refusal reads only public quantities (σ, n, q), so it comes before any release (it came after the
+    group counts' release, a spend for nothing)."""
+    X, y, s = _data(n=40)
+    made = []
+
+    def spy(self, *args, **kwargs):
+        made.append(args)
+        _RELEASE_INIT(self, *args, **kwargs)
+
+    monkeypatch.setattr(Release, "__init__", spy)
+    with pytest.raises(ValueError, match=r"too small.*every step already sees all 40 rows"):
+        DPFERMIClassifier(epsilon=0.2, epochs=50, batch_size=64, groups=3, classes=2).fit(X, y, sensitive_features=s)
+    assert made == []
+
+
+def test_a_group_too_small_for_the_whole_data_is_not_told_to_raise_batch_size():
+    """n = 100 with every row in each step: 'raise batch_size' cannot help (issue 13, item 4)."""
+    X, y, s = _data(n=100)
+    with pytest.raises(ValueError, match="smallest group's public share is 0.0040") as info:
+        DPFERMIClassifier(**{**FAST, "batch_size": 100}, group_proportions=[0.004, 0.496, 0.5]).fit(
+            X, y, sensitive_features=s)
+    assert "batch_size" not in str(info.value) and "merge small groups" in str(info.value)
 
 
 def test_group_too_small_for_a_batch():

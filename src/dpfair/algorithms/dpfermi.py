@@ -302,7 +302,6 @@ class DPFERMIClassifier(TorchClassifier):
                 PrivacyLeakWarning, stacklevel=4)
             return sigma, noise_theta, noise_w
         sigma = self._sigmas[STEP]
-        self._check_signal(sigma, n)
         return (sigma, *engine.noise_scales(sigma, C, w_bound))
 
     def _check_signal(self, sigma: float, n: int) -> None:
@@ -316,7 +315,9 @@ class DPFERMIClassifier(TorchClassifier):
             f"epsilon={self.epsilon_target_:g} is too small for epochs={self.epochs} and "
             f"batch_size={self.batch_size_}: the noise on each coordinate of the averaged gradient would be "
             f"{ratio:.1f}× the largest possible gradient norm. Raise epsilon to at least {eps_ok:.3g} "
-            f"({eps_ok / self.epsilon_target_:.1f}× more), or use fewer epochs or a larger batch_size"
+            f"({eps_ok / self.epsilon_target_:.1f}× more), or use fewer epochs"
+            + (" or a larger batch_size" if self.sampling_probability_ < 1.0 else " (every step already sees all "
+               f"{n} rows)")
         )
 
     # ---- training ------------------------------------------------------------
@@ -338,18 +339,27 @@ class DPFERMIClassifier(TorchClassifier):
             p = self._public_proportions(m, k)
         self._calibrate(dpfermi_plan(self.sampling_probability_, self.n_steps_,
                                      None if public else float(self.proportions_budget)))
+        if self.calibration != "paper":  # public: refused before the counts are released, not after
+            self._check_signal(self._sigmas[STEP], n)
         if not public:
             p = self._release_proportions(cells, s, m, k)
         self.group_proportions_ = p
         p_min = float(p.min())
-        if p_min * self.sampling_probability_ * n < 1.0:
-            source = "public" if public else "released (noisy)"
-            raise ValueError(
-                f"the smallest group's {source} share is {p_min:.4f}: a batch of expected size "
-                f"{self.sampling_probability_ * n:.0f} sees {p_min * self.sampling_probability_ * n:.2f} of its "
-                "members per step. Raise batch_size, pass its known share with group_proportions=, or merge "
-                "small groups"
-            )
+        expected = self.sampling_probability_ * n
+        if p_min * expected < 1.0:
+            fixes = ["raise batch_size"] if self.sampling_probability_ < 1.0 else []
+            if public:
+                fixes += ["merge small groups"]
+                what = f"the smallest group's public share is {p_min:.4f}"
+            else:  # a released value (post-processing); the noise is public, so is its size
+                noise = self._sigmas[COUNTS] * counts_bound(self.privacy_unit_)
+                what = (f"the smallest group's released share is {p_min:.4f} (the counts carry noise of std "
+                        f"{noise:.3g} people: proportions_budget={self.proportions_budget:g} of epsilon="
+                        f"{self.epsilon_target_:g})")
+                fixes += ["pass the groups' known shares with group_proportions= (then nothing is released for "
+                          "them)", "raise epsilon or proportions_budget", "merge small groups"]
+            raise ValueError(f"{what}: a batch of expected size {expected:.0f} sees {p_min * expected:.2f} of its "
+                             f"members per step. Fixes: {'; '.join(fixes)}")
         record = self.privacy_unit_ is PrivacyUnit.RECORD
         self.w_radius_ = float(self.w_radius) if self.w_radius is not None else math.sqrt(l / p_min)
         w_bound = 2.0 / math.sqrt(p_min) + (2.0 * self.w_radius_ if record else 0.0)
