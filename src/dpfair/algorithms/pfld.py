@@ -242,7 +242,7 @@ class PFLDClassifier(TorchClassifier):
     _private = True
     _requires_sensitive = True
     _notions = NOTIONS
-    _fairness_strength = "dual_learning_rate"
+    _fairness_strength = "dual_tolerance"
 
     def __init__(self, model="mlp", *, notion="demographic_parity", epsilon=1.0, delta=None,
                  privacy_unit="sensitive", primal_clip=10.0, dual_clip=5.0, dual_learning_rate=1.0,
