@@ -1,7 +1,15 @@
 """dpfair: fair and differentially private machine learning."""
 
-from dpfair.exceptions import BudgetExceededError, ChecksumError, DataNotFoundError, PrivacyLeakWarning
+from dpfair.exceptions import (
+    BudgetExceededError,
+    ChecksumError,
+    DataNotFoundError,
+    PrivacyLeakWarning,
+    UtilityWarning,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["BudgetExceededError", "ChecksumError", "DataNotFoundError", "PrivacyLeakWarning", "__version__"]
+__all__ = [
+    "BudgetExceededError", "ChecksumError", "DataNotFoundError", "PrivacyLeakWarning", "UtilityWarning", "__version__",
+]

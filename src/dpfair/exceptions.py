@@ -15,6 +15,15 @@ class PrivacyLeakWarning(UserWarning):
     """
 
 
+class UtilityWarning(UserWarning):
+    """The settings leave too little signal for a useful model (too little data for the privacy asked,
+    noise that hides the fairness constraints): the fit runs, and the warning names the cause and the fix.
+
+    It says nothing about privacy, which holds as printed; filter it with
+    ``warnings.simplefilter("ignore", dpfair.UtilityWarning)``.
+    """
+
+
 class DataNotFoundError(FileNotFoundError):
     """A data set file is neither at the given path, nor in the data home, nor downloadable."""
 

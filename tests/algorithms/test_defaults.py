@@ -78,6 +78,7 @@ def test_pfld_default_on_german_warns_and_trains_as_the_unconstrained_model(tmp_
     check(results, "german", "demographic_parity")
     lines = [line for line in capsys.readouterr().err.splitlines() if "PF-LD at epsilon=1" in line]
     assert len(lines) == len(SEEDS) and "cannot tell a group's mean predicted rate" in lines[0]
+    assert lines[0].startswith("dpfair: UtilityWarning:")  # a category users can filter, not a bare UserWarning
     assert "raise epsilon or dual_budget" in lines[0]
 
 
@@ -101,4 +102,5 @@ def test_record_level_methods_on_german_say_it_is_too_little_data(method, tmp_pa
     check(train(tmp_path, "german", "--method", method), "german", None)
     lines = [line for line in capsys.readouterr().err.splitlines() if "protects whole records" in line]
     assert len(lines) == len(SEEDS) and "on 750 rows with" in lines[0] and "= 0.037 > 0.02" in lines[0]
+    assert lines[0].startswith("dpfair: UtilityWarning:")
     assert "Raise epsilon, train on more rows" in lines[0]

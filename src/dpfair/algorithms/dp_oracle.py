@@ -52,6 +52,7 @@ from sklearn.linear_model import LogisticRegression
 
 from dpfair.algorithms._jagielski import RandomizedGroupClassifierMixin, cell_counts
 from dpfair.algorithms.base import FairEstimator
+from dpfair.exceptions import UtilityWarning
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit
 from dpfair.validation import check_positive
 
@@ -236,7 +237,7 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
                 f"{noise[worst]:.3f} (std) for {self.cell_sizes_[worst]:.0f} members over {n_rounds} rounds. Such "
                 "violations lower the multipliers and the learner picks the most accurate hypotheses it can "
                 "privately, as without the constraint; raise epsilon, use fewer n_rounds, or train on more rows "
-                "per group", UserWarning, stacklevel=4)
+                "per group", UtilityWarning, stacklevel=4)
         return tolerance
 
     def _per_person_costs(self, lam_signed: np.ndarray, n: int) -> np.ndarray:

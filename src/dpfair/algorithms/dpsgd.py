@@ -39,6 +39,7 @@ import torch.nn.functional as F
 
 from dpfair.algorithms.base import TorchClassifier
 from dpfair.algorithms.clipping import make_clipping_rule
+from dpfair.exceptions import UtilityWarning
 from dpfair.nn import assign_grads, trainable_params
 from dpfair.privacy import Part, PrivacyPlan
 from dpfair.validation import check_delta, check_positive
@@ -69,7 +70,7 @@ def warn_if_too_few_records(method: str, n: int, n_params: int, epsilon: float, 
             f"sqrt(p·ln(1/δ))/(n·ε) = {ratio:.3f} > {RECORD_LEVEL_LIMIT:g}, too little data for that privacy, so "
             "expect test error near a constant predictor's. Raise epsilon, train on more rows, use fewer features "
             "or a smaller model, or protect only the sensitive attribute (e.g. --method dp-fermi)",
-            UserWarning, stacklevel=4)
+            UtilityWarning, stacklevel=4)
 
 
 def cross_entropy_one(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -86,6 +86,7 @@ import torch
 import torch.nn.functional as F
 
 from dpfair.algorithms.base import TorchClassifier, public_categories
+from dpfair.exceptions import UtilityWarning
 from dpfair.nn import assign_grads, clipped_gradient_sum
 from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, PrivacyUnit, Release
 from dpfair.validation import check_group_proportions, check_positive, encode_categories
@@ -360,7 +361,7 @@ class PFLDClassifier(TorchClassifier):
                 f"{self.group_sizes_[worst]:.0f} members over {int(self.epochs)} dual release(s). Such violations "
                 "leave the multipliers at 0 and the fit trains as the unconstrained model would; raise epsilon "
                 "or dual_budget, use fewer epochs (one dual release each), or train on more rows per group",
-                UserWarning, stacklevel=4)
+                UtilityWarning, stacklevel=4)
         return tolerance
 
     # ---- privacy plan: counts (unless public), one dual release per epoch, the primal steps ----------
