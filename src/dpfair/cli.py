@@ -691,6 +691,13 @@ def _add_estimator_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-home", default=None, help="folder of raw data files (default $DPFAIR_DATA)")
 
 
+def _add_output_arguments(p: argparse.ArgumentParser, out_help: str = "JSON result file") -> None:
+    """``--out``, ``--overwrite`` and ``--quiet``: the flags of every command that writes a result."""
+    p.add_argument("--out", default=None, help=out_help)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpfair", description="Fair and differentially private learning.")
     parser.add_argument("--version", action="version", version=f"dpfair {__version__}")
@@ -701,9 +708,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reproducible-noise", type=int, default=None, metavar="SEED",
                    help="TESTS ONLY: make the privacy noise reproducible from SEED; voids the guarantee, and the "
                         "result says so")
-    p.add_argument("--out", default=None, help="JSON result file; the model is saved beside it as .pt")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_output_arguments(p, "JSON result file; the model is saved beside it as .pt")
     p.set_defaults(func=cmd_train)
 
     audit = sub.add_parser(
@@ -722,9 +727,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--one-run", action="store_true",
                        help="Steinke et al.'s one-run audit with --canaries inserted at random (record unit)")
     audit.add_argument("--canaries", type=int, default=1000, help="canaries of --one-run (default 1000)")
-    audit.add_argument("--out", default=None, help="JSON result file")
-    audit.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    audit.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_output_arguments(audit)
     audit.set_defaults(func=cmd_audit_epsilon)
     audit_sub = audit.add_subparsers(dest="audit_command", required=False)
     p = audit_sub.add_parser(
@@ -736,9 +739,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"attacks, comma-separated: {', '.join(ATTACK_NAMES)} (default: all)")
     p.add_argument("--shadow", type=int, default=16, metavar="N",
                    help="shadow models for the shadow attack and LiRA (default 16; each trains the method once)")
-    p.add_argument("--out", default=None, help="JSON result file")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_output_arguments(p)
     p.set_defaults(func=cmd_audit_membership)
 
     p = sub.add_parser(
@@ -756,9 +757,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "test part of --dataset, which must be the split it was trained beside (same --seed)")
     p.add_argument("--norm-bound", type=float, default=None,
                    help="DP-SGD only: a public bound on every row's norm (the loss's Lipschitz constant)")
-    p.add_argument("--out", default=None, help="JSON result file")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_output_arguments(p)
     p.set_defaults(func=cmd_certify)
 
     p = sub.add_parser("methods", help="list the methods (guarantee, notions), or one method's hyper-parameters")
