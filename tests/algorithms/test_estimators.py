@@ -276,3 +276,17 @@ def test_erm_logistic_is_the_exact_optimum_like_scikit_learn():
     assert ERMClassifier(solver="minibatch", epochs=1, random_state=0).fit(Xb, yb).history_[0]["epoch"] == 1
     with pytest.raises(ValueError, match="solver"):
         ERMClassifier(solver="newton").fit(Xb, yb)
+
+
+def test_an_inferred_class_list_warns_at_the_users_line():
+    """The PrivacyLeakWarning for classes inferred from private labels pointed at dpfair's own fit, not the caller."""
+    import warnings
+
+    from dpfair.exceptions import PrivacyLeakWarning
+
+    X, y, _ = make_synthetic(n_samples=300, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        DPSGDClassifier(epochs=1, noise_multiplier=1.0, random_state=0).fit(X, y)
+    leaks = [w for w in caught if issubclass(w.category, PrivacyLeakWarning)]
+    assert leaks and all(w.filename == __file__ for w in leaks)

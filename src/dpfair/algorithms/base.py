@@ -94,12 +94,13 @@ def make_generators(random_state, device: torch.device) -> tuple[np.random.Gener
     return np_rng, torch_rng, seed
 
 
-def public_categories(declared, values, name: str, private: bool, fix: str):
+def public_categories(declared, values, name: str, private: bool, fix: str, stacklevel: int = 5):
     """The public list of a categorical input: ``declared`` (an int k → ``0..k-1``, or the values), else inferred.
 
     Inferring the list from ``values`` when they are private warns: which values
     occur is itself a fact about the private data (a group of one person
-    disappears when that person's value changes).
+    disappears when that person's value changes). ``stacklevel``: the frames from here to
+    the user's call of ``fit``, so that the warning names the user's line.
     """
     if declared is not None:
         if isinstance(declared, numbers.Integral) and not isinstance(declared, bool):
@@ -119,7 +120,7 @@ def public_categories(declared, values, name: str, private: bool, fix: str):
     if private:
         warnings.warn(f"the list of {name} was inferred from the private data; which values occur is private "
                       f"(ε = ∞ for a value held by one person). Pass {fix} to keep the guarantee",
-                      PrivacyLeakWarning, stacklevel=5)
+                      PrivacyLeakWarning, stacklevel=stacklevel)
     data, what = ("y", "class") if name == "classes" else ("sensitive_features", "group")
     found = np.unique(check_1d(values, data))
     if len(found) < 2:
@@ -267,7 +268,7 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             raise ValueError("y holds non-integer numbers (a continuous target?); dpfair estimators classify: "
                              "binarise or bin y first (e.g. y > median), or pass classes= if these are labels")
         classes = public_categories(getattr(self, "classes", None), y, "classes", self._labels_private,
-                                    "classes=[...] (the data set's label values)")
+                                    "classes=[...] (the data set's label values)", stacklevel=6)
         y_codes, self.classes_ = encode_categories(y, "y", X.shape[0], classes=classes)
         if self._binary_only and len(self.classes_) != 2:
             raise ValueError(f"y must be binary: {type(self).__name__} needs binary labels, got {len(self.classes_)} "
