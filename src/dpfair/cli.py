@@ -620,7 +620,8 @@ def cmd_info(args) -> int:
 
 
 def cmd_predict(args) -> int:
-    from dpfair.experiments import evaluate, predict
+    from dpfair.experiments import evaluate
+    from dpfair.fairness import predict_with_groups
     from dpfair.persistence import load_estimator, load_provenance
 
     out = Path(args.out) if args.out else None
@@ -649,9 +650,9 @@ def cmd_predict(args) -> int:
     if out is not None:
         import pandas as pd
 
-        proba = est.predict_proba(X, sensitive_features=s) if getattr(est, "_predict_needs_sensitive", False) \
-            else est.predict_proba(X)
-        table = pd.DataFrame({"row": np.arange(len(y)), "y_true": y, "y_pred": predict(est, X, s), "group": s})
+        proba = predict_with_groups(est, X, s, "predict_proba")
+        table = pd.DataFrame({"row": np.arange(len(y)), "y_true": y, "y_pred": predict_with_groups(est, X, s),
+                              "group": s})
         for j, c in enumerate(est.classes_):
             table[f"proba_{c}"] = proba[:, j]
         _write_atomic(out, lambda p: table.to_csv(p, index=False))

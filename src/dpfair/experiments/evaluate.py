@@ -9,17 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpfair.fairness import accuracy_inequality, fairness_summary
+from dpfair.fairness import accuracy_inequality, fairness_summary, predict_with_groups
 
 #: FairDP's inequality indices of the per-group accuracies, by key in :func:`evaluate`'s result.
 INEQUALITY_INDICES = ("atkinson", "gini", "mean_log_deviation", "theil")
-
-
-def predict(estimator, X, s) -> np.ndarray:
-    """``estimator.predict(X)``, passing the groups ``s`` to the methods that read them at prediction time."""
-    if getattr(estimator, "_predict_needs_sensitive", False):
-        return estimator.predict(X, sensitive_features=s)
-    return estimator.predict(X)
 
 
 def evaluate(estimator, X, y, s, group_names=None) -> dict:
@@ -31,7 +24,7 @@ def evaluate(estimator, X, y, s, group_names=None) -> dict:
     ``group_names[g]`` names group code ``g`` (default: the codes themselves).
     """
     y = np.asarray(y)
-    y_pred = predict(estimator, X, s)
+    y_pred = predict_with_groups(estimator, X, s)
     inequality = accuracy_inequality(y, y_pred, s)
     name = (lambda g: g) if group_names is None else (lambda g: group_names[g])
     return {

@@ -46,7 +46,7 @@ from dpfair.fairness.metrics import (
     selection_rates,
 )
 from dpfair.fairness.notions import NOTIONS, ConstraintGroups, constraint_groups
-from dpfair.fairness.scorers import FairScorer, error_scorer, fairness_scorer, violation_scorer
+from dpfair.fairness.scorers import FairScorer, error_scorer, fairness_scorer, predict_with_groups, violation_scorer
 
 __all__ = [
     "CONVENTIONS",
@@ -81,6 +81,7 @@ __all__ = [
     "mean_log_deviation",
     "noise_variance",
     "per_group_accuracy",
+    "predict_with_groups",
     "selection_rates",
     "theil_index",
     "violation_scorer",

@@ -41,11 +41,13 @@ from dpfair.fairness.notions import NOTIONS
 __all__ = ["FairScorer", "error_scorer", "fairness_scorer", "predict_with_groups", "violation_scorer"]
 
 
-def predict_with_groups(estimator, X, sensitive_features=None):
-    """``estimator.predict(X)``, given the groups when the estimator reads them at prediction time."""
+def predict_with_groups(estimator, X, sensitive_features=None, method: str = "predict"):
+    """``estimator.predict(X)`` (or another prediction ``method``, e.g. ``"predict_proba"``), given the groups
+    when the estimator reads them at prediction time."""
+    predict = getattr(estimator, method)
     if getattr(estimator, "_predict_needs_sensitive", False):
-        return estimator.predict(X, sensitive_features=sensitive_features)
-    return estimator.predict(X)
+        return predict(X, sensitive_features=sensitive_features)
+    return predict(X)
 
 
 class FairScorer:
