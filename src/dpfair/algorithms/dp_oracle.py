@@ -45,14 +45,13 @@ multipliers instead; where it hides violations above 0.05 the fit warns.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from dpfair.algorithms._jagielski import RandomizedGroupClassifierMixin, cell_counts
 from dpfair.algorithms.base import FairEstimator
-from dpfair.exceptions import UtilityWarning
+from dpfair.algorithms.signal import noise_tolerance
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit
 from dpfair.validation import check_positive
 
@@ -61,12 +60,6 @@ SIZES, LEARNER, AUDITOR = "cell sizes (y, s)", "learner: exponential mechanism",
 
 #: Released cell sizes below this are raised to it before dividing by them (post-processing).
 _SIZE_FLOOR = 1.0
-
-#: ``tolerance="auto"``: this many standard deviations of the noise on a cell's estimated rate.
-_TOLERANCE_STDS = 3.0
-
-#: A tolerance above this leaves visible violations undetected: the fit warns.
-_VISIBLE_VIOLATION = 0.05
 
 
 def public_directions(X: np.ndarray, y: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray]:
@@ -228,17 +221,12 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         if self.tolerance != "auto":
             return np.full(self.cell_sizes_.shape, float(self.tolerance))
         noise = math.sqrt(2) * math.hypot(self.noise_multiplier_, self._sigmas[SIZES]) / self.cell_sizes_
-        tolerance = _TOLERANCE_STDS * noise
-        worst = np.unravel_index(int(np.argmax(tolerance)), tolerance.shape)
-        if tolerance[worst] > _VISIBLE_VIOLATION:
-            warnings.warn(
-                f"the DP oracle's auditor at epsilon={self.epsilon_target_:g} cannot tell a (label, group) cell's "
-                f"positive rate from its label's within {tolerance[worst]:.2f}: the noise on it is "
-                f"{noise[worst]:.3f} (std) for {self.cell_sizes_[worst]:.0f} members over {n_rounds} rounds. Such "
-                "violations lower the multipliers and the learner picks the most accurate hypotheses it can "
-                "privately, as without the constraint; raise epsilon, use fewer n_rounds, or train on more rows "
-                "per group", UtilityWarning, stacklevel=4)
-        return tolerance
+        return noise_tolerance(noise, lambda worst, tolerance, std: (
+            f"the DP oracle's auditor at epsilon={self.epsilon_target_:g} cannot tell a (label, group) cell's "
+            f"positive rate from its label's within {tolerance:.2f}: the noise on it is {std:.3f} (std) for "
+            f"{self.cell_sizes_[worst]:.0f} members over {n_rounds} rounds. Such violations lower the multipliers "
+            "and the learner picks the most accurate hypotheses it can privately, as without the constraint; "
+            "raise epsilon, use fewer n_rounds, or train on more rows per group"))
 
     def _per_person_costs(self, lam_signed: np.ndarray, n: int) -> np.ndarray:
         """``cost[c, r, b]``: one person's share of ``n·L(h, λ)`` with label c, group r, prediction b."""

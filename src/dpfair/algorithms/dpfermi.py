@@ -43,6 +43,7 @@ import torch
 
 from dpfair.algorithms import dpfermi_engine as engine
 from dpfair.algorithms.base import TorchClassifier
+from dpfair.algorithms.signal import floor_counts
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import LogisticRegression
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, SecretRandom
@@ -51,12 +52,6 @@ from dpfair.validation import check_group_proportions, check_positive
 
 NOTIONS = ("demographic_parity", "equalized_odds", "equal_opportunity")
 CALIBRATIONS = ("accountant", "paper")
-
-#: Released counts below the larger of 1 and this many noise standard deviations are raised to it before
-#: normalising (post-processing): noise alone then cannot make a group look tiny, which would inflate the
-#: W bound 2/√p_min and the noise with it (german's 750 rows at 5 % of ε = 1: count noise std ≈ 70 against
-#: equalized-odds cells of about 70 people).
-_COUNT_FLOOR, _COUNT_FLOOR_STDS = 1.0, 2.0
 
 #: The names of the plan's parts (and of the ledger's entries).
 COUNTS, STEP = "group counts", "dp-fermi step"
@@ -274,7 +269,9 @@ class DPFERMIClassifier(TorchClassifier):
         noisy = self._release(COUNTS).noisy_sum(counts, bound=bound)
         if planted("private_proportions"):
             noisy = counts
-        noisy = np.maximum(noisy, max(_COUNT_FLOOR, _COUNT_FLOOR_STDS * self._sigmas[COUNTS] * bound))
+        # floored (post-processing) so that noise cannot make a group look tiny and inflate the W bound 2/√p_min
+        # (german's 750 rows at 5 % of ε = 1: count noise std ≈ 70 against equalized-odds cells of ~70 people)
+        noisy = floor_counts(noisy, self._sigmas[COUNTS] * bound)
         return noisy / noisy.sum(1, keepdims=True)
 
     # ---- privacy plan ------------------------------------------------------

@@ -31,7 +31,6 @@ fairness metrics of the model are measured afterwards.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import torch
@@ -39,39 +38,12 @@ import torch.nn.functional as F
 
 from dpfair.algorithms.base import TorchClassifier
 from dpfair.algorithms.clipping import make_clipping_rule
-from dpfair.exceptions import UtilityWarning
+from dpfair.algorithms.signal import warn_if_too_few_records
 from dpfair.nn import assign_grads, trainable_params
 from dpfair.privacy import Part, PrivacyPlan
 from dpfair.validation import check_delta, check_positive
 
 STEP = "dp-sgd step"
-
-#: Record-level fits warn when √(p·ln(1/δ))/(n·ε) exceeds this (see :func:`warn_if_too_few_records`).
-RECORD_LEVEL_LIMIT = 0.02
-
-
-def warn_if_too_few_records(method: str, n: int, n_params: int, epsilon: float, delta: float) -> None:
-    """Warn when record-level (ε, δ)-DP on ``n`` rows leaves too little signal to expect a useful model.
-
-    Private learning of a convex Lipschitz loss over p parameters must give up excess risk of order
-    ``√p/(nε)`` times the loss's scale, and DP-SGD attains ``√(p·ln(1/δ))/(nε)`` up to log factors
-    (Bassily, Smith, Thakurta, FOCS 2014). That ratio, a function of public quantities only, was 0.037
-    on german (750 rows, 59 parameters, ε = 1), where DP-SGD and output perturbation both stayed at the
-    majority class's test error (and DP-SGD there even at ε = ∞ with its default steps), against 0.003
-    on compas and 0.001 on adult, where both reached ERM's error within 0.002 (output perturbation:
-    compas only; on adult its μ = 1 keeps it at 0.235). Above ``RECORD_LEVEL_LIMIT`` the fit says so.
-    """
-    if math.isinf(epsilon):
-        return
-    ratio = math.sqrt(n_params * math.log(1.0 / delta)) / (n * epsilon)
-    if ratio > RECORD_LEVEL_LIMIT:
-        warnings.warn(
-            f"{method} protects whole records at epsilon={epsilon:g} on {n} rows with {n_params} parameters: "
-            f"sqrt(p·ln(1/δ))/(n·ε) = {ratio:.3f} > {RECORD_LEVEL_LIMIT:g}, too little data for that privacy, so "
-            "expect test error near a constant predictor's. Raise epsilon, train on more rows, use fewer features "
-            "or a smaller model, or protect only the sensitive attribute (e.g. --method dp-fermi)",
-            UtilityWarning, stacklevel=4)
-
 
 def cross_entropy_one(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The per-example loss of :mod:`dpfair.nn.per_sample` (a batch of one)."""

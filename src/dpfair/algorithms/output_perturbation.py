@@ -81,7 +81,7 @@ from scipy.special import expit, softmax
 from sklearn.utils.validation import check_is_fitted
 
 from dpfair.algorithms.base import FairEstimator
-from dpfair.algorithms.dpsgd import warn_if_too_few_records
+from dpfair.algorithms.signal import warn_if_too_few_records
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, SecretRandom
 from dpfair.validation import check_delta, check_positive
 
@@ -254,7 +254,7 @@ class OutputPerturbationClassifier(FairEstimator):
     verbose : a progress bar on stderr (:mod:`dpfair.progress`).
 
     Under ``"record"``, a fit calibrated to ε warns when √(p·ln(1/δ))/(N·ε) > 0.02 (p released parameters):
-    too few records for that privacy (:func:`dpfair.algorithms.dpsgd.warn_if_too_few_records`).
+    too few records for that privacy (:func:`dpfair.algorithms.signal.warn_if_too_few_records`).
 
     Fitted attributes: ``coef_`` ((1, d) or (l, d)), ``intercept_`` ((1,) or (l,); zeros without an
     intercept), ``classes_``, ``noise_std_`` (σ), ``noise_multiplier_``, ``sensitivity_`` (Δ, the

@@ -77,7 +77,6 @@ public r, and ``ñ_g = r · n_c · p_g``.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,24 +85,13 @@ import torch
 import torch.nn.functional as F
 
 from dpfair.algorithms.base import TorchClassifier, public_categories
-from dpfair.exceptions import UtilityWarning
+from dpfair.algorithms.signal import floor_counts, noise_tolerance
 from dpfair.nn import assign_grads, clipped_gradient_sum
 from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, PrivacyUnit, Release
 from dpfair.validation import check_group_proportions, check_positive, encode_categories
 
 DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY = "demographic_parity", "equalized_odds", "accuracy_parity"
 NOTIONS = (DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY)
-
-#: Released counts below the larger of 1 and this many noise standard deviations are raised to it
-#: (post-processing): noise alone then cannot make a group look tiny and its mean's noise huge.
-_COUNT_FLOOR, _COUNT_FLOOR_STDS = 1.0, 2.0
-
-#: ``dual_tolerance="auto"``: this many standard deviations of a group mean's noise in the dual step.
-_TOLERANCE_STDS = 3.0
-
-#: A tolerance above this (in units of h: a rate, or the loss for accuracy parity) leaves visible
-#: violations undetected: the fit warns.
-_VISIBLE_VIOLATION = 0.05
 
 #: The names of the plan's parts (and of the ledger's entries).
 COUNTS, DUAL, PRIMAL = "pf-ld group counts", "pf-ld dual", "pf-ld primal"
@@ -335,7 +323,7 @@ class PFLDClassifier(TorchClassifier):
     def _release_counts(self, groups: np.ndarray, n_constraint_groups: int) -> np.ndarray:
         bound = math.sqrt(2) / 2
         noisy = self._release(COUNTS).noisy_sum(group_counts(groups, n_constraint_groups), bound=bound)
-        return np.maximum(noisy, max(_COUNT_FLOOR, _COUNT_FLOOR_STDS * self._sigmas[COUNTS] * bound))
+        return floor_counts(noisy, self._sigmas[COUNTS] * bound)  # noise cannot make a group look tiny
 
     def _tolerances(self) -> np.ndarray:
         """τ_g of every constraint group, from public quantities only (σ's, C_d, the released or public ñ_g).
@@ -343,26 +331,22 @@ class PFLDClassifier(TorchClassifier):
         ``"auto"``: three standard deviations of the noise on the group's mean ``S̃_g/ñ_g``: the dual
         release's on the sum, ``σ_d C_d/√2``, and the released count's (std ``σ_c/√2``, none when the
         proportions are public), which moves the mean by up to ``C_d·|ñ_g − n_g|/ñ_g`` (every value is at
-        most C_d): ``std = √((σ_d C_d/√2)² + (C_d σ_c/√2)²) / ñ_g``. Warns when that hides violations
-        larger than ``_VISIBLE_VIOLATION``.
+        most C_d): ``std = √((σ_d C_d/√2)² + (C_d σ_c/√2)²) / ñ_g`` (in units of h: a rate, or the loss for
+        accuracy parity). Warns when that hides violations larger than 0.05 (:func:`~dpfair.algorithms.signal.
+        noise_tolerance`).
         """
         if self.dual_tolerance != "auto":
             return np.full(len(self.group_sizes_), float(self.dual_tolerance))
         count_std = self._sigmas.get(COUNTS, 0.0) / math.sqrt(2)
         noise = (self.dual_clip_ * math.hypot(self.dual_noise_multiplier_ / math.sqrt(2), count_std)
                  / self.group_sizes_)
-        tolerance = _TOLERANCE_STDS * noise
-        worst = int(np.argmax(tolerance))
-        if tolerance[worst] > _VISIBLE_VIOLATION:
-            what = "mean loss" if self.notion == ACCURACY_PARITY else "mean predicted rate"
-            warnings.warn(
-                f"PF-LD at epsilon={self.epsilon_target_:g} cannot tell a group's {what} from the reference "
-                f"within {tolerance[worst]:.2f}: the dual step's noise on it is {noise[worst]:.3f} (std) for "
-                f"{self.group_sizes_[worst]:.0f} members over {int(self.epochs)} dual release(s). Such violations "
-                "leave the multipliers at 0 and the fit trains as the unconstrained model would; raise epsilon "
-                "or dual_budget, use fewer epochs (one dual release each), or train on more rows per group",
-                UtilityWarning, stacklevel=4)
-        return tolerance
+        what = "mean loss" if self.notion == ACCURACY_PARITY else "mean predicted rate"
+        return noise_tolerance(noise, lambda worst, tolerance, std: (
+            f"PF-LD at epsilon={self.epsilon_target_:g} cannot tell a group's {what} from the reference "
+            f"within {tolerance:.2f}: the dual step's noise on it is {std:.3f} (std) for "
+            f"{self.group_sizes_[worst]:.0f} members over {int(self.epochs)} dual release(s). Such violations "
+            "leave the multipliers at 0 and the fit trains as the unconstrained model would; raise epsilon "
+            "or dual_budget, use fewer epochs (one dual release each), or train on more rows per group"))
 
     # ---- privacy plan: counts (unless public), one dual release per epoch, the primal steps ----------
     def _pfld_plan(self, public: bool) -> PrivacyPlan:

@@ -1,0 +1,73 @@
+"""How much signal a fit's public noise leaves: floors on released counts, noise-aware tolerances, and the
+warning that record-level privacy leaves too little data.
+
+Everything here reads public quantities only (noise multipliers, bounds, n, parameter counts, and values
+already released), so it is post-processing: it spends no privacy, and its branches and warnings reveal
+nothing the release did not. A :class:`~dpfair.exceptions.UtilityWarning` says the settings leave too
+little signal for a useful model; privacy holds as printed either way.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from dpfair.exceptions import UtilityWarning
+
+#: Released counts are raised to at least the larger of COUNT_FLOOR and COUNT_FLOOR_STDS noise standard deviations.
+COUNT_FLOOR, COUNT_FLOOR_STDS = 1.0, 2.0
+
+#: ``"auto"`` tolerances of noisy constraints: this many standard deviations of their estimate's noise.
+TOLERANCE_STDS = 3.0
+
+#: A tolerance above this leaves visible violations undetected: the fit warns.
+VISIBLE_VIOLATION = 0.05
+
+#: Record-level fits warn when √(p·ln(1/δ))/(n·ε) exceeds this (see :func:`warn_if_too_few_records`).
+RECORD_LEVEL_LIMIT = 0.02
+
+
+def floor_counts(noisy: np.ndarray, noise_std: float) -> np.ndarray:
+    """Released counts raised to ``max(1, 2·noise_std)``: noise alone then cannot make a group look tiny (which
+    would inflate what is divided by its size: DP-FERMI's W bound 2/√p_min, PF-LD's group means)."""
+    return np.maximum(noisy, max(COUNT_FLOOR, COUNT_FLOOR_STDS * noise_std))
+
+
+def noise_tolerance(noise: np.ndarray, describe: Callable[[tuple, float, float], str]) -> np.ndarray:
+    """``TOLERANCE_STDS · noise`` for every constraint, ``noise`` the std of its estimate's public noise.
+
+    Below that tolerance a violation cannot be told from the noise, so noise alone does not drive a
+    multiplier. When the largest tolerance exceeds :data:`VISIBLE_VIOLATION` the fit warns with
+    ``describe(index, tolerance, noise)`` of that constraint (its cause and fix).
+    """
+    tolerance = TOLERANCE_STDS * noise
+    worst = np.unravel_index(int(np.argmax(tolerance)), tolerance.shape)
+    if tolerance[worst] > VISIBLE_VIOLATION:
+        warnings.warn(describe(worst, float(tolerance[worst]), float(noise[worst])), UtilityWarning, stacklevel=5)
+    return tolerance
+
+
+def warn_if_too_few_records(method: str, n: int, n_params: int, epsilon: float, delta: float) -> None:
+    """Warn when record-level (ε, δ)-DP on ``n`` rows leaves too little signal to expect a useful model.
+
+    Private learning of a convex Lipschitz loss over p parameters must give up excess risk of order
+    ``√p/(nε)`` times the loss's scale, and DP-SGD attains ``√(p·ln(1/δ))/(nε)`` up to log factors
+    (Bassily, Smith, Thakurta, FOCS 2014). That ratio, a function of public quantities only, was 0.037
+    on german (750 rows, 59 parameters, ε = 1), where DP-SGD and output perturbation both stayed at the
+    majority class's test error (and DP-SGD there even at ε = ∞ with its default steps), against 0.003
+    on compas and 0.001 on adult, where both reached ERM's error within 0.002 (output perturbation:
+    compas only; on adult its μ = 1 keeps it at 0.235). Above ``RECORD_LEVEL_LIMIT`` the fit says so.
+    """
+    if math.isinf(epsilon):
+        return
+    ratio = math.sqrt(n_params * math.log(1.0 / delta)) / (n * epsilon)
+    if ratio > RECORD_LEVEL_LIMIT:
+        warnings.warn(
+            f"{method} protects whole records at epsilon={epsilon:g} on {n} rows with {n_params} parameters: "
+            f"sqrt(p·ln(1/δ))/(n·ε) = {ratio:.3f} > {RECORD_LEVEL_LIMIT:g}, too little data for that privacy, so "
+            "expect test error near a constant predictor's. Raise epsilon, train on more rows, use fewer features "
+            "or a smaller model, or protect only the sensitive attribute (e.g. --method dp-fermi)",
+            UtilityWarning, stacklevel=4)
