@@ -104,13 +104,20 @@ def _result_path(args, kind: str = "", companions: tuple[str, ...] = ()) -> tupl
         out = Path("dpfair-runs") / f"{args.dataset}-{args.method}{tag}-seed{args.seed}-{stamp}.json"
     else:
         out = Path(args.out)
-        if out.suffix != ".json":
-            raise ValueError(f"--out must name a .json file, got {args.out!r}")
-    paths = (out, *(out.with_suffix(suffix) for suffix in companions))
+    return _writable(out, ".json", args.overwrite, companions)
+
+
+def _writable(out: Path, suffix: str, overwrite: bool, companions: tuple[str, ...] = ()) -> tuple[Path, ...]:
+    """``(out, *companions)`` checked before any work: ``out`` ends in ``suffix``, none of the files exists
+    unless ``overwrite``, and ``out``'s folder takes a new file (a result that cannot be written must not cost
+    a whole fit)."""
+    if out.suffix != suffix:
+        raise ValueError(f"--out must name a {suffix} file, got {str(out)!r}")
+    paths = (out, *(out.with_suffix(s) for s in companions))
     for p in paths:
-        if p.exists() and not args.overwrite:
+        if p.exists() and not overwrite:
             raise ValueError(f"{p} already exists; pass --overwrite or choose another --out")
-    try:  # before any work: a result that cannot be written must not cost a whole fit
+    try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out.parent):
             pass
@@ -357,13 +364,9 @@ def cmd_certify(args) -> int:
     if args.load is not None:
         from dpfair.algorithms import load_estimator
 
-        from dpfair.algorithms import METHODS
-
         est = load_estimator(args.load)
-        args.method = next((name for name, cls in METHODS.items() if type(est) is cls), type(est).__name__)
-        if est.n_features_in_ != data.X_test.shape[1]:
-            raise ValueError(f"{args.load} was fitted on {est.n_features_in_} features but {data.name} has "
-                             f"{data.X_test.shape[1]}; load it with the data set and --option it was trained on")
+        args.method = _method_name(est)
+        _check_model_fits(est, args.load, data)
     else:
         est = _build_estimator(spec, data)
     if "epsilon" not in est.get_params():
@@ -582,6 +585,13 @@ def _method_name(est) -> str:
     return next((name for name, cls in METHODS.items() if type(est) is cls), type(est).__name__)
 
 
+def _check_model_fits(est, path, data) -> None:
+    """A loaded model takes the data set's rows: the same number of features."""
+    if est.n_features_in_ != data.n_features:
+        raise ValueError(f"{path} was fitted on {est.n_features_in_} features but {data.name} has "
+                         f"{data.n_features}; pass the --dataset and --option it was trained with")
+
+
 def cmd_info(args) -> int:
     from dpfair.persistence import load_estimator, load_provenance
 
@@ -624,12 +634,7 @@ def cmd_predict(args) -> int:
     from dpfair.fairness import predict_with_groups
     from dpfair.persistence import load_estimator, load_provenance
 
-    out = Path(args.out) if args.out else None
-    if out is not None:
-        if out.suffix != ".csv":
-            raise ValueError(f"--out must name a .csv file, got {args.out!r}")
-        if out.exists() and not args.overwrite:
-            raise ValueError(f"{out} already exists; pass --overwrite or choose another --out")
+    out = _writable(Path(args.out), ".csv", args.overwrite)[0] if args.out else None
     est = load_estimator(args.model)
     provenance = load_provenance(args.model)
     from_model = argparse.Namespace(dataset=args.dataset or provenance.get("dataset"),
@@ -643,9 +648,7 @@ def cmd_predict(args) -> int:
         from_model.option = [f"{k}={json.dumps(v)}" for k, v in provenance.get("dataset_options", {}).items()]
     data, _ = _load_data(from_model)
     X, y, s = {"test": data.test, "train": data.train}[args.part]
-    if est.n_features_in_ != X.shape[1]:
-        raise ValueError(f"{args.model} was fitted on {est.n_features_in_} features but {data.name} has {X.shape[1]}; "
-                         "pass the --dataset and --option it was trained with")
+    _check_model_fits(est, args.model, data)
     evaluation = evaluate(est, X, y, s, data.group_names)
     if out is not None:
         import pandas as pd
