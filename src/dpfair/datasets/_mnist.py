@@ -119,7 +119,7 @@ def load_mnist(*, sensitive: str = "inverted", inverted_share: float = INVERTED_
                random_state: int = 0, data_home=None, path=None, download: bool = True) -> Dataset:
     """MNIST handwritten digits (LeCun, Cortes & Burges), with an image-derived group.
 
-    X holds the 784 pixels scaled to [0, 1] (float32; reshape with ``image_shape`` = (1, 28, 28)); y and s are the
+    X holds the 784 pixels scaled to [0, 1] (float32; reshape with ``image_shape`` = (1, 28, 28)); y is the
     digit.  With all four IDX files the official 60,000/10,000 split is used.  If ``train-images-idx3-ubyte.gz``
     is missing and cannot be downloaded (the offline mirror lacks it), both parts are built from the 10,000 test
     images by a stratified ``test_size`` split, and the description says so.  Licence CC BY-SA 3.0 (as usually
