@@ -5,7 +5,6 @@ import math
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
