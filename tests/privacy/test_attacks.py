@@ -130,27 +130,33 @@ def test_secret_generators_take_128_bits_of_os_entropy_and_nothing_else(monkeypa
 
 def test_a_grid_shares_no_noise_between_its_models_and_reports_their_joint_epsilon():
     """``fit_dpfermi_grid(..., {"epsilon": [0.5, 1, 3]})`` printed ε 0.5/1/3, yet three linear equations on
-    the three released ``group_proportions_`` gave the exact group-0 count (951 of 951)."""
+    the three released ``group_proportions_`` gave the exact group-0 count (951 of 951).
+
+    The noise is fresh entropy, so the test may not fix it; it asks what holds for every draw. Shared noise
+    makes the eight models' equations consistent (residual ~1e-11 counts); independent noise leaves a residual
+    with 5 degrees of freedom on a scale of tens of counts, below 1 with probability under 1e-5 (the smallest
+    of 100,000 simulated draws was 5.4)."""
     rng = np.random.default_rng(1)
     n = 3000
     X, s = rng.normal(size=(n, 3)), (rng.random(n) < 0.3).astype(int)
     y = (X[:, 0] + rng.normal(size=n) > 0).astype(int)
-    grid = fit_dpfermi_grid(X, y, s, {"epsilon": [0.5, 1.0, 3.0]}, epochs=1, batch_size=300, groups=2,
-                            random_state=0)
+    grid = fit_dpfermi_grid(X, y, s, {"epsilon": [0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]}, epochs=1,
+                            batch_size=300, groups=2, random_state=0)
     true = np.bincount(s, minlength=2)
     # the attack: with noise z shared by the models, model j releases p_j = (c0 + b_j z0) / (n + b_j t)
-    # (b_j its noise scale, t = z0 + z1); three models give three linear equations in (c0, z0, t).
+    # (b_j its noise scale, t = z0 + z1): linear equations in (c0, z0, t), solved by least squares.
     scales = np.array([est.noise_multipliers_["group counts"] * math.sqrt(2) / 2 for est in grid])
 
     def attack(p):
-        A = np.column_stack([np.ones(3), scales, -p * scales])
-        return np.linalg.solve(A, p * n)[0]
+        A = np.column_stack([np.ones(len(p)), scales, -p * scales])
+        solution = np.linalg.lstsq(A, p * n, rcond=None)[0]
+        return solution[0], np.linalg.norm(A @ solution - p * n)
 
     z = np.random.default_rng(5).normal(size=2)  # the attack works on shared noise ...
-    shared = (true[0] + scales * z[0]) / (n + scales * z.sum())
-    assert attack(shared) == pytest.approx(true[0], abs=1e-6)
+    count, residual = attack((true[0] + scales * z[0]) / (n + scales * z.sum()))
+    assert count == pytest.approx(true[0], abs=1e-6) and residual < 1e-6
     released = np.array([est.group_proportions_[0, 0] for est in grid])  # ... and fails on dpfair's grid
-    assert abs(attack(released) - true[0]) > 1.0
+    assert attack(released)[1] > 1.0
     eps = [est.privacy_spent_[0] for est in grid]
     joint, delta = grid.privacy_spent
     assert max(eps) < joint <= sum(eps) + 1e-6 and delta == grid[0].delta_
