@@ -66,20 +66,22 @@ class GridFit(list):
         return epsilon_of(self.privacy_event, delta, first.privacy_unit_, first.accountant), delta
 
 
-def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list], *, budget=None, **params) -> GridFit:
+def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list] | list[dict], *, budget=None,
+                     **params) -> GridFit:
     """Fit ``DPFERMIClassifier(**params, **point)`` for every point of the product ``grid``.
 
     ``grid`` maps hyper-parameter names to lists of values (e.g. ``{"epsilon": [0.5, 1],
-    "lam": [0, 1, 2], "random_state": range(5)}``). Logistic models train batched;
+    "lam": [0, 1, 2], "random_state": range(5)}``), or is a list of points (dicts of hyper-parameters),
+    as scikit-learn's ``ParameterGrid`` and a list of its points. Logistic models train batched;
     any other model is fitted one at a time. Returns a :class:`GridFit` (a list of the
     estimators in the grid's product order, with the joint ``privacy_spent``).
     ``verbose=True`` (in ``params``): one progress bar for the whole grid (:mod:`dpfair.progress`).
     ``budget``: a :class:`~dpfair.privacy.PrivacyBudget` the grid's joint ε (``privacy_spent``) is drawn
     from; the joint plan is checked against it before anything is released.
     """
-    names = list(grid)
-    estimators = GridFit(DPFERMIClassifier(**{**params, **dict(zip(names, values))})
-                         for values in itertools.product(*(list(grid[k]) for k in names)))
+    points = grid if isinstance(grid, list) else [dict(zip(grid, values))
+                                                   for values in itertools.product(*(list(v) for v in grid.values()))]
+    estimators = GridFit(DPFERMIClassifier(**{**params, **point}) for point in points)
     if estimators:
         preps = []
         verbose = any(est.verbose for est in estimators)

@@ -363,5 +363,50 @@ class PrivacyLedger:
     def to_records(self) -> list[dict]:
         return [e.as_dict() for e in self.entries]
 
+    def to_json(self) -> dict:
+        """The ledger as JSON-safe data, every event whole (:meth:`from_json` rebuilds it exactly)."""
+        return {"relation": self.relation.name,
+                "entries": [{"label": e.label, "event": event_to_json(e.event), "count": e.count}
+                            for e in self.entries]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> PrivacyLedger:
+        """The ledger :meth:`to_json` wrote (a results store's, a sweep worker's)."""
+        ledger = cls(NeighboringRelation[data["relation"]])
+        for entry in data["entries"]:
+            ledger.record(event_from_json(entry["event"]), entry["label"], int(entry["count"]))
+        return ledger
+
     def __len__(self) -> int:
         return len(self.entries)
+
+
+def event_to_json(event: dpa.DpEvent) -> dict:
+    """A dp_accounting event as JSON-safe nested dicts: ``{"dp_event": class name, field: value, ...}``."""
+    out = {"dp_event": type(event).__name__}
+    for name, value in event.to_named_tuple()._asdict().items():
+        if name in ("module_name", "class_name"):
+            continue
+        value = getattr(event, name)
+        if isinstance(value, dpa.DpEvent):
+            value = event_to_json(value)
+        elif isinstance(value, (list, tuple)):
+            value = [event_to_json(v) if isinstance(v, dpa.DpEvent) else v for v in value]
+        out[name] = value
+    return out
+
+
+def event_from_json(data: dict) -> dpa.DpEvent:
+    """The event :func:`event_to_json` wrote; only dp_accounting's own event classes are built."""
+    cls = getattr(dpa.dp_event, str(data.get("dp_event")), None)
+    if not (isinstance(cls, type) and issubclass(cls, dpa.DpEvent)):
+        raise ValueError(f"{data.get('dp_event')!r} is not a dp_accounting event")
+
+    def value(v):
+        if isinstance(v, dict) and "dp_event" in v:
+            return event_from_json(v)
+        if isinstance(v, list):
+            return [value(x) for x in v]
+        return v
+
+    return cls(**{k: value(v) for k, v in data.items() if k != "dp_event"})

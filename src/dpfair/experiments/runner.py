@@ -1,0 +1,197 @@
+"""Training the models of a grid and a sweep's task: :func:`run_grid` and :func:`run_task`.
+
+:func:`run_grid` fits one model per grid point on a loaded :class:`~dpfair.datasets.Dataset` — DP-FERMI's
+logistic grids as one batched computation (:func:`~dpfair.algorithms.fit_dpfermi_grid`), any other method
+one fit per point — and evaluates each on the test part (:func:`~dpfair.experiments.evaluate`).
+
+Privacy. Each fit draws its own secret generator; the models of a batched grid share their Poisson
+batches and are released together under the grid's joint event. :class:`GridResult` keeps, for each
+release group, the event that accounts for it, so a store composes what was actually released (see
+:class:`~dpfair.experiments.store.ResultsStore`). The test metrics read the test part, which no ledger
+covers (README, "Privacy model").
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dpfair.experiments.evaluate import evaluate
+from dpfair.privacy.accounting import event_to_json
+
+#: Methods trained as one batched computation per (data, split, notion) in a sweep.
+BATCHED_METHODS = ("dp-fermi",)
+
+
+@dataclass
+class GridResult:
+    """What :func:`run_grid` trained: ``rows`` (one dict per model, in the grid's order) and ``releases``
+    (one dict per release group: ``event`` (JSON), ``relation``, ``delta``, ``epsilon`` and ``rows``, the
+    indices of its models)."""
+
+    rows: list[dict] = field(default_factory=list)
+    releases: list[dict] = field(default_factory=list)
+
+    def frame(self):
+        """The rows as a pandas DataFrame (hyper-parameters and metrics flattened)."""
+        import pandas as pd
+
+        return pd.json_normalize(self.rows)
+
+
+def declared_estimator(cls, params: dict, data):
+    """``cls(**params)`` given the data set's declared group and label lists (public, never read off the
+    private arrays), unless ``params`` sets ``groups`` / ``classes`` itself."""
+    valid = cls().get_params()
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no hyper-parameter {unknown[0]!r}; valid: {', '.join(valid)}")
+    declared = {"groups": data.n_groups, "classes": data.n_classes}
+    return cls(**{**{k: v for k, v in declared.items() if k in valid}, **params})
+
+
+def _points(grid) -> list[dict]:
+    if isinstance(grid, list):
+        return [dict(p) for p in grid]
+    return [dict(zip(grid, values)) for values in itertools.product(*(list(v) for v in grid.values()))]
+
+
+def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None, *, params: dict | None = None,
+             quiet: bool = True) -> GridResult:
+    """Fit ``method`` at every point of ``grid`` on ``data``'s training part and evaluate it on its test part.
+
+    ``grid``: hyper-parameter lists (their product) or a list of points, e.g. ``{"epsilon": [0.5, 1],
+    "lam": [0, 1]}``; ``params``: fixed hyper-parameters of every point (``random_state`` among them).
+    Returns a :class:`GridResult`; each row holds ``params`` (the point and the fixed parameters),
+    ``metrics`` (:func:`evaluate`), ``violation`` (of the targeted notion; NaN for a method that targets
+    none), ``epsilon_spent`` / ``delta_spent`` (this model alone), ``privacy_unit``, ``ledger`` (JSON),
+    ``fit_s`` (its share of the fit time) and ``release``, the index of its release group.
+    """
+    from dpfair.algorithms import METHODS, fit_dpfermi_grid
+
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    cls = METHODS[method]
+    fixed = dict(params or {})
+    if "verbose" in cls().get_params():
+        fixed.setdefault("verbose", not quiet)
+    points = _points(grid or {})
+    X, y, s = data.train
+    out = GridResult()
+    t0 = time.perf_counter()
+    if method in BATCHED_METHODS and len(points) > 1:
+        declared = declared_estimator(cls, fixed, data).get_params()
+        fitted = fit_dpfermi_grid(X, y, s, points, **{k: declared[k] for k in fixed.keys() | {"groups", "classes"}})
+        seconds = (time.perf_counter() - t0) / len(fitted)
+        first = fitted[0]
+        out.releases.append({"event": event_to_json(fitted.privacy_event), "relation": first.privacy_unit_.relation.name,
+                             "delta": fitted.privacy_spent[1], "epsilon": fitted.privacy_spent[0],
+                             "rows": list(range(len(fitted)))})
+        for point, est in zip(points, fitted):
+            out.rows.append(_row(est, {**fixed, **point}, data, seconds, 0))
+        return out
+    for i, point in enumerate(points or [{}]):
+        t1 = time.perf_counter()
+        est = declared_estimator(cls, {**fixed, **point}, data)
+        est.fit(X, y, sensitive_features=s)
+        ledger = est.privacy_ledger_
+        eps, delta = est.privacy_spent_
+        out.releases.append({"event": event_to_json(ledger.dp_event), "relation": ledger.relation.name,
+                             "delta": delta, "epsilon": eps, "rows": [i]})
+        out.rows.append(_row(est, {**fixed, **point}, data, time.perf_counter() - t1, i))
+    return out
+
+
+def _row(est, params: dict, data, fit_s: float, release: int) -> dict:
+    metrics = evaluate(est, data.X_test, data.y_test, data.s_test, data.group_names)
+    target = est.fairness_target()
+    eps, delta = est.privacy_spent_
+    unit = getattr(est, "privacy_unit_", None)
+    return {"params": {k: v for k, v in params.items() if k != "verbose"}, "metrics": metrics,
+            "violation": metrics["fairness"][target["notion"]] if target else float("nan"),
+            "epsilon_spent": eps, "delta_spent": delta, "privacy_unit": None if unit is None else unit.value,
+            "ledger": est.privacy_ledger_.to_json(), "fit_s": fit_s, "release": release}
+
+
+# ---- a sweep's task ------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=8)
+def _load(data_spec, seed: int, test_size: float):
+    from dpfair.datasets import load_dataset
+
+    return load_dataset(data_spec.name, **data_spec.load_kwargs(seed, test_size))
+
+
+@functools.cache
+def provenance() -> dict:
+    """Where results are computed: the git commit of dpfair's source tree (``+dirty`` with uncommitted
+    changes to tracked files; ``None`` outside a checkout), the package versions and the host."""
+    from dpfair.persistence import _versions
+
+    root = Path(__file__).resolve().parents[3]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+        commit = head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if head.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"commit": commit, "versions": _versions(), "host": socket.gethostname()}
+
+
+def data_key(point) -> str:
+    """The data set a point's model is trained on, whatever its split (training parts of different seeds
+    overlap, so their models compose on one ledger)."""
+    config = point.config()
+    return json.dumps({k: config[k] for k in ("dataset", "preset", "sensitive", "options")}, sort_keys=True)
+
+
+def run_task(points: list) -> dict:
+    """Train the :class:`~dpfair.experiments.spec.Point` s of one task (same data, split, method, notion)
+    and return what a :class:`~dpfair.experiments.store.ResultsStore` stores: ``{"configs", "failure",
+    "releases"}``, each release with its ``rows``. A fit that refuses its input (``ValueError``, whose
+    messages read only public quantities) is returned as ``failure``, its message, and nothing else."""
+    import warnings
+
+    t0 = time.perf_counter()
+    first = points[0]
+    configs = [{**p.config(), "key": p.key} for p in points]
+    grid = []
+    for p in points:
+        point = dict(p.params)
+        if p.epsilon is not None:
+            point["epsilon"] = p.epsilon
+            if p.delta is not None:
+                point["delta"] = p.delta
+        if p.notion is not None and "notion" in _params_of(p.method):
+            point["notion"] = p.notion
+        grid.append(point)
+    try:
+        data = _load(first.data, first.seed, first.test_size)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # utility and leak warnings are the sweep's to summarise, not to print
+            result = run_grid(first.method, data, grid, params={"random_state": first.seed})
+    except ValueError as exc:
+        return {"configs": configs, "failure": str(exc).strip().splitlines()[0], "releases": []}
+    wall = (time.perf_counter() - t0) / len(points)
+    where = provenance()
+    releases = []
+    for release in result.releases:
+        rows = [{**result.rows[i], "key": points[i].key, "config": configs[i], "wall_s": wall, **where}
+                for i in release["rows"]]
+        releases.append({**release, "data_key": data_key(first), "rows": rows})
+    return {"configs": configs, "failure": None, "releases": releases}
+
+
+@functools.cache
+def _params_of(method: str) -> frozenset:
+    from dpfair.algorithms import METHODS
+
+    return frozenset(METHODS[method]().get_params())

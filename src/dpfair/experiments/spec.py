@@ -1,0 +1,247 @@
+"""Sweep specifications: a TOML file naming methods × data sets × presets × ε × grids × seeds × notions.
+
+A spec expands into :class:`Point` s, one per model to train; each point has a :attr:`Point.key` (the
+SHA-256 of its canonical configuration) that the results store uses to run nothing twice. Format::
+
+    [sweep]
+    name = "tiny"
+    datasets = ["compas"]              # or tables: {name = "adult", sensitive = "sex", options = {...}}
+    methods = ["dp-fermi", "erm"]
+    epsilon = [1.0]                    # private methods only; a non-private method runs once per seed
+    seeds = [0, 1]                     # the split and the public randomness (the CLI's --seed)
+    # optional: presets = ["dp-fermi"], notions = ["demographic_parity"], delta = 1e-5, test_size = 0.25
+
+    [grid.dp-fermi]                    # a product grid of hyper-parameters, per method
+    lam = [0.0, 1.0]
+
+    [params.dp-fermi]                  # fixed hyper-parameters, per method
+    epochs = 50
+
+Notions: a fair method runs once per listed notion it supports (its default when ``notions`` is not
+given); a method that targets no notion runs once with ``notion = None``. Every model is evaluated on
+every notion (:func:`~dpfair.experiments.evaluate`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+#: The reproduction specs shipped with the package, by name (``dpfair sweep NAME`` runs one).
+SPEC_PACKAGE = "dpfair.experiments.specs"
+
+_SWEEP_KEYS = {"name", "datasets", "methods", "epsilon", "seeds", "presets", "notions", "delta", "test_size",
+               "description"}
+_DATASET_KEYS = {"name", "sensitive", "preset", "options"}
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """One data set of a sweep: its name, sensitive attribute, preset and loader options (all public)."""
+
+    name: str
+    sensitive: str | None = None
+    preset: str | None = None
+    options: tuple = ()  # sorted (key, value) pairs, hashable
+
+    def load_kwargs(self, seed: int, test_size: float) -> dict:
+        extra = {"preset": self.preset} if self.preset is not None else {}
+        return dict(sensitive=self.sensitive, random_state=seed, test_size=test_size, **extra, **dict(self.options))
+
+    @property
+    def label(self) -> str:
+        return self.name + (f" ({self.preset})" if self.preset else "")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One model of a sweep: what to train on which data, with which public settings."""
+
+    data: DataSpec
+    method: str
+    notion: str | None
+    epsilon: float | None
+    delta: float | None
+    seed: int
+    params: tuple  # sorted (name, value) pairs: the grid point and the fixed parameters
+    test_size: float = 0.25
+
+    def config(self) -> dict:
+        """The canonical configuration (what :attr:`key` hashes)."""
+        return {"dataset": self.data.name, "sensitive": self.data.sensitive, "preset": self.data.preset,
+                "options": dict(self.data.options), "method": self.method, "notion": self.notion,
+                "epsilon": self.epsilon, "delta": self.delta, "seed": self.seed, "params": dict(self.params),
+                "test_size": self.test_size}
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(_canonical(self.config()).encode()).hexdigest()
+
+    @property
+    def task_key(self) -> tuple:
+        """Points with the same task key are trained together (one data load; one batched grid where the
+        method has one): the data and split, the method and notion, and the fixed parameters."""
+        return (self.data, self.seed, self.test_size, self.method, self.notion)
+
+
+@dataclass
+class SweepSpec:
+    """A parsed sweep specification (see the module docstring for the TOML format)."""
+
+    name: str
+    datasets: list[DataSpec]
+    methods: list[str]
+    epsilon: list[float] = field(default_factory=lambda: [1.0])
+    seeds: list[int] = field(default_factory=lambda: [0])
+    notions: list[str] | None = None
+    delta: float | None = None
+    test_size: float = 0.25
+    grids: dict[str, dict[str, list]] = field(default_factory=dict)
+    params: dict[str, dict] = field(default_factory=dict)
+    description: str = ""
+
+    @classmethod
+    def from_dict(cls, raw: dict, where: str = "spec") -> SweepSpec:
+        """Parse and check a spec (the TOML's tables as dicts); every mistake names its key and the fix."""
+        from dpfair.algorithms import METHODS
+        from dpfair.datasets import list_datasets
+
+        unknown_tables = sorted(set(raw) - {"sweep", "grid", "params"})
+        if unknown_tables:
+            raise ValueError(f"{where}: unknown table [{unknown_tables[0]}]; a spec has [sweep], [grid.METHOD] and "
+                             "[params.METHOD]")
+        sweep = raw.get("sweep")
+        if not isinstance(sweep, dict):
+            raise ValueError(f"{where}: no [sweep] table; it needs at least name, datasets and methods")
+        unknown = sorted(set(sweep) - _SWEEP_KEYS)
+        if unknown:
+            raise ValueError(f"{where}: unknown key {unknown[0]!r} in [sweep]; valid: {', '.join(sorted(_SWEEP_KEYS))}")
+        for key in ("name", "datasets", "methods"):
+            if key not in sweep:
+                raise ValueError(f"{where}: [sweep] needs {key!r}")
+        methods = _str_list(sweep["methods"], "methods", where)
+        for m in methods:
+            if m not in METHODS:
+                raise ValueError(f"{where}: unknown method {m!r}; valid: {', '.join(METHODS)}")
+        datasets = [_data_spec(d, sweep.get("presets"), where) for d in _as_list(sweep["datasets"])]
+        datasets = [d for group in datasets for d in group]
+        for d in datasets:
+            if d.name not in list_datasets():
+                raise ValueError(f"{where}: unknown data set {d.name!r}; valid: {', '.join(list_datasets())}")
+        epsilon = [float(e) for e in _as_list(sweep.get("epsilon", [1.0]))]
+        if not all(e > 0 for e in epsilon):
+            raise ValueError(f"{where}: every epsilon must be > 0 (inf for no privacy), got {epsilon}")
+        seeds = _as_list(sweep.get("seeds", [0]))
+        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+            raise ValueError(f"{where}: seeds must be non-negative integers, got {seeds}")
+        notions = sweep.get("notions")
+        notions = None if notions is None else _str_list(notions, "notions", where)
+        delta = sweep.get("delta")
+        if delta is not None and not 0 < float(delta) < 1:
+            raise ValueError(f"{where}: delta must be in (0, 1), got {delta}")
+        tables = {}
+        for table in ("grid", "params"):
+            per_method = raw.get(table, {})
+            for m, values in per_method.items():
+                if m not in methods:
+                    raise ValueError(f"{where}: [{table}.{m}] names a method the sweep does not run; methods: "
+                                     f"{', '.join(methods)}")
+                if not isinstance(values, dict):
+                    raise ValueError(f"{where}: [{table}.{m}] must be a table of hyper-parameters")
+                _check_params(METHODS[m], values, f"{where}: [{table}.{m}]")
+                if table == "grid" and not all(isinstance(v, list) and v for v in values.values()):
+                    raise ValueError(f"{where}: every entry of [grid.{m}] must be a non-empty list of values")
+            tables[table] = per_method
+        return cls(name=str(sweep["name"]), datasets=datasets, methods=methods, epsilon=epsilon, seeds=seeds,
+                   notions=notions, delta=None if delta is None else float(delta),
+                   test_size=float(sweep.get("test_size", 0.25)), grids=tables["grid"], params=tables["params"],
+                   description=str(sweep.get("description", "")))
+
+    @classmethod
+    def load(cls, spec: str | Path) -> SweepSpec:
+        """Read a spec from a TOML file, or a reproduction spec shipped with dpfair by name (:func:`shipped_specs`)."""
+        path = Path(spec)
+        if path.suffix != ".toml" and not path.exists():
+            names = shipped_specs()
+            if str(spec) not in names:
+                raise ValueError(f"no spec file {str(spec)!r} and no shipped spec of that name; shipped: "
+                                 f"{', '.join(names)}")
+            text, where = resources.files(SPEC_PACKAGE).joinpath(f"{spec}.toml").read_text(), f"spec {spec!r}"
+        else:
+            if not path.is_file():
+                raise ValueError(f"spec file {str(path)!r} does not exist; pass a TOML file or a shipped spec "
+                                 f"name ({', '.join(shipped_specs())})")
+            text, where = path.read_text(), str(path)
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{where} is not valid TOML: {exc}") from None
+        return cls.from_dict(raw, where)
+
+    def points(self) -> list[Point]:
+        """Every model of the sweep, in a stable order."""
+        from dpfair.algorithms import METHODS
+
+        out = []
+        for data, method, seed in itertools.product(self.datasets, self.methods, self.seeds):
+            cls = METHODS[method]
+            private = "epsilon" in cls().get_params()
+            notions = ([n for n in (self.notions or [cls().get_params().get("notion") or cls._notions[0]])
+                        if n in cls._notions] if cls._notions else [None])
+            grid = self.grids.get(method, {})
+            fixed = self.params.get(method, {})
+            for notion, eps in itertools.product(notions, self.epsilon if private else [None]):
+                for values in itertools.product(*grid.values()):
+                    params = {**fixed, **dict(zip(grid, values))}
+                    out.append(Point(data, method, notion, eps, self.delta if private else None, seed,
+                                     tuple(sorted(params.items())), self.test_size))
+        return out
+
+
+def shipped_specs() -> list[str]:
+    """Names of the reproduction specs shipped in :mod:`dpfair.experiments.specs`."""
+    return sorted(p.name[:-5] for p in resources.files(SPEC_PACKAGE).iterdir() if p.name.endswith(".toml"))
+
+
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _str_list(value, key: str, where: str) -> list[str]:
+    items = _as_list(value)
+    if not items or not all(isinstance(v, str) for v in items):
+        raise ValueError(f"{where}: {key} must be a non-empty list of names, got {value!r}")
+    return items
+
+
+def _data_spec(entry, presets, where: str) -> list[DataSpec]:
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    if not isinstance(entry, dict) or "name" not in entry:
+        raise ValueError(f"{where}: each data set is a name or a table with 'name', got {entry!r}")
+    unknown = sorted(set(entry) - _DATASET_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown key {unknown[0]!r} for data set {entry['name']!r}; valid: "
+                         f"{', '.join(sorted(_DATASET_KEYS))}")
+    options = tuple(sorted((entry.get("options") or {}).items()))
+    chosen = [entry["preset"]] if "preset" in entry else (_as_list(presets) if presets is not None else [None])
+    return [DataSpec(entry["name"], entry.get("sensitive"), p, options) for p in chosen]
+
+
+def _check_params(cls, values: dict, where: str) -> None:
+    valid = cls().get_params()
+    for key in values:
+        if key in ("epsilon", "delta", "random_state", "notion"):
+            raise ValueError(f"{where}: {key!r} is set by the sweep ([sweep] epsilon / delta / seeds / notions), "
+                             "not per method")
+        if key not in valid:
+            raise ValueError(f"{where}: {cls.__name__} has no hyper-parameter {key!r}; valid: {', '.join(valid)}")

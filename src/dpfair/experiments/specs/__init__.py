@@ -1,0 +1,1 @@
+"""Reproduction specs shipped with dpfair: one TOML per paper figure or table (``dpfair sweep NAME``)."""
