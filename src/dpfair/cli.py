@@ -198,10 +198,9 @@ def _estimator_spec(args) -> tuple[type, dict]:
 def _build_estimator(spec: tuple[type, dict], data):
     """The estimator of ``spec`` given the data set's declared group and label lists (public, never read off
     the private arrays); ``--param groups=...`` / ``classes=...`` override them."""
-    cls, params = spec
-    valid = cls().get_params()
-    declared = {"groups": data.n_groups, "classes": data.n_classes}
-    return cls(**{k: v for k, v in declared.items() if k in valid}, **params)
+    from dpfair.experiments.runner import declared_estimator
+
+    return declared_estimator(*spec, data)
 
 
 def _run_record(args, est, data, options, command: str) -> dict:
@@ -799,6 +798,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_datasets)
 
+    p = sub.add_parser(
+        "sweep", help="train a grid of methods × data sets × ε × hyper-parameters × seeds into a results store",
+        description="Run the sweep of a TOML spec (or a reproduction spec shipped with dpfair, by name) and store "
+                    "one row per model in SQLite. Resumable: run it again after a crash or Ctrl-C and only the "
+                    "models not stored yet are trained. Prints the composed ε of every model released per data set.")
+    p.add_argument("spec", metavar="SPEC", help="a .toml sweep spec, or a shipped spec's name")
+    p.add_argument("--backend", choices=["local", "dask"], default="local",
+                   help="local processes (default) or a Dask cluster (--address, or a local one on loopback)")
+    p.add_argument("--store", default=None, metavar="PATH",
+                   help="SQLite results store (default dpfair-runs/<sweep name>.sqlite)")
+    p.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    p.add_argument("--address", default=None, help="a Dask scheduler's address (with --backend dask)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("report", help="one self-contained HTML page of a results store: trade-offs, fronts, "
+                                      "per-group tables, privacy ledgers, the papers' numbers")
+    p.add_argument("store", metavar="STORE", help="a results store written by `dpfair sweep`")
+    p.add_argument("--out", required=True, help="the HTML file to write")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.set_defaults(func=cmd_report)
+
     p = sub.add_parser("accountant", help="epsilon for a noise multiplier, or the noise for a target epsilon")
     p.add_argument("--noise", type=float, help="noise multiplier σ (gives ε)")
     p.add_argument("--epsilon", type=float, help="target ε (gives σ)")
@@ -813,6 +834,52 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_accountant)
     return parser
+
+
+def _relation_unit(relation: str) -> str:
+    return {"REPLACE_ONE": "replace one", "ADD_OR_REMOVE_ONE": "add or remove one"}.get(relation, relation)
+
+
+def cmd_sweep(args) -> int:
+    from dpfair.experiments.spec import SweepSpec
+    from dpfair.experiments.store import ResultsStore
+    from dpfair.experiments.sweep import run_sweep
+
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be a positive integer, got {args.workers}")
+    spec = SweepSpec.load(args.spec)
+    store = ResultsStore(args.store or Path("dpfair-runs") / f"{spec.name}.sqlite")
+    print(f"sweep {spec.name}: {len(spec.points())} models into {store.path} ({args.backend} backend)")
+    try:
+        summary = run_sweep(spec, store, backend=args.backend, workers=args.workers, address=args.address,
+                            verbose=not args.quiet)
+    except KeyboardInterrupt:
+        print(f"dpfair: interrupted; {len(store.done_keys())} models are stored in {store.path}; run the same "
+              "command again to train the rest", file=sys.stderr)
+        return 130
+    rows = [("models in the spec", str(summary.points)), ("already stored", str(summary.skipped)),
+            ("trained now", str(summary.trained))]
+    rows += [(f"failed ({n})", message) for message, n in summary.failed.items()]
+    for total in summary.privacy_totals.itertuples():
+        data = json.loads(total.data_key)
+        name = data["dataset"] + (f" ({data['preset']})" if data["preset"] else "")
+        rows.append((f"ε of all {total.models} models on {name}, {_relation_unit(total.relation)}",
+                     "∞ (non-private models)" if math.isinf(total.epsilon) else
+                     f"{total.epsilon:.4f} at δ = {total.delta:.3g}"))
+    _print_table(rows)
+    return 1 if summary.failed else 0
+
+
+def cmd_report(args) -> int:
+    if not Path(args.store).is_file():
+        raise ValueError(f"no results store {args.store!r}; run `dpfair sweep SPEC --store {args.store}` first")
+    from dpfair.experiments.report import render_report
+    from dpfair.experiments.store import ResultsStore
+
+    out, = _writable(Path(args.out), ".html", args.overwrite)
+    render_report(ResultsStore(args.store), out)
+    print(f"report: {out}")
+    return 0
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
