@@ -157,7 +157,8 @@ def run_task(points: list) -> dict:
     """Train the :class:`~dpfair.experiments.spec.Point` s of one task (same data, split, method, notion)
     and return what a :class:`~dpfair.experiments.store.ResultsStore` stores: ``{"configs", "failure",
     "releases"}``, each release with its ``rows``. A fit that refuses its input (``ValueError``, whose
-    messages read only public quantities) is returned as ``failure``, its message, and nothing else."""
+    messages read only public quantities) or a data set not on disk (``OSError``) is returned as
+    ``failure``, its message, and nothing else."""
     import warnings
 
     t0 = time.perf_counter()
@@ -178,7 +179,7 @@ def run_task(points: list) -> dict:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # utility and leak warnings are the sweep's to summarise, not to print
             result = run_grid(first.method, data, grid, params={"random_state": first.seed})
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:  # a refused input or a data set not on disk
         return {"configs": configs, "failure": str(exc).strip().splitlines()[0], "releases": []}
     wall = (time.perf_counter() - t0) / len(points)
     where = provenance()
