@@ -9,6 +9,11 @@ Raw files are read, in this order, from an explicit ``path``; from the data home
 package (adult and compas only); or are downloaded from their source into the data home.  Every file's sha256
 (or the MD5 its source publishes) is checked; see :func:`data_home` and the loaders' docstrings for each data
 set's provenance and definitions.
+
+``load_dataset(name, preset=...)`` loads a data set as a paper's experiments do (``dp-fermi``: adult, credit,
+parkinsons; ``pf-ld``: adult, compas, bank; ``fairdp``: adult, dutch; ``jagielski``: communities; ``mangold``:
+celeba, acs_income): its rows, features, encoding, label, groups and, where the paper states it, its test fraction.
+``dataset_info(name)["presets"]`` lists a data set's presets.
 """
 
 from dpfair.datasets._acs import load_acs_income

@@ -10,6 +10,7 @@ import numpy as np
 
 from dpfair.datasets import _acs, _celeba, _mnist, _synthetic, _tabular
 from dpfair.datasets._files import DataFile, is_available
+from dpfair.datasets._presets import load_preset, presets_of
 from dpfair.datasets.base import Dataset
 
 COMMON = ("sensitive", "test_size", "random_state", "data_home", "path")
@@ -57,19 +58,31 @@ def _entry(name: str) -> _Entry:
     return _REGISTRY[name]
 
 
-def load_dataset(name: str, *, sensitive: str | None = None, test_size: float = 0.25, random_state: int = 0,
-                 data_home=None, path=None, **options) -> Dataset:
+def load_dataset(name: str, *, preset: str | None = None, sensitive: str | None = None,
+                 test_size: float | None = None, random_state: int = 0, data_home=None, path=None,
+                 **options) -> Dataset:
     """Load the data set ``name`` (see :func:`list_datasets`), split and preprocessed.
 
     ``sensitive`` picks the sensitive attribute (``None``: the data set's default); ``test_size`` is the test
-    fraction of a random split seeded by ``random_state`` and stratified by label × group; ``data_home`` and
-    ``path`` say where the raw files are (see :mod:`dpfair.datasets`).  Other keyword ``options`` go to the data
-    set's loader (e.g. ``original_split=True`` for adult, ``n_groups=3`` for bank, ``download=False`` for any
-    file-based data set); an unknown option or sensitive attribute raises ``ValueError`` listing the valid ones.
+    fraction of a random split seeded by ``random_state`` and stratified by label × group (``None``: 0.25);
+    ``data_home`` and ``path`` say where the raw files are (see :mod:`dpfair.datasets`).  Other keyword ``options``
+    go to the data set's loader (e.g. ``original_split=True`` for adult, ``n_groups=3`` for bank,
+    ``download=False`` for any file-based data set); an unknown option or sensitive attribute raises
+    ``ValueError`` listing the valid ones.
+
+    ``preset`` (e.g. ``"dp-fermi"``, ``"pf-ld"``, ``"fairdp"``, ``"jagielski"``, ``"mangold"``; see
+    :func:`dataset_info`'s ``presets``) loads the data set as that paper's experiments do instead: its rows,
+    features, encoding, label and groups, and its test fraction where the paper states one (then ``test_size``
+    may be left out); the preset fixes the sensitive attribute and the loader options (only those it lists, such
+    as bank's ``n_groups`` for PF-LD's M-Bank, and ``download``, are accepted).  An unknown preset, or one for
+    another data set, raises ``ValueError`` naming the valid ones.
     """
     entry = _entry(name)
+    if preset is not None:
+        return load_preset(name, preset, sensitive=sensitive, test_size=test_size, random_state=random_state,
+                           data_home=data_home, path=path, options=options)
     params = inspect.signature(entry.loader).parameters
-    kwargs: dict = {"test_size": test_size, "random_state": random_state}
+    kwargs: dict = {"test_size": 0.25 if test_size is None else test_size, "random_state": random_state}
     if sensitive is not None:
         if "sensitive" in params:  # the loader checks the name
             kwargs["sensitive"] = sensitive
@@ -96,7 +109,8 @@ def dataset_info(name: str, data_home=None) -> dict:
     """A summary of data set ``name`` under its default options, for ``dpfair datasets``.
 
     Keys: name, on_disk (whether it loads without downloading), files, licence, sensitive_options,
-    default_sensitive, options (loader-specific keyword options), and, computed from the data when it is on disk
+    default_sensitive, options (loader-specific keyword options), presets (the paper presets of ``load_dataset``'s
+    ``preset=``), and, computed from the data when it is on disk
     (``None`` otherwise): rows (after cleaning), n_dropped, features, classes, label_balance (fraction of label 1
     for binary labels, else the fraction of each class), groups, group_sizes ({group name: rows}), description;
     ``error`` when the files are there but do not load (e.g. a checksum mismatch). Never downloads.
@@ -111,6 +125,7 @@ def dataset_info(name: str, data_home=None) -> dict:
         "sensitive_options": list(entry.sensitive),
         "default_sensitive": entry.sensitive[0],
         "options": [p for p in params if p not in COMMON],
+        "presets": presets_of(name),
         "rows": None, "n_dropped": None, "features": None, "classes": None, "label_balance": None,
         "groups": None, "group_sizes": None, "description": None,
     }

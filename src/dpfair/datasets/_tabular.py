@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -98,6 +99,18 @@ ADULT_SCHEMA = Schema(
 )
 
 
+def read_adult(path, data_home, download: bool) -> tuple[pd.DataFrame, int]:
+    """``(frame, n_dropped)``: adult.data and adult.test pooled (``_test`` marks the rows of adult.test, whose
+    labels lose their trailing ``.``), rows with a missing value dropped: 45,222 rows, 3,620 dropped."""
+    train_raw, test_raw = fetch(ADULT_FILES, path=path, data_home=data_home, download=download)
+    read = dict(header=None, names=ADULT_COLUMNS, skipinitialspace=True, na_values="?")
+    train = pd.read_csv(io.BytesIO(train_raw), **read)
+    test = pd.read_csv(io.BytesIO(test_raw), skiprows=1, **read)
+    test["income"] = test["income"].str.rstrip(".")
+    frame = pd.concat([train.assign(_test=False), test.assign(_test=True)], ignore_index=True)
+    return _drop_missing(frame, ADULT_COLUMNS)
+
+
 def load_adult(*, sensitive: str = "sex", test_size: float = 0.25, random_state: int = 0, data_home=None,
                path=None, download: bool = True, include_sensitive: bool = False,
                original_split: bool = False) -> Dataset:
@@ -120,14 +133,7 @@ def load_adult(*, sensitive: str = "sex", test_size: float = 0.25, random_state:
     """
     check_choice(sensitive, "sensitive attribute", ADULT_SENSITIVE, "adult")
     original_split = check_bool(original_split, "original_split")
-    train_raw, test_raw = fetch(ADULT_FILES, path=path, data_home=data_home, download=download)
-    read = dict(header=None, names=ADULT_COLUMNS, skipinitialspace=True, na_values="?")
-    train = pd.read_csv(io.BytesIO(train_raw), **read)
-    test = pd.read_csv(io.BytesIO(test_raw), skiprows=1, **read)
-    test["income"] = test["income"].str.rstrip(".")
-    frame = pd.concat([train.assign(_test=False), test.assign(_test=True)], ignore_index=True)
-    frame, n_dropped = _drop_missing(frame, ADULT_COLUMNS)
-
+    frame, n_dropped = read_adult(path, data_home, download)
     y = (frame["income"] == ">50K").to_numpy().astype(np.int64)
     female = (frame["sex"] == "Female").to_numpy()
     white = (frame["race"] == "White").to_numpy()
@@ -191,6 +197,21 @@ def compas_schema(races) -> Schema:
     )
 
 
+def read_compas(path, data_home, download: bool) -> tuple[pd.DataFrame, int]:
+    """``(frame, n_raw)``: the rows of compas-scores-two-years.csv (``n_raw`` = 7,214) that pass ProPublica's
+    filter (days_b_screening_arrest within ±30, is_recid != -1, c_charge_degree != 'O', score_text != 'N/A'):
+    6,172 rows, every race."""
+    (raw,) = fetch(COMPAS_FILES, path=path, data_home=data_home, download=download)
+    frame = pd.read_csv(io.BytesIO(raw), keep_default_na=False, na_values=[""])
+    keep = (
+        frame["days_b_screening_arrest"].between(-30, 30)
+        & (frame["is_recid"] != -1)
+        & (frame["c_charge_degree"] != "O")
+        & (frame["score_text"] != "N/A")
+    )
+    return frame.loc[keep].reset_index(drop=True), len(frame)
+
+
 def load_compas(*, sensitive: str = "race", test_size: float = 0.25, random_state: int = 0, data_home=None,
                 path=None, download: bool = True, include_sensitive: bool = False,
                 all_races: bool = False) -> Dataset:
@@ -211,16 +232,7 @@ def load_compas(*, sensitive: str = "race", test_size: float = 0.25, random_stat
     """
     check_choice(sensitive, "sensitive attribute", ("race", "sex"), "compas")
     all_races = check_bool(all_races, "all_races")
-    (raw,) = fetch(COMPAS_FILES, path=path, data_home=data_home, download=download)
-    frame = pd.read_csv(io.BytesIO(raw), keep_default_na=False, na_values=[""])
-    n_raw = len(frame)
-    keep = (
-        frame["days_b_screening_arrest"].between(-30, 30)
-        & (frame["is_recid"] != -1)
-        & (frame["c_charge_degree"] != "O")
-        & (frame["score_text"] != "N/A")
-    )
-    frame = frame.loc[keep].reset_index(drop=True)
+    frame, n_raw = read_compas(path, data_home, download)
     n_filtered = len(frame)
     if not all_races:
         frame = frame.loc[frame["race"].isin(["African-American", "Caucasian"])].reset_index(drop=True)
@@ -379,6 +391,13 @@ CREDIT_SCHEMA = Schema(
 )
 
 
+def read_credit(path, data_home, download: bool) -> tuple[pd.DataFrame, int]:
+    """``(frame, n_dropped)``: the 30,000 rows of the credit CSV, rows with a missing value dropped (none)."""
+    (raw,) = fetch(CREDIT_FILES, path=path, data_home=data_home, download=download)
+    frame = pd.read_csv(io.BytesIO(raw))
+    return _drop_missing(frame, list(frame.columns))
+
+
 def load_credit(*, sensitive: str = "sex", test_size: float = 0.25, random_state: int = 0, data_home=None,
                 path=None, download: bool = True, include_sensitive: bool = False) -> Dataset:
     """UCI Default of Credit Card Clients (Taiwan, 2005): predict default on next month's payment.
@@ -391,9 +410,7 @@ def load_credit(*, sensitive: str = "sex", test_size: float = 0.25, random_state
     scaled with fixed constants; ID dropped; SEX only with ``include_sensitive``.  Licence CC BY 4.0.
     """
     check_choice(sensitive, "sensitive attribute", ("sex", "SEX"), "credit")
-    (raw,) = fetch(CREDIT_FILES, path=path, data_home=data_home, download=download)
-    frame = pd.read_csv(io.BytesIO(raw))
-    frame, n_dropped = _drop_missing(frame, list(frame.columns))
+    frame, n_dropped = read_credit(path, data_home, download)
     table = Table(
         name="credit", y=frame[CREDIT_LABEL].to_numpy().astype(np.int64),
         s=_sex_codes((frame["SEX"] == 2).to_numpy()), label_names=["no default", "default"],
@@ -443,11 +460,13 @@ PARKINSONS_SCHEMA = Schema(
     """) + (Column.binary("sex"),),
     source=SUMMARY,
 )
+# motor_UPDRS, a feature only with keep_motor_updrs (the rounded summary of the file, as above).
+PARKINSONS_MOTOR = Column.numeric("motor_UPDRS", 5, 40, 21.3, 8.13)
 
 
 def load_parkinsons(*, sensitive: str = "sex", test_size: float = 0.25, random_state: int = 0, data_home=None,
                     path=None, download: bool = True, include_sensitive: bool = False,
-                    split_by_subject: bool = False) -> Dataset:
+                    split_by_subject: bool = False, keep_motor_updrs: bool = False) -> Dataset:
     """UCI Parkinsons Telemonitoring: predict a high total UPDRS score from voice measurements.
 
     ``parkinsons_updrs.data`` (5,875 recordings of 42 patients).  Label 1 = ``total_UPDRS`` above the median of
@@ -455,12 +474,19 @@ def load_parkinsons(*, sensitive: str = "sex", test_size: float = 0.25, random_s
     balanced classes.  Sensitive attribute ``sex``: raw 1 (female) = 0, raw 0 (male) = 1.  Features
     (:data:`PARKINSONS_SCHEMA`): age, test_time and the 16 voice measures (clipped to public ranges, scaled with
     fixed constants); subject#, motor_UPDRS and total_UPDRS are not features, sex (raw 0/1) only with
-    ``include_sensitive``.  Rows are repeated recordings of the same patients: the default random split puts
-    recordings of one patient on both sides (as the benchmark papers do); ``split_by_subject=True`` splits
-    patients instead (no stratification; test_size is then the fraction of patients).  Licence CC BY 4.0.
+    ``include_sensitive``.  ``keep_motor_updrs=True`` adds motor_UPDRS (the motor part of the score the label
+    thresholds, so the task becomes nearly trivial), as DP-FERMI's 19 features do (preset ``dp-fermi``).  Rows
+    are repeated recordings of the same patients: the default random split puts recordings of one patient on
+    both sides (as the benchmark papers do); ``split_by_subject=True`` splits patients instead (no
+    stratification; test_size is then the fraction of patients).  Licence CC BY 4.0.
     """
     check_choice(sensitive, "sensitive attribute", ("sex",), "parkinsons")
     split_by_subject = check_bool(split_by_subject, "split_by_subject")
+    keep_motor_updrs = check_bool(keep_motor_updrs, "keep_motor_updrs")
+    schema = PARKINSONS_SCHEMA
+    if keep_motor_updrs:  # after test_time, in the file's column order
+        columns = list(schema.columns)
+        schema = replace(schema, columns=(*columns[:2], PARKINSONS_MOTOR, *columns[2:]))
     (raw,) = fetch(PARKINSONS_FILES, path=path, data_home=data_home, download=download)
     frame = pd.read_csv(io.BytesIO(raw))
     frame, n_dropped = _drop_missing(frame, list(frame.columns))
@@ -473,13 +499,13 @@ def load_parkinsons(*, sensitive: str = "sex", test_size: float = 0.25, random_s
         description=(
             f"UCI Parkinsons Telemonitoring ({len(frame):,} recordings of {frame['subject#'].nunique()} patients, "
             f"{n_dropped} dropped). Label 1 = total_UPDRS > {threshold:g} (median of the whole public file, a fixed "
-            "threshold). Groups by sex: 0 = female (raw 1), 1 = male (raw 0). Age, test_time and 16 voice "
-            "measures clipped and scaled with fixed public constants; subject#, motor_UPDRS, total_UPDRS "
-            "excluded; sex "
+            "threshold). Groups by sex: 0 = female (raw 1), 1 = male (raw 0). Age, test_time"
+            f"{', motor_UPDRS' if keep_motor_updrs else ''} and 16 voice measures clipped and scaled with fixed "
+            f"public constants; subject#{'' if keep_motor_updrs else ', motor_UPDRS'}, total_UPDRS excluded; sex "
             f"{'kept as' if include_sensitive else 'not used as'} a feature."
             + ("" if split_by_subject else " Recordings of one patient can fall in both train and test.")
         ),
-        licence=CC_BY, n_dropped=n_dropped, frame=frame, schema=PARKINSONS_SCHEMA,
+        licence=CC_BY, n_dropped=n_dropped, frame=frame, schema=schema,
     )
     if split_by_subject:
         table.split_groups = frame["subject#"].to_numpy()
@@ -527,9 +553,17 @@ BANK_SCHEMA = Schema(
 )
 
 
-def bank_age_groups(age: np.ndarray, n_groups: int) -> tuple[np.ndarray, list[str]]:
-    """Group codes and names of the bank age groups (group 0 = under 25 or over 60)."""
-    cuts = BANK_AGE_CUTS[n_groups]
+def bank_age_groups(age: np.ndarray, n_groups: int, cuts: tuple[int, ...] | None = None
+                    ) -> tuple[np.ndarray, list[str]]:
+    """Group codes and names of the bank age groups (group 0 = under 25 or over 60).
+
+    ``cuts`` are the inclusive upper ends of all but the last band of ages 25-60 (``n_groups - 2`` increasing
+    ages); default :data:`BANK_AGE_CUTS`.
+    """
+    cuts = BANK_AGE_CUTS[n_groups] if cuts is None else tuple(cuts)
+    if len(cuts) != n_groups - 2 or list(cuts) != sorted(set(cuts)) or not all(25 <= c < 60 for c in cuts):
+        raise ValueError(f"{n_groups} bank age groups need {n_groups - 2} increasing cut points in 25-59, "
+                         f"got {cuts}")
     age = np.asarray(age)
     middle = (age >= 25) & (age <= 60)
     band = np.searchsorted(np.asarray(cuts, dtype=np.int64), age, side="left")
@@ -537,6 +571,17 @@ def bank_age_groups(age: np.ndarray, n_groups: int) -> tuple[np.ndarray, list[st
     edges = [25, *(c + 1 for c in cuts), 61]
     names = ["age<25|>60"] + [f"age {lo}-{hi - 1}" for lo, hi in zip(edges[:-1], edges[1:])]
     return s, names
+
+
+def read_bank(variant: str, path, data_home, download: bool) -> tuple[pd.DataFrame, int]:
+    """``(frame, n_dropped)``: the rows of the Kaggle ``bank.csv`` (``variant="kaggle"``, 11,162) or of UCI's
+    ``bank-full.csv`` (``"full"``, 45,211; label column renamed ``deposit``), rows with a missing value dropped."""
+    (raw,) = fetch([BANK_FILES[variant]], path=path, data_home=data_home, download=download)
+    if variant == "full":
+        frame = pd.read_csv(io.BytesIO(raw), sep=";").rename(columns={"y": "deposit"})
+    else:
+        frame = pd.read_csv(io.BytesIO(raw))
+    return _drop_missing(frame, list(frame.columns))
 
 
 def load_bank(*, sensitive: str = "age", test_size: float = 0.25, random_state: int = 0, data_home=None,
@@ -559,12 +604,7 @@ def load_bank(*, sensitive: str = "age", test_size: float = 0.25, random_state: 
     check_choice(variant, "variant", tuple(BANK_FILES), "bank")
     check_choice(n_groups, "n_groups", tuple(BANK_AGE_CUTS), "bank")
     keep_duration = check_bool(keep_duration, "keep_duration")
-    (raw,) = fetch([BANK_FILES[variant]], path=path, data_home=data_home, download=download)
-    if variant == "full":
-        frame = pd.read_csv(io.BytesIO(raw), sep=";").rename(columns={"y": "deposit"})
-    else:
-        frame = pd.read_csv(io.BytesIO(raw))
-    frame, n_dropped = _drop_missing(frame, list(frame.columns))
+    frame, n_dropped = read_bank(variant, path, data_home, download)
     s, groups = bank_age_groups(frame["age"].to_numpy(), n_groups)
     shares = np.bincount(s, minlength=len(groups)) / len(s)
     group_text = ", ".join(f"{i} = {g} ({p:.0%})" for i, (g, p) in enumerate(zip(groups, shares)))
@@ -705,6 +745,14 @@ COMMUNITIES_SCHEMA = Schema(numeric_columns("""
           "deviation rounded to 3 significant digits, fixed once in code")
 
 
+def read_communities(path, data_home, download: bool) -> pd.DataFrame:
+    """The 1,994 rows × 128 columns of communities.data, named by the ``@attribute`` lines of communities.names
+    (``?`` read as missing)."""
+    data_raw, names_raw = fetch(COMMUNITIES_FILES, path=path, data_home=data_home, download=download)
+    columns = re.findall(r"^@attribute\s+(\S+)", names_raw.decode("latin-1"), flags=re.MULTILINE)
+    return pd.read_csv(io.BytesIO(data_raw), header=None, names=columns, na_values="?")
+
+
 def load_communities(*, sensitive: str = "race", test_size: float = 0.25, random_state: int = 0, data_home=None,
                      path=None, download: bool = True, include_sensitive: bool = False) -> Dataset:
     """UCI Communities and Crime (US, 1990 census + 1995 FBI data): predict a high violent-crime rate.
@@ -721,10 +769,8 @@ def load_communities(*, sensitive: str = "race", test_size: float = 0.25, random
     numeric features are clipped to [0, 1] and scaled with fixed constants.  Licence CC BY 4.0.
     """
     check_choice(sensitive, "sensitive attribute", ("race",), "communities")
-    data_raw, names_raw = fetch(COMMUNITIES_FILES, path=path, data_home=data_home, download=download)
-    columns = re.findall(r"^@attribute\s+(\S+)", names_raw.decode("latin-1"), flags=re.MULTILINE)
-    frame = pd.read_csv(io.BytesIO(data_raw), header=None, names=columns, na_values="?")
-    n_raw = len(frame)
+    frame = read_communities(path, data_home, download)
+    columns, n_raw = list(frame.columns), len(frame)
     target, threshold, schema = COMMUNITIES_TARGET, COMMUNITIES_THRESHOLD, COMMUNITIES_SCHEMA
     absent = [c for c in schema.names + [target] if c not in columns]
     if absent:
@@ -785,6 +831,14 @@ def _read_nominal_arff(raw: bytes) -> pd.DataFrame:
     return pd.read_csv(io.BytesIO(body), header=None, names=columns, dtype=str, na_values="?", comment="%")
 
 
+def read_dutch(path, data_home, download: bool) -> tuple[pd.DataFrame, int]:
+    """``(frame, n_dropped)``: the 60,420 rows of the Dutch census ARFF (codes as strings), rows with a missing
+    value dropped (none)."""
+    (raw,) = fetch(DUTCH_FILES, path=path, data_home=data_home, download=download)
+    frame = _read_nominal_arff(raw)
+    return _drop_missing(frame, list(frame.columns))
+
+
 def load_dutch(*, sensitive: str = "sex", test_size: float = 0.25, random_state: int = 0, data_home=None,
                path=None, download: bool = True, include_sensitive: bool = False) -> Dataset:
     """Dutch census 2001 (IPUMS-International sample, fairness-benchmark version): predict a high-level occupation.
@@ -798,9 +852,7 @@ def load_dutch(*, sensitive: str = "sex", test_size: float = 0.25, random_state:
     sex only with ``include_sensitive``.  Licence not stated (IPUMS microdata: research use only).
     """
     check_choice(sensitive, "sensitive attribute", ("sex",), "dutch")
-    (raw,) = fetch(DUTCH_FILES, path=path, data_home=data_home, download=download)
-    frame = _read_nominal_arff(raw)
-    frame, n_dropped = _drop_missing(frame, list(frame.columns))
+    frame, n_dropped = read_dutch(path, data_home, download)
     table = Table(
         name="dutch", y=(frame["occupation"] == "2_1").to_numpy().astype(np.int64),
         s=_sex_codes((frame["sex"] == "2").to_numpy()),
