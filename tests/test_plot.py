@@ -164,6 +164,28 @@ def dpfermi_like_ledger():
     return ledger
 
 
+# ---- group_accuracy -------------------------------------------------------------------------------
+
+def test_group_accuracy_bars_are_seed_means_with_their_std():
+    rows = [{"method": "dp-fermi", "lam": 1.0, "seed": s, "per_group_accuracy": {"F": f, "M": m}}
+            for s, (f, m) in enumerate([(0.6, 0.8), (0.7, 0.9)])]
+    rows.append({"method": "erm", "lam": float("nan"), "seed": 0, "per_group_accuracy": {"F": 0.5, "M": 0.95}})
+    ax = plot.group_accuracy(pd.DataFrame(rows), label=["method", "lam"])
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert [b.get_label() for b in bars] == ["dp-fermi, 1", "erm, none"]
+    np.testing.assert_allclose([r.get_height() for r in bars[0]], [0.65, 0.85])
+    np.testing.assert_allclose([r.get_height() for r in bars[1]], [0.5, 0.95])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["F", "M"]
+    spread = next(c for c in ax.containers if isinstance(c, ErrorbarContainer))  # only the two-seed model has one
+    segments = spread.lines[2][0].get_segments()
+    np.testing.assert_allclose([s[1][1] - s[0][1] for s in segments], 2 * 0.1 / np.sqrt(2))
+    # result JSONs, flattened: the same bars
+    flat = plot.group_accuracy(rows[:2], label="method")
+    np.testing.assert_allclose([r.get_height() for r in flat.containers[1]], [0.65, 0.85])
+    with pytest.raises(ValueError, match="no 'per_group_accuracy' column"):
+        plot.group_accuracy([{"method": "erm", "error": 0.1}])
+
+
 def test_epsilon_curve_cuts_entries_and_ends_at_the_ledgers_epsilon():
     ledger, delta = dpfermi_like_ledger(), 1e-6
     releases, eps = ledger.epsilon_curve(delta, points=4)

@@ -9,6 +9,8 @@ dpfair`` does not import it.
   benchmark rows or ``dpfair train`` result JSONs, one curve per privacy level;
 * :func:`group_bars`: one metric per group from
   :func:`dpfair.fairness.group_metrics`, with its bootstrap intervals;
+* :func:`group_accuracy`: the accuracy of each group for several models
+  (rows of a sweep's results store), with their spread over seeds;
 * :func:`privacy_spent`: ε spent against the number of releases of a fit.
 """
 
@@ -22,6 +24,7 @@ import numpy as np
 import pandas as pd
 from sklearn.exceptions import NotFittedError
 
+from dpfair.experiments.frontier import pareto_front
 from dpfair.fairness.group_table import DIFFERENCE, OVERALL, STATISTICS, bootstrap_mean_interval
 from dpfair.privacy.accounting import PrivacyLedger
 from dpfair.validation import check_delta
@@ -86,18 +89,6 @@ def _label(name: str, value) -> str:
     return f"{name.rsplit('.', 1)[-1]} = {value}"
 
 
-def pareto_front(x, y) -> np.ndarray:
-    """Indices of the points no other point beats in both ``x`` and ``y`` (both lower is better), by ``x``."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    order = np.lexsort((y, x))
-    front, best = [], math.inf
-    for i in order:
-        if y[i] < best:
-            front.append(i)
-            best = y[i]
-    return np.asarray(front, dtype=int)
-
-
 def tradeoff(results, x: str = "test_error", y: str = "violation", hue: str | None = "epsilon", *, by=None,
              spread: str | None = "std", pareto: bool = False, confidence: float = 0.95, n_bootstrap: int = 1000,
              random_state=None, ax=None, **kwargs):
@@ -116,7 +107,8 @@ def tradeoff(results, x: str = "test_error", y: str = "violation", hue: str | No
     computes over runs) or ``None``. Without ``by`` every row is a point. Points are joined in
     order of ``by`` (else of ``x``). ``pareto=True`` joins only each curve's Pareto-optimal
     points (lower ``x`` and lower ``y`` are better; no other point of the curve beats them in
-    both) and draws the others as unjoined faded markers. ``kwargs`` go to ``ax.errorbar``.
+    both) and draws the others as unjoined faded markers. ``kwargs`` go to ``ax.errorbar``
+    (``marker="o"`` and ``capsize=2`` unless given).
     """
     if spread not in SPREADS:
         raise ValueError(f"spread must be one of {list(SPREADS)}, got {spread!r}")
@@ -155,7 +147,8 @@ def tradeoff(results, x: str = "test_error", y: str = "violation", hue: str | No
         joined = pareto_front(px, py) if pareto else np.arange(len(px))
         if xerr is not None:
             xerr, yerr = xerr[..., joined], yerr[..., joined]
-        bars = ax.errorbar(px[joined], py[joined], xerr=xerr, yerr=yerr, marker="o", capsize=2, label=label, **kwargs)
+        style = {"marker": "o", "capsize": 2, **kwargs}
+        bars = ax.errorbar(px[joined], py[joined], xerr=xerr, yerr=yerr, label=label, **style)
         rest = np.setdiff1d(np.arange(len(px)), joined)
         if rest.size:
             ax.plot(px[rest], py[rest], marker="o", linestyle="none", alpha=0.35, color=bars.lines[0].get_color())
@@ -197,6 +190,56 @@ def group_bars(table: pd.DataFrame, metric: str = "accuracy", *, overall: bool =
         over = f"{attrs['n_runs']} runs" if attrs["interval"] == "runs" else "test rows"
         ax.set_title(f"{metric.replace('_', ' ')} by group, {attrs['confidence']:.0%} bootstrap interval over {over}")
     return ax
+
+
+def _accuracies(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """One column per group: from a column of ``{group: accuracy}`` dicts, or its flattened ``column.<group>``."""
+    if column in frame.columns and frame[column].map(lambda v: isinstance(v, Mapping)).all():
+        return pd.DataFrame(list(frame[column]), index=frame.index)
+    prefix = f"{column}."
+    flat = [c for c in frame.columns if isinstance(c, str) and c.startswith(prefix)]
+    if not flat:
+        raise ValueError(f"results have no {column!r} column of {{group: accuracy}} (as the results store's frame and "
+                         "`dpfair train` result JSONs do)")
+    return frame[flat].rename(columns=lambda c: c[len(prefix):])
+
+
+def group_accuracy(results, label="method", *, column: str = "per_group_accuracy", ax=None, **kwargs):
+    """Bars of each sensitive group's accuracy, one colour per model, with the spread over seeds.
+
+    ``results``: rows with a ``per_group_accuracy`` column of ``{group: accuracy}`` (the output of
+    :func:`dpfair.experiments.evaluate`, as :meth:`ResultsStore.frame()
+    <dpfair.experiments.store.ResultsStore.frame>` holds it, or flattened to ``per_group_accuracy.<group>``
+    columns), as a DataFrame or a list of dicts. ``label`` names the column(s) whose values make one
+    model (a bar colour), e.g. ``["method", "lam"]``; the rows that share them (several seeds) are drawn at
+    their mean with error bars of ± one standard deviation (``ddof=1``; none for a single row). Groups
+    run along x. ``kwargs`` go to ``ax.bar``.
+    """
+    frame = _frame(results)
+    columns = [_column(frame, name, "label") for name in ([label] if isinstance(label, str) else label)]
+    accuracy = _accuracies(frame, column).apply(pd.to_numeric, errors="coerce")
+    names = frame[columns].apply(lambda row: ", ".join(_text(v) for v in row), axis=1)
+    grouped = accuracy.groupby(names, sort=False)
+    mean, std = grouped.mean(), grouped.std(ddof=1)
+    groups = [str(g) for g in accuracy.columns]
+    ax = _axes(ax)
+    width = 0.8 / len(mean)
+    for i, name in enumerate(mean.index):
+        spread = std.loc[name].to_numpy(dtype=float)
+        ax.bar(np.arange(len(groups)) + (i - (len(mean) - 1) / 2) * width, mean.loc[name].to_numpy(dtype=float), width,
+               yerr=None if np.isnan(spread).all() else np.nan_to_num(spread), capsize=2, label=name, **kwargs)
+    ax.set_xticks(np.arange(len(groups)), groups)
+    ax.set_ylabel("accuracy")
+    ax.legend()
+    return ax
+
+
+def _text(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "none"
+    if isinstance(value, (float, np.floating)):
+        return "∞" if np.isinf(value) else f"{value:g}"
+    return str(value)
 
 
 def privacy_spent(estimator_or_ledger, delta: float | None = None, *, points: int = 20, accountant: str | None = None,

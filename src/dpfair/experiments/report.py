@@ -1,0 +1,512 @@
+"""One self-contained HTML page of a sweep's results (``dpfair report STORE --out report.html``).
+
+:func:`render_report` reads a results store (or its frame) and writes a single file that needs nothing
+else to display: the plots are PNG images inlined as base64 ``data:`` URIs, the style sheet is inline,
+and there is no script, font or link to fetch. Every text taken from the store or the papers is
+HTML-escaped. The page holds:
+
+- a summary: sweeps, data sets, methods, models, commits, package versions, hosts;
+- the store's privacy totals: per data set and neighbouring relation, the ε of *everything* released
+  from it (:meth:`~dpfair.experiments.store.ResultsStore.privacy_totals`), beside which a model's own
+  ε understates what was spent;
+- per data set, notion and ε: the trade-off plot (each method's points at their seed mean with ± one
+  standard deviation, its Pareto front joined), the fronts and the lowest violation within each slack
+  of the non-private error (:func:`~dpfair.experiments.frontier.frontier`);
+- per data set: per-group accuracies (a plot and a table of every point) and the privacy ledger of
+  every release group, with the ε curve of one model per method and ε;
+- the papers' published numbers beside ours (:mod:`dpfair.experiments.papers`), withheld ones marked.
+
+Privacy: the page shows the store's test scores; they, and any choice made by them, read test rows that
+no ledger counts (README, "Privacy model": *Not covered*).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import os
+import re
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from dpfair.experiments.frontier import BASE_METHOD, frontier, point_ids, reference_errors
+from dpfair.experiments.papers import beside_ours, load_papers, published_numbers
+
+#: The slacks of the "lowest violation at error ≤ base + slack" tables.
+SLACKS = (0.01, 0.03)
+
+#: At most this many models in a per-group accuracy plot (the non-private reference and the best points).
+MAX_GROUP_BARS = 8
+
+_REQUIRED = ("dataset", "method", "notion", "epsilon", "seed", "error", "violation")
+
+_RELATIONS = {"REPLACE_ONE": "replace one person's sensitive attribute",
+              "ADD_OR_REMOVE_ONE": "add or remove one record"}
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2em auto;max-width:72em;
+color:#1d1d1f;line-height:1.45;padding:0 1em}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}h3{margin-top:1.6em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
+th,td{border:1px solid #d0d0d0;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f2f2f2}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+img{max-width:100%;height:auto;display:block;margin:.5em 0}
+details{margin:.4em 0}summary{cursor:pointer}
+pre{white-space:pre-wrap;font-size:.85em;background:#f7f7f7;padding:.4em;margin:.2em 0}
+.note{color:#555;font-size:.9em}.withheld{color:#8a5a00;font-style:italic}nav li{margin:.1em 0}
+"""
+
+
+# ---- formatting ------------------------------------------------------------------------------------
+
+def _e(value) -> str:
+    """Escaped text of any value."""
+    return html.escape(str(value), quote=True)
+
+
+def _absent(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _num(value, digits: int = 4) -> str:
+    if _absent(value):
+        return "—"
+    value = float(value)
+    return "∞" if math.isinf(value) else f"{value:.{digits}g}"
+
+
+def _eps(value) -> str:
+    return "non-private" if _absent(value) or math.isinf(float(value)) else f"ε = {float(value):g}"
+
+
+def _spread(mean, std, low, high, n) -> str:
+    """``mean ± std [min, max]`` (the seeds' spread); the mean alone for one seed."""
+    if int(n) <= 1:
+        return _num(mean)
+    return f"{_num(mean)} ± {_num(std, 2)} [{_num(low)}, {_num(high)}]"
+
+
+def _params(params) -> str:
+    if not isinstance(params, dict) or not params:
+        return "—"
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def _table(header: list[str], rows: list[list], numeric: set[int] = frozenset()) -> str:
+    """An HTML table; cells are escaped unless given as ``("html", markup)``."""
+    def cell(i, v):
+        text = v[1] if isinstance(v, tuple) and v[:1] == ("html",) else _e(v)
+        return f'<td class="num">{text}</td>' if i in numeric else f"<td>{text}</td>"
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(cell(i, v) for i, v in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _png(fig, alt: str) -> str:
+    """The figure as an inline PNG ``<img>`` (no file, no network)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _figure(width: float = 6.4, height: float = 4.2):
+    """A matplotlib Figure and Axes drawn on the Agg canvas, outside pyplot (no GUI, no global state)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height))
+    return fig, fig.subplots()
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
+
+
+# ---- loading -----------------------------------------------------------------------------------------
+
+def _load(source):
+    """``(frame, store or None, description)`` from a store, a store path or a frame; a clear error if empty."""
+    from dpfair.experiments.store import ResultsStore
+
+    hint = "run `dpfair sweep SPEC.toml --store PATH` first"
+    if isinstance(source, pd.DataFrame):
+        frame, store, where = source, None, "the given frame"
+    else:
+        if isinstance(source, ResultsStore):
+            store = source
+        else:
+            path = Path(source)
+            if not path.is_file():
+                raise ValueError(f"no results store at {str(path)!r}; {hint}")
+            store = ResultsStore(path)
+        frame, where = store.frame(), f"the results store {str(store.path)!r}"
+    if frame.empty:
+        raise ValueError(f"{where} holds no models; {hint}")
+    missing = [c for c in _REQUIRED if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{where} has no column {', '.join(missing)}; pass a ResultsStore or its frame()")
+    return frame, store, where
+
+
+def _data_label(row) -> str:
+    """A data set as the report names it: name (preset), its sensitive attribute and options where set."""
+    label = str(row["dataset"])
+    if not _absent(row.get("preset")):
+        label += f" ({row['preset']})"
+    if not _absent(row.get("sensitive")):
+        label += f", s = {row['sensitive']}"
+    options = row.get("options")
+    if isinstance(options, dict) and options:
+        label += ", " + ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
+    return label
+
+
+def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with the report's columns: ``data`` (label), ``point`` (id) and ``model`` (a bar label)."""
+    out = frame.copy()
+    out["data"] = [_data_label(r) for r in out.to_dict("records")]
+    out["point"] = point_ids(out)
+    out["epsilon"] = pd.to_numeric(out["epsilon"], errors="coerce")
+    if "params" not in out.columns:
+        out["params"] = [{} for _ in range(len(out))]
+    out["model"] = [" · ".join(x for x in (r["method"], None if _absent(r["notion"]) else r["notion"],
+                                           None if _absent(r["epsilon"]) else _eps(r["epsilon"]),
+                                           None if _params(r["params"]) == "—" else _params(r["params"])) if x)
+                    for r in out.to_dict("records")]
+    return out
+
+
+# ---- sections --------------------------------------------------------------------------------------
+
+def _summary(frame: pd.DataFrame, store, where: str) -> str:
+    def counts(column):
+        values = frame[column].map(lambda v: "—" if _absent(v) else v) if column in frame.columns else pd.Series()
+        return ", ".join(f"{k} ({n})" for k, n in values.value_counts(sort=False).items()) or "—"
+
+    rows = [["source", where], ["models", f"{len(frame)} ({int(frame['epsilon'].map(_private).sum())} private)"],
+            ["sweeps", counts("sweep")], ["data sets", counts("data")], ["methods", counts("method")],
+            ["notions targeted", counts("notion")], ["ε targets", ", ".join(sorted({_eps(v) for v in frame['epsilon']}))],
+            ["seeds", ", ".join(str(s) for s in sorted(frame["seed"].dropna().unique()))]]
+    if "commit_hash" in frame.columns:
+        rows.append(["commits", ", ".join(f"{str(k)[:12]} ({n})" for k, n in frame["commit_hash"].fillna("unknown")
+                                          .value_counts(sort=False).items())])
+    if "versions" in frame.columns:
+        seen: dict = {}
+        for versions in frame["versions"]:
+            for package, version in (versions or {}).items():
+                seen.setdefault(package, set()).add(str(version))
+        rows.append(["package versions", "; ".join(f"{p} {', '.join(sorted(v))}" for p, v in sorted(seen.items()))])
+    if "host" in frame.columns:
+        rows.append(["hosts", counts("host")])
+    if "created" in frame.columns and frame["created"].notna().any():
+        first, last = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t)) for t in
+                       (frame["created"].min(), frame["created"].max()))
+        rows.append(["stored", f"{first} to {last}"])
+    if "wall_s" in frame.columns:
+        rows.append(["training wall time", f"{frame['wall_s'].sum():.1f} s (sum over models)"])
+    if store is not None:
+        failures = store.failures()
+        rows.append(["failed points", f"{len(failures)} (retried by the next `dpfair sweep`)" if failures else "none"])
+    return "<h2 id=\"summary\">Summary</h2>" + _table(["", ""], rows)
+
+
+def _private(epsilon) -> bool:
+    return not _absent(epsilon) and math.isfinite(float(epsilon))
+
+
+def _totals(store) -> str:
+    head = "<h2 id=\"privacy\">Privacy spent, everything released</h2>"
+    if store is None:
+        return head + "<p class=\"note\">Privacy totals need the results store (the report was given a frame).</p>"
+    totals = store.privacy_totals()
+    rows = []
+    for r in totals.to_dict("records"):
+        try:
+            data = json.loads(r["data_key"])
+            label = _data_label({k: data.get(k) for k in ("dataset", "preset", "sensitive", "options")})
+        except (TypeError, ValueError, AttributeError):
+            label = str(r["data_key"])
+        rows.append([label, _RELATIONS.get(r["relation"], r["relation"]), r["models"], r["release_groups"],
+                     _num(r["epsilon"]), _num(r["delta"], 3)])
+    return head + (
+        "<p>Every stored model was released. Per data set and neighbouring relation, ε below composes all of "
+        "them (each release group's event once, the groups as independent releases, on the PLD accountant): "
+        "this is what the store has spent, and it is larger than the ε of any one model in the tables below. "
+        "ε is ∞ where a non-private model (such as the <code>erm</code> reference) was trained on the data set.</p>"
+        + _table(["data set", "neighbouring relation", "models", "release groups", "ε", "δ"], rows, {2, 3, 4, 5}))
+
+
+def _tradeoff_plot(curves: pd.DataFrame, references: pd.DataFrame, notion: str, title: str, base: float) -> str:
+    from dpfair.plot import tradeoff
+
+    fig, ax = _figure()
+    if not curves.empty:
+        tradeoff(curves, x="error", y="violation", hue="method", by="point", spread="std", pareto=True, ax=ax)
+    column = f"fairness.{notion}"
+    if not references.empty and column in references.columns and references[column].notna().any():
+        refs = references.assign(reference=references["method"] + " (targets no notion)")
+        tradeoff(refs, x="error", y=column, hue="reference", by="point", spread="std", ax=ax, marker="*",
+                 markersize=11, linestyle="none")
+    if math.isfinite(base):
+        ax.axvline(base, color="grey", linestyle="--", linewidth=0.8)
+        for s in SLACKS:
+            ax.axvline(base + s, color="grey", linestyle=":", linewidth=0.8)
+    ax.set_ylabel(f"{notion.replace('_', ' ')} violation")
+    ax.set_title(title, fontsize=10)
+    return _png(fig, f"trade-off: {title}")
+
+
+def _same_epsilon(eps: float):
+    """A test of "the same ε as ``eps``" (NaN, non-private, equals NaN)."""
+    if math.isnan(eps):
+        return lambda e: math.isnan(e)
+    return lambda e: e == eps
+
+
+def _front_rows(points: pd.DataFrame, y: str, targets: str) -> list[list]:
+    return [[r["method"], targets, _params(r.get("params")),
+             ("html", _e(_spread(r["error"], r["error_std"], r["error_min"], r["error_max"], r["n_seeds"]))),
+             ("html", _e(_spread(r[y], r[f"{y}_std"], r[f"{y}_min"], r[f"{y}_max"], r["n_seeds"]))), r["n_seeds"]]
+            for r in points.to_dict("records")]
+
+
+def _tradeoffs(rows: pd.DataFrame, data_id: str, fronts, references_by_notion: dict) -> str:
+    """Per notion and ε of one data set: the plot, the Pareto fronts and the lowest violation within slack."""
+    targeted = rows[rows["notion"].map(lambda n: not _absent(n))]
+    untargeted = rows[rows["notion"].map(_absent)]
+    notions = sorted(targeted["notion"].unique()) or sorted(references_by_notion)
+    base = rows["_base"].iloc[0]
+    missing = "" if math.isfinite(base) else f" (no {_e(BASE_METHOD)} run of this data set)"
+    parts = [(f"<p>Non-private reference ({_e(BASE_METHOD)}): mean error {_e(_num(base))}{missing}; the plots mark "
+              f"it (dashed) and base + slack for slack = {_e(', '.join(f'{s:g}' for s in SLACKS))} (dotted).</p>")]
+    for notion in notions:
+        curves_all = targeted[targeted["notion"] == notion]
+        source = curves_all if not curves_all.empty else untargeted
+        for eps in sorted(source["epsilon"].unique(), key=lambda v: (math.isnan(v), v)):
+            same = _same_epsilon(eps)
+            curves = curves_all[curves_all["epsilon"].map(same)]
+            refs = untargeted[untargeted["epsilon"].map(lambda e, same=same: same(e) or not _private(e))]
+            anchor = f"{data_id}-{_slug(notion)}-{_slug(_eps(eps))}"
+            title = f"{rows['data'].iloc[0]} · {notion.replace('_', ' ')} · {_eps(eps)}"
+            parts.append(f'<h3 id="{_e(anchor)}">{_e(notion.replace("_", " "))}, {_e(_eps(eps))}</h3>')
+            parts.append(_tradeoff_plot(curves, refs, notion, title, base))
+            keys = set(curves["point"])
+            front = fronts.front[fronts.front["point"].isin(keys)]
+            ref_front = references_by_notion.get(notion)
+            table = _front_rows(front, "violation", notion)
+            if ref_front is not None:
+                table += _front_rows(ref_front.front[ref_front.front["point"].isin(set(refs["point"]))],
+                                     f"fairness.{notion}", "none")
+            parts.append("<p>Pareto-optimal points (mean ± std [min, max] over seeds):</p>"
+                         + _table(["method", "targets", "hyper-parameters", "error", f"{notion} violation", "seeds"],
+                                  table, {3, 4, 5}))
+            best = fronts.best[fronts.best["data"].eq(rows["data"].iloc[0]) & fronts.best["notion"].eq(notion)
+                               & fronts.best["epsilon"].map(same) & fronts.best["method"].isin(set(curves["method"]))]
+            best_rows = [[b["method"], f"{b['slack']:g}", _num(b["threshold"]),
+                          _params(b.get("params")) if b["feasible"] else "none within the slack",
+                          _num(b["error"]) if b["feasible"] else "—", _num(b["violation"]) if b["feasible"] else "—"]
+                         for b in best.to_dict("records")]
+            if best_rows:
+                parts.append("<p>Lowest violation at error ≤ base + slack (chosen by test scores: a comparison of "
+                             "methods, not a private model selection):</p>"
+                             + _table(["method", "slack", "error ≤", "hyper-parameters", "error",
+                                       f"{notion} violation"], best_rows, {1, 2, 4, 5}))
+    return "".join(parts)
+
+
+def _groups(rows: pd.DataFrame, fronts) -> str:
+    """Per-group accuracy: a plot of the reference and each method's best point, and a table of every point."""
+    from dpfair.plot import group_accuracy
+
+    keys = fronts.best[fronts.best["feasible"] & fronts.best["slack"].eq(SLACKS[0])
+                       & fronts.best["data"].eq(rows["data"].iloc[0])]["point"]
+    chosen = list(dict.fromkeys([*rows.loc[rows["method"] == BASE_METHOD, "point"], *keys]))[:MAX_GROUP_BARS]
+    parts = ["<h3>Accuracy per group</h3>"]
+    if chosen:
+        fig, ax = _figure()
+        group_accuracy(rows[rows["point"].isin(chosen)], label="model", ax=ax)
+        ax.legend(fontsize=7)
+        ax.set_title(f"{rows['data'].iloc[0]}: {BASE_METHOD} and each method's lowest violation within "
+                     f"slack {SLACKS[0]:g} (± std over seeds)", fontsize=9)
+        parts.append(_png(fig, f"per-group accuracy, {rows['data'].iloc[0]}"))
+    accuracy = pd.DataFrame(list(rows["per_group_accuracy"]), index=rows.index) if "per_group_accuracy" in rows \
+        else pd.DataFrame(index=rows.index)
+    groups = [str(g) for g in accuracy.columns]
+    table = []
+    for _, g in rows.groupby("point", sort=False):
+        acc = accuracy.loc[g.index]
+        table.append([g["model"].iloc[0], len(g)] + [
+            _spread(acc[c].mean(), acc[c].std(ddof=1), acc[c].min(), acc[c].max(), acc[c].notna().sum())
+            for c in acc.columns])
+    parts.append(f"<details><summary>Per-group accuracy of every point ({len(table)})</summary>"
+                 + _table(["model", "seeds", *groups], table, set(range(1, 2 + len(groups)))) + "</details>")
+    return "".join(parts)
+
+
+def _ledgers(rows: pd.DataFrame) -> str:
+    """The privacy ledger of every release group of one data set, and one ε curve per method and ε."""
+    from dpfair.plot import privacy_spent
+    from dpfair.privacy import PrivacyLedger
+
+    if "ledger" not in rows.columns:
+        return ""
+    plots = []
+    private = rows[rows["epsilon_spent"].map(_private)] if "epsilon_spent" in rows.columns else rows.iloc[:0]
+    for (method, eps), g in private.groupby(["method", "epsilon"], sort=True, dropna=False):
+        first = g.iloc[0]
+        fig, ax = _figure(5.6, 3.4)
+        try:
+            privacy_spent(PrivacyLedger.from_json(first["ledger"]), first["delta_spent"], points=10, ax=ax)
+        except ValueError as exc:  # e.g. a pure ε-DP ledger (δ = 0), which has no (ε, δ) curve to draw
+            plots.append(f"<p class=\"note\">{_e(method)}, {_e(_eps(eps))}: no ε curve ({_e(exc)})</p>")
+            continue
+        ax.set_title(f"{method}, {_eps(eps)} (seed {first['seed']}): ε = {first['epsilon_spent']:.3g}", fontsize=9)
+        plots.append(_png(fig, f"privacy spent, {method} {_eps(eps)}"))
+    groups = []
+    by = "release_id" if "release_id" in rows.columns else "point"
+    for release, g in rows.groupby(by, sort=True):
+        models = [[r["model"], r["seed"], _num(r.get("epsilon_spent")), _num(r.get("delta_spent"), 3),
+                   r.get("privacy_unit") if not _absent(r.get("privacy_unit")) else "—"] for r in g.to_dict("records")]
+        ledgers = {json.dumps(x, sort_keys=True): x for x in g["ledger"]}
+        entries = []
+        for ledger in ledgers.values():
+            for e in PrivacyLedger.from_json(ledger).to_records():
+                entries.append([e["label"], e["mechanism"], _num(e["noise_multiplier"]),
+                                _num(e["sampling_probability"]), e["count"]])
+        summary = (f"release group {release}: {g['method'].iloc[0]}, {_eps(g['epsilon'].iloc[0])}, "
+                   f"seed {g['seed'].iloc[0]}, {len(g)} model{'s' if len(g) > 1 else ''}")
+        groups.append(f"<details><summary>{_e(summary)}</summary>"
+                      + _table(["model", "seed", "ε spent (this model)", "δ", "privacy unit"], models, {1, 2, 3})
+                      + _table(["release", "mechanism", "noise multiplier σ", "sampling rate q", "count"],
+                               entries, {2, 3, 4}) + "</details>")
+    return ("<h3>Privacy ledgers</h3><p class=\"note\">Each model's own ledger (the releases of its training, with "
+            "their noise and sampling); models trained together (a batched grid) form one release group, whose joint "
+            "release the privacy totals count once.</p>" + "".join(plots)
+            + f"<details><summary>Ledgers of the {len(groups)} release groups</summary>" + "".join(groups)
+            + "</details>")
+
+
+def _published(frame: pd.DataFrame, anchors: dict) -> str:
+    """The papers' published numbers beside ours, for the data sets of the store; their figures and claims."""
+    papers = load_papers()
+    datasets = set(frame["dataset"])
+    parts = [("<h2 id=\"papers\">Published numbers beside ours</h2><p class=\"note\">From the papers' text "
+              "(<code>dpfair/experiments/published/*.toml</code>, each number with its quote). "
+              "<span class=\"withheld\">withheld</span>: the paper's copy holds the number back on purpose, so "
+              "that a reproduction is judged blind. Ours: mean ± std [min, max] over seeds of each matching "
+              "hyper-parameter point (same data set, preset, method, ε, notion).</p>")]
+    for paper in papers:
+        numbers = published_numbers([paper])
+        numbers = numbers[numbers["dataset"].isin(datasets)]
+        figures = [f for f in paper.figures if set(f.get("dataset", ())) & datasets]
+        parts.append(f"<h3>{_e(paper.citation)}</h3>")
+        if paper.setting:
+            parts.append(f"<p class=\"note\">{_e(paper.setting)}</p>")
+        if numbers.empty and not figures:
+            covered = sorted({n["dataset"] for n in paper.numbers} | {d for f in paper.figures
+                                                                        for d in f.get("dataset", ())})
+            parts.append(f"<p class=\"note\">No run of its data sets ({_e(', '.join(covered) or 'none named')}) "
+                         "in this store.</p>")
+        if not numbers.empty:
+            rows = []
+            for r in beside_ours(numbers, frame).to_dict("records"):
+                published = ("html", '<span class="withheld">withheld</span>') if r["status"] == "withheld" else (
+                    f"{_num(r['value'])}" + ("" if _absent(r["spread"]) else f" ({_num(r['spread'])})"))
+                ours = (_spread(r["ours"], r["ours_std"], r["ours_min"], r["ours_max"], r["n_seeds"])
+                        + f" ({r['n_seeds']} seed{'s' if r['n_seeds'] > 1 else ''}; {_params(r['params'])})"
+                        if r["n_seeds"] else r["note"])
+                where = f"{r['paper_dataset']} ({r['preset']})" if not _absent(r["preset"]) else r["paper_dataset"]
+                quote = ("html", f"<details><summary>{_e(r['source'])}</summary><pre>{_e(r['quote'])}</pre></details>")
+                rows.append([quote, where, "—" if _absent(r["notion"]) else r["notion"],
+                             f"{r['paper_method']} → {r['method'] if not _absent(r['method']) else 'none'}",
+                             _eps(r["epsilon"]), r["metric"], published, ours])
+            parts.append(_table(["source", "data set", "notion", "method (paper → dpfair)", "privacy", "metric",
+                                 "published", "ours"], rows))
+        for f in figures:
+            links = [f'<a href="#{_e(a)}">{_e(text)}</a>' for (dataset, notion), found in anchors.items()
+                     if dataset in f.get("dataset", ()) and (f.get("notion") in (None, notion))
+                     for a, text in found]
+            what = ", ".join(x for x in (", ".join(f.get("dataset", ())), f.get("notion", ""),
+                                         "ε ∈ {" + ", ".join(f"{e:g}" for e in f["epsilon"]) + "}"
+                                         if f.get("epsilon") else "") if x)
+            parts.append(f"<details><summary>{_e(f['source'])} ({_e(what)}): numbers only in the figure; ours: "
+                         f"{' '.join(links) or 'no matching plot'}</summary><pre>{_e(f['quote'])}</pre></details>")
+        for c in paper.claims:
+            parts.append(f"<details><summary>{_e(c['source'])}: a claim the sweeps do not measure</summary>"
+                         f"<pre>{_e(c['quote'])}</pre></details>")
+    return "".join(parts)
+
+
+# ---- the page --------------------------------------------------------------------------------------
+
+def render_report(store_or_frame, out_path, *, title: str | None = None) -> Path:
+    """Write the HTML report of a sweep's results to ``out_path`` and return its path.
+
+    ``store_or_frame``: a :class:`~dpfair.experiments.store.ResultsStore`, the path of one, or its
+    :meth:`~dpfair.experiments.store.ResultsStore.frame` (then without the privacy totals, which need the
+    store). One self-contained file (inline PNG images and style, no script or external resource), written
+    to a temporary file beside ``out_path`` and renamed over it, so a reader never sees half a report.
+    A missing or empty store raises ``ValueError`` ("run dpfair sweep first").
+    """
+    out = Path(out_path)
+    if out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a folder; pass a file path such as {str(out / 'report.html')!r}")
+    frame, store, where = _load(store_or_frame)
+    rows = _prepare(frame)
+    fronts = frontier(rows, by=("data", "dataset", "preset", "notion", "method", "epsilon"), slack=SLACKS)
+    bases = reference_errors(rows)
+    rows["_base"] = [bases.get((d, None if _absent(p) else p), math.nan)
+                     for d, p in zip(rows["dataset"], rows["preset"] if "preset" in rows else [None] * len(rows))]
+    notions = sorted({c.split(".", 1)[1] for c in rows.columns if isinstance(c, str) and c.startswith("fairness.")})
+    untargeted = rows[rows["notion"].map(_absent)]
+    references = {n: frontier(untargeted, by=("data", "method", "epsilon"), y=f"fairness.{n}", base=0.0)
+                  for n in notions if untargeted[f"fairness.{n}"].notna().any()}
+
+    sections, nav, anchors = [], [], {}
+    for i, (data, g) in enumerate(rows.groupby("data", sort=True)):
+        data_id = f"data-{i}-{_slug(data)}"
+        nav.append(f'<li><a href="#{_e(data_id)}">{_e(data)}</a> ({len(g)} models)</li>')
+        body = _tradeoffs(g, data_id, fronts, references)
+        for anchor, text in re.findall(r'<h3 id="([^"]+)">([^<]+)</h3>', body):
+            notion = next((n for n in notions if anchor.startswith(f"{data_id}-{_slug(n)}-")), None)
+            anchors.setdefault((g["dataset"].iloc[0], notion), []).append((anchor, f"{data}: {html.unescape(text)}"))
+        sections.append(f'<h2 id="{_e(data_id)}">{_e(data)}</h2>' + body + _groups(g, fronts) + _ledgers(g))
+
+    sweeps = sorted({str(s) for s in rows["sweep"].dropna()}) if "sweep" in rows.columns else []
+    title = title or f"dpfair report: {', '.join(sweeps) or 'results'}"
+    from dpfair import __version__
+
+    page = "".join([
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+        f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        (f"<p class=\"note\">Written by dpfair {_e(__version__)} on "
+         f"{_e(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))} from {_e(where)}. The test scores below, and "
+         "any choice made by them, read test rows that no privacy ledger counts.</p>"),
+        "<nav><ul><li><a href=\"#summary\">Summary</a></li><li><a href=\"#privacy\">Privacy spent</a></li>",
+        *nav, "<li><a href=\"#papers\">Published numbers</a></li></ul></nav>",
+        _summary(rows, store, where), _totals(store), *sections, _published(rows, anchors),
+        "</body></html>"])
+    return _write(out, page)
+
+
+def _write(out: Path, text: str) -> Path:
+    """Write ``text`` to a temporary file beside ``out``, then rename it over ``out`` (atomic on POSIX)."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, out)
+    except OSError as exc:
+        if "tmp" in locals():
+            tmp.unlink(missing_ok=True)
+        raise ValueError(f"cannot write the report to {str(out)!r} ({exc.strerror or exc}); pass --out PATH "
+                         "in a writable folder") from None
+    return out

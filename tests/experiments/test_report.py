@@ -1,0 +1,269 @@
+"""dpfair report: one self-contained HTML page of a results store, checked as HTML and in headless Chromium.
+
+The store comes from the issue's tiny sweep (6 models on compas, a few seconds); the papers' published
+numbers are checked against the text of the papers in ../shared/papers.
+"""
+
+from __future__ import annotations
+
+import base64
+import html.parser
+import math
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dpfair.experiments.papers import beside_ours, load_papers, published_numbers
+from dpfair.experiments.report import render_report
+from dpfair.experiments.spec import SweepSpec
+from dpfair.experiments.store import ResultsStore
+from dpfair.experiments.sweep import run_sweep
+
+PAPERS = Path(__file__).resolve().parents[2].parent / "shared" / "papers"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, shared_data) -> ResultsStore:
+    import torch
+
+    store = ResultsStore(tmp_path_factory.mktemp("store") / "tiny.sqlite")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the tiny sweep's batches are small: more threads only contend on a busy machine
+    try:
+        summary = run_sweep(SweepSpec.load("tiny"), store, workers=1, verbose=False)
+    finally:
+        torch.set_num_threads(threads)
+    assert summary.trained == 6 and not summary.failed
+    return store
+
+
+@pytest.fixture(scope="module")
+def report(store, tmp_path_factory) -> Path:
+    return render_report(store, tmp_path_factory.mktemp("report") / "report.html")
+
+
+class _Page(html.parser.HTMLParser):
+    """The tags, attributes and ids of a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.ids = [], set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append((tag, attrs))
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+
+
+def _parse(text: str) -> _Page:
+    page = _Page()
+    page.feed(text)
+    return page
+
+
+def test_the_report_is_one_page_that_needs_nothing_else(store, report):
+    text = report.read_text(encoding="utf-8")
+    page = _parse(text)
+    tags = [t for t, _ in page.tags]
+    assert "script" not in tags and "link" not in tags and "iframe" not in tags
+    images = [a["src"] for t, a in page.tags if t == "img"]
+    # one trade-off plot (compas, demographic parity, ε = 1), one per-group plot, one ε curve (dp-fermi at ε = 1)
+    assert len(images) == 3
+    for src in images:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG)
+    links = [a["href"] for t, a in page.tags if t == "a"]
+    assert links and all(h.startswith("#") and h[1:] in page.ids for h in links)  # in-page anchors only
+    assert not re.search(r"(?:src|href)=\"(?:https?:|//)", text)
+
+    frame = store.frame()
+    for needle in ("Summary", "Privacy spent, everything released", "demographic parity, ε = 1",
+                   "Pareto-optimal points", "Lowest violation at error ≤ base + slack", "Accuracy per group",
+                   "Privacy ledgers", "dp-fermi step", "Published numbers beside ours", "withheld",
+                   frame["commit_hash"].iloc[0][:12], "African-American"):
+        assert needle in text, needle
+    # the store's privacy totals: the composed ε of everything released, not one model's
+    totals = store.privacy_totals()
+    private = totals[totals["epsilon"] < math.inf]["epsilon"].item()
+    assert f"<td class=\"num\">{private:.4g}</td>" in text and private > frame["epsilon_spent"].min()
+    # the release groups: two batched DP-FERMI grids (one per seed) and two ERM fits
+    assert text.count("<summary>release group ") == 4
+
+
+def test_published_numbers_beside_ours(report):
+    text = report.read_text(encoding="utf-8")
+    # PF-LD's non-private baseline on compas is printed (0.683 (0.011)); our tiny sweep is not its set-up
+    assert "0.683 (0.011)" in text
+    assert "no matching run (needs data set compas, preset pf-ld, sensitive sex, 2 groups, method erm" in text
+    assert "Z → none" in text and "dpfair has no such method" in text
+
+
+def test_text_from_the_store_is_escaped(store, tmp_path):
+    frame = store.frame()
+    frame["sweep"] = "<script>alert(1)</script>"
+    frame["host"] = '"><img src=x onerror=alert(2)>'
+    text = render_report(frame, tmp_path / "r.html", title="a <b>bold</b> title").read_text(encoding="utf-8")
+    assert "<script>" not in text and "<img src=x" not in text and "<b>bold" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "a &lt;b&gt;bold&lt;/b&gt; title" in text
+    assert "Privacy totals need the results store" in text  # a frame has no releases to compose
+
+
+def test_a_missing_or_empty_store_says_to_run_a_sweep_first(tmp_path):
+    missing = tmp_path / "none.sqlite"
+    with pytest.raises(ValueError, match=r"no results store at .*none\.sqlite.*run `dpfair sweep"):
+        render_report(missing, tmp_path / "r.html")
+    assert not missing.exists()  # not created by asking
+    with pytest.raises(ValueError, match=r"holds no models; run `dpfair sweep"):
+        render_report(ResultsStore(tmp_path / "empty.sqlite"), tmp_path / "r.html")
+    with pytest.raises(ValueError, match=r"holds no models; run `dpfair sweep"):
+        render_report(pd.DataFrame(), tmp_path / "r.html")
+    with pytest.raises(ValueError, match="is a folder; pass a file path"):
+        render_report(pd.DataFrame(), tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.sqlite"]  # no report, no temporary file
+
+
+def test_the_report_replaces_an_old_one_whole(store, tmp_path):
+    out = tmp_path / "deep" / "report.html"
+    out.parent.mkdir()
+    out.write_text("old")
+    assert render_report(store, out) == out
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert [p.name for p in out.parent.iterdir()] == ["report.html"]
+
+
+# ---- the papers' published numbers ---------------------------------------------------------------
+
+def _normal(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_every_published_number_is_quoted_from_its_paper():
+    from dpfair.algorithms import METHODS
+    from dpfair.datasets import list_datasets
+
+    if not PAPERS.is_dir():
+        pytest.skip(f"the papers' text ({PAPERS}) is not here")
+    papers = load_papers()
+    assert {p.key for p in papers} == {"dp-fermi", "pf-ld", "jagielski", "fairdp", "mangold"}
+    for paper in papers:
+        text = _normal((PAPERS / paper.text).read_text(encoding="utf-8"))
+        for entry in (*paper.numbers, *paper.figures, *paper.claims):
+            assert _normal(entry["quote"]) in text, (paper.key, entry["source"], entry["quote"][:60])
+        for entry in paper.numbers:
+            for metric, value in {**entry.get("values", {}), **entry.get("spread", {})}.items():
+                assert f"{value:g}" in entry["quote"], (paper.key, entry["source"], metric, value)
+            if "withheld" in entry:
+                assert "[withheld]" in entry["quote"]
+        for entry in (*paper.numbers, *paper.figures):
+            for dataset in [entry["dataset"]] if isinstance(entry.get("dataset"), str) else entry.get("dataset", []):
+                assert dataset in list_datasets(), (paper.key, dataset)
+        for names in paper.methods.values():
+            assert set([names] if isinstance(names, str) else names) <= set(METHODS), (paper.key, names)
+    numbers = published_numbers(papers)
+    reported = numbers[numbers["status"] == "reported"]
+    # PF-LD's Table 2 prints its non-private baseline only (5 data sets × 3 notions × accuracy and violation)
+    assert set(reported["paper"]) == {"pf-ld"} and len(reported) == 30 and set(reported["method"]) == {"erm"}
+    assert reported["epsilon"].isna().all()
+
+
+def _rows(method, errors, violations, *, preset="pf-ld", epsilon=math.nan, notion=None, groups=2):
+    names = ["Female", "Male", "Other", "x", "y"][:groups]
+    return [{"dataset": "compas", "preset": preset, "sensitive": None, "method": method, "notion": notion,
+             "epsilon": epsilon, "seed": seed, "params": {"lam": 1.0} if method == "pf-ld" else {},
+             "error": e, "fairness.demographic_parity": v, "per_group_accuracy": dict.fromkeys(names, 1 - e)}
+            for seed, (e, v) in enumerate(zip(errors, violations, strict=True))]
+
+
+def test_published_numbers_match_rows_by_data_set_preset_method_epsilon_and_notion():
+    numbers = published_numbers([p for p in load_papers() if p.key == "pf-ld"])
+    compas_dp = numbers[(numbers["dataset"] == "compas") & (numbers["notion"] == "demographic_parity")]
+    frame = pd.DataFrame(
+        _rows("erm", [0.30, 0.32], [0.10, 0.20])
+        + _rows("erm", [0.5], [0.5], preset=None)  # another set-up: not the paper's
+        + _rows("erm", [0.5], [0.5], groups=3)  # three groups: not PF-LD's compas
+        + _rows("pf-ld", [0.35, 0.37, 0.39], [0.02, 0.04, 0.06], epsilon=1.0, notion="demographic_parity")
+        + _rows("pf-ld", [0.5], [0.5], epsilon=3.0, notion="demographic_parity")  # another ε
+        + _rows("pf-ld", [0.5], [0.5], epsilon=1.0, notion="equalized_odds"))  # targets another notion
+    out = beside_ours(compas_dp, frame).set_index(["paper_method", "method", "metric"])
+    clf = out.loc[("CLF", "erm", "accuracy")]
+    assert clf["value"] == 0.683 and clf["spread"] == 0.011 and clf["n_seeds"] == 2
+    assert clf["ours"] == pytest.approx(0.69) and clf["ours_std"] == pytest.approx(0.02 / math.sqrt(2))
+    assert out.loc[("CLF", "erm", "violation"), "ours"] == pytest.approx(0.15)
+    dflp = out.loc[("DF-LP", "pf-ld", "violation")]
+    assert dflp["status"] == "withheld" and math.isnan(dflp["value"]) and dflp["n_seeds"] == 3
+    assert dflp["ours"] == pytest.approx(0.04) and (dflp["ours_min"], dflp["ours_max"]) == pytest.approx((0.02, 0.06))
+    assert dflp["params"] == {"lam": 1.0}
+    assert out.loc[("M", "private-demographics", "accuracy"), "note"].startswith("no matching run (needs data set "
+                                                                                 "compas, preset pf-ld")
+
+
+def test_a_malformed_published_file_names_its_fault(tmp_path):
+    head = '[paper]\nkey = "x"\ncitation = "X"\ntext = "x.txt"\n'
+    cases = {
+        '[[number]]\nsource = "T1"\ndataset = "compas"\nmethod = "A"\nvalues = { accuracy = 0.5 }\n':
+            "number 1 \\(T1\\) needs 'quote'",
+        '[[number]]\nsource = "T1"\nquote = "q"\ndataset = "compas"\nmethod = "A"\n':
+            "needs either values .* or withheld",
+        '[[number]]\nsource = "T1"\nquote = "q"\ndataset = "compas"\nmethod = "A"\nvalue = 0.5\n':
+            "unknown key value",
+        '[[table]]\nsource = "T1"\n': "unknown table table",
+    }
+    for body, message in cases.items():
+        (tmp_path / "bad.toml").write_text(head + body)
+        with pytest.raises(ValueError, match=f"published/bad.toml: .*{message}"):
+            load_papers(tmp_path)
+
+
+# ---- in a real browser ---------------------------------------------------------------------------
+
+_BROWSER = "needs Debian's Chromium and its driver (apt-get install -y chromium chromium-driver) and selenium " \
+           "(pip install 'selenium>=4.11')"
+
+
+def _chromium():
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip(_BROWSER)
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if binary is None or driver is None:
+        pytest.skip(_BROWSER)
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,2400"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # the system driver, named explicitly: Selenium Manager downloads nothing
+    return webdriver.Chrome(service=Service(executable_path=driver), options=options)
+
+
+def test_the_report_renders_in_headless_chromium(report, tmp_path):
+    browser = _chromium()
+    try:
+        browser.get(report.as_uri())
+        assert browser.title.startswith("dpfair report: tiny")
+        images = browser.execute_script(
+            "return Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
+        assert len(images) == 3 and all(done and w > 0 and h > 0 for done, w, h in images), images
+        # nothing was fetched: the page is the one file
+        assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+        severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        assert not severe, severe
+        shot = tmp_path / "report.png"
+        assert browser.save_screenshot(str(shot))
+    finally:
+        browser.quit()
+    from PIL import Image
+
+    with Image.open(shot) as image:
+        assert image.size[0] >= 1000
+        colours = image.convert("RGB").getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 50  # text, tables and a plot, not a blank page
