@@ -97,14 +97,15 @@ def _params(params) -> str:
     return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(params.items()))
 
 
-def _table(header: list[str], rows: list[list], numeric: set[int] = frozenset()) -> str:
-    """An HTML table; cells are escaped unless given as ``("html", markup)``."""
+def _table(header: list[str] | None, rows: list[list], numeric: set[int] = frozenset()) -> str:
+    """An HTML table (no header row where ``header`` is None); cells are escaped unless given as
+    ``("html", markup)``."""
     def cell(i, v):
         text = v[1] if isinstance(v, tuple) and v[:1] == ("html",) else _e(v)
         return f'<td class="num">{text}</td>' if i in numeric else f"<td>{text}</td>"
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    head = "" if header is None else "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead>"
     body = "".join("<tr>" + "".join(cell(i, v) for i, v in enumerate(r)) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<table>{head}<tbody>{body}</tbody></table>"
 
 
 def _png(fig, alt: str) -> str:
@@ -212,7 +213,7 @@ def _summary(frame: pd.DataFrame, store, where: str) -> str:
     if store is not None:
         failures = store.failures()
         rows.append(["failed points", f"{len(failures)} (retried by the next `dpfair sweep`)" if failures else "none"])
-    return "<h2 id=\"summary\">Summary</h2>" + _table(["", ""], rows)
+    return "<h2 id=\"summary\">Summary</h2>" + _table(None, rows)
 
 
 def _private(epsilon) -> bool:
@@ -330,7 +331,7 @@ def _groups(rows: pd.DataFrame, fronts) -> str:
     if chosen:
         fig, ax = _figure()
         group_accuracy(rows[rows["point"].isin(chosen)], label="model", ax=ax)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2)
         ax.set_title(f"{rows['data'].iloc[0]}: {BASE_METHOD} and each method's lowest violation within "
                      f"slack {SLACKS[0]:g} (± std over seeds)", fontsize=9)
         parts.append(_png(fig, f"per-group accuracy, {rows['data'].iloc[0]}"))
@@ -400,7 +401,11 @@ def _published(frame: pd.DataFrame, anchors: dict) -> str:
               "<span class=\"withheld\">withheld</span>: the paper's copy holds the number back on purpose, so "
               "that a reproduction is judged blind. Ours: mean ± std [min, max] over seeds of each matching "
               "hyper-parameter point (same data set, preset, method, ε, notion).</p>")]
-    for paper in papers:
+    def covers(paper):  # papers with numbers or figures of the store's data sets first
+        return not ({n["dataset"] for n in paper.numbers} | {d for f in paper.figures for d in f.get("dataset", ())}
+                    ) & datasets
+
+    for paper in sorted(papers, key=covers):
         numbers = published_numbers([paper])
         numbers = numbers[numbers["dataset"].isin(datasets)]
         figures = [f for f in paper.figures if set(f.get("dataset", ())) & datasets]
@@ -417,8 +422,9 @@ def _published(frame: pd.DataFrame, anchors: dict) -> str:
             for r in beside_ours(numbers, frame).to_dict("records"):
                 published = ("html", '<span class="withheld">withheld</span>') if r["status"] == "withheld" else (
                     f"{_num(r['value'])}" + ("" if _absent(r["spread"]) else f" ({_num(r['spread'])})"))
+                params = "" if _params(r["params"]) == "—" else f"; {_params(r['params'])}"
                 ours = (_spread(r["ours"], r["ours_std"], r["ours_min"], r["ours_max"], r["n_seeds"])
-                        + f" ({r['n_seeds']} seed{'s' if r['n_seeds'] > 1 else ''}; {_params(r['params'])})"
+                        + f" ({r['n_seeds']} seed{'s' if r['n_seeds'] > 1 else ''}{params})"
                         if r["n_seeds"] else r["note"])
                 where = f"{r['paper_dataset']} ({r['preset']})" if not _absent(r["preset"]) else r["paper_dataset"]
                 quote = ("html", f"<details><summary>{_e(r['source'])}</summary><pre>{_e(r['quote'])}</pre></details>")
