@@ -13,7 +13,7 @@ HTML-escaped. The page holds:
   standard deviation, its Pareto front joined), the fronts and the lowest violation within each slack
   of the non-private error (:func:`~dpfair.experiments.frontier.frontier`);
 - per data set: per-group accuracies (a plot and a table of every point) and the privacy ledger of
-  every release group, with the ε curve of one model per method and ε;
+  every release group, with the ε curve of one model per method;
 - the papers' published numbers beside ours (:mod:`dpfair.experiments.papers`), withheld ones marked.
 
 Privacy: the page shows the store's test scores; they, and any choice made by them, read test rows that
@@ -39,6 +39,9 @@ from dpfair.experiments.papers import beside_ours, load_papers, published_number
 
 #: The slacks of the "lowest violation at error ≤ base + slack" tables.
 SLACKS = (0.01, 0.03)
+
+#: Accountings in the ε curve of a ledger (one curve per data set and method, at its smallest ε).
+CURVE_POINTS = 6
 
 #: At most this many models in a per-group accuracy plot (the non-private reference and the best points).
 MAX_GROUP_BARS = 8
@@ -170,6 +173,9 @@ def _data_label(row) -> str:
 def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame with the report's columns: ``data`` (label), ``point`` (id) and ``model`` (a bar label)."""
     out = frame.copy()
+    for column in ("preset", "sensitive"):
+        if column not in out.columns:
+            out[column] = None
     out["data"] = [_data_label(r) for r in out.to_dict("records")]
     out["point"] = point_ids(out)
     out["epsilon"] = pd.to_numeric(out["epsilon"], errors="coerce")
@@ -257,6 +263,8 @@ def _tradeoff_plot(curves: pd.DataFrame, references: pd.DataFrame, notion: str, 
         ax.axvline(base, color="grey", linestyle="--", linewidth=0.8)
         for s in SLACKS:
             ax.axvline(base + s, color="grey", linestyle=":", linewidth=0.8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
     ax.set_ylabel(f"{notion.replace('_', ' ')} violation")
     ax.set_title(title, fontsize=10)
     return _png(fig, f"trade-off: {title}")
@@ -324,6 +332,8 @@ def _groups(rows: pd.DataFrame, fronts) -> str:
     """Per-group accuracy: a plot of the reference and each method's best point, and a table of every point."""
     from dpfair.plot import group_accuracy
 
+    if "per_group_accuracy" not in rows.columns:
+        return ""
     keys = fronts.best[fronts.best["feasible"] & fronts.best["slack"].eq(SLACKS[0])
                        & fronts.best["data"].eq(rows["data"].iloc[0])]["point"]
     chosen = list(dict.fromkeys([*rows.loc[rows["method"] == BASE_METHOD, "point"], *keys]))[:MAX_GROUP_BARS]
@@ -335,8 +345,7 @@ def _groups(rows: pd.DataFrame, fronts) -> str:
         ax.set_title(f"{rows['data'].iloc[0]}: {BASE_METHOD} and each method's lowest violation within "
                      f"slack {SLACKS[0]:g} (± std over seeds)", fontsize=9)
         parts.append(_png(fig, f"per-group accuracy, {rows['data'].iloc[0]}"))
-    accuracy = pd.DataFrame(list(rows["per_group_accuracy"]), index=rows.index) if "per_group_accuracy" in rows \
-        else pd.DataFrame(index=rows.index)
+    accuracy = pd.DataFrame(list(rows["per_group_accuracy"]), index=rows.index)
     groups = [str(g) for g in accuracy.columns]
     table = []
     for _, g in rows.groupby("point", sort=False):
@@ -350,7 +359,7 @@ def _groups(rows: pd.DataFrame, fronts) -> str:
 
 
 def _ledgers(rows: pd.DataFrame) -> str:
-    """The privacy ledger of every release group of one data set, and one ε curve per method and ε."""
+    """The privacy ledger of every release group of one data set, and one ε curve per method."""
     from dpfair.plot import privacy_spent
     from dpfair.privacy import PrivacyLedger
 
@@ -358,11 +367,12 @@ def _ledgers(rows: pd.DataFrame) -> str:
         return ""
     plots = []
     private = rows[rows["epsilon_spent"].map(_private)] if "epsilon_spent" in rows.columns else rows.iloc[:0]
-    for (method, eps), g in private.groupby(["method", "epsilon"], sort=True, dropna=False):
-        first = g.iloc[0]
+    for method, g in private.groupby("method", sort=True):
+        first = g.sort_values(["epsilon", "seed"]).iloc[0]  # one curve per method (each costs PLD accountings)
+        eps = first["epsilon"]
         fig, ax = _figure(5.6, 3.4)
         try:
-            privacy_spent(PrivacyLedger.from_json(first["ledger"]), first["delta_spent"], points=10, ax=ax)
+            privacy_spent(PrivacyLedger.from_json(first["ledger"]), first["delta_spent"], points=CURVE_POINTS, ax=ax)
         except ValueError as exc:  # e.g. a pure ε-DP ledger (δ = 0), which has no (ε, δ) curve to draw
             plots.append(f"<p class=\"note\">{_e(method)}, {_e(_eps(eps))}: no ε curve ({_e(exc)})</p>")
             continue
