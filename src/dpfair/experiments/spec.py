@@ -9,7 +9,8 @@ SHA-256 of its canonical configuration) that the results store uses to run nothi
     methods = ["dp-fermi", "erm"]
     epsilon = [1.0]                    # private methods only; a non-private method runs once per seed
     seeds = [0, 1]                     # the split and the public randomness (the CLI's --seed)
-    # optional: presets = ["dp-fermi"], notions = ["demographic_parity"], delta = 1e-5, test_size = 0.25
+    # optional: presets = ["dp-fermi"], notions = ["demographic_parity"], delta = 1e-5,
+    # test_size = 0.25 (default: the preset's split, else 0.25)
 
     [grid.dp-fermi]                    # a product grid of hyper-parameters, per method
     lam = [0.0, 1.0]
@@ -53,7 +54,8 @@ class DataSpec:
     preset: str | None = None
     options: tuple = ()  # sorted (key, value) pairs, hashable
 
-    def load_kwargs(self, seed: int, test_size: float) -> dict:
+    def load_kwargs(self, seed: int, test_size: float | None) -> dict:
+        """``load_dataset``'s keywords; ``test_size`` ``None``: the preset's split, else 0.25."""
         extra = {"preset": self.preset} if self.preset is not None else {}
         return dict(sensitive=self.sensitive, random_state=seed, test_size=test_size, **extra, **dict(self.options))
 
@@ -73,7 +75,7 @@ class Point:
     delta: float | None
     seed: int
     params: tuple  # sorted (name, value) pairs: the grid point and the fixed parameters
-    test_size: float = 0.25
+    test_size: float | None = None
 
     def config(self) -> dict:
         """The canonical configuration (what :attr:`key` hashes)."""
@@ -104,7 +106,7 @@ class SweepSpec:
     seeds: list[int] = field(default_factory=lambda: [0])
     notions: list[str] | None = None
     delta: float | None = None
-    test_size: float = 0.25
+    test_size: float | None = None
     grids: dict[str, dict[str, list]] = field(default_factory=dict)
     params: dict[str, dict] = field(default_factory=dict)
     description: str = ""
@@ -114,6 +116,7 @@ class SweepSpec:
         """Parse and check a spec (the TOML's tables as dicts); every mistake names its key and the fix."""
         from dpfair.algorithms import METHODS
         from dpfair.datasets import list_datasets
+        from dpfair.datasets._presets import presets_of
 
         unknown_tables = sorted(set(raw) - {"sweep", "grid", "params"})
         if unknown_tables:
@@ -137,6 +140,9 @@ class SweepSpec:
         for d in datasets:
             if d.name not in list_datasets():
                 raise ValueError(f"{where}: unknown data set {d.name!r}; valid: {', '.join(list_datasets())}")
+            if d.preset is not None and d.preset not in presets_of(d.name):
+                raise ValueError(f"{where}: data set {d.name!r} has no preset {d.preset!r}; its presets: "
+                                 f"{', '.join(presets_of(d.name)) or '(none)'}")
         epsilon = [float(e) for e in _as_list(sweep.get("epsilon", [1.0]))]
         if not all(e > 0 for e in epsilon):
             raise ValueError(f"{where}: every epsilon must be > 0 (inf for no privacy), got {epsilon}")
@@ -145,6 +151,9 @@ class SweepSpec:
             raise ValueError(f"{where}: seeds must be non-negative integers, got {seeds}")
         notions = sweep.get("notions")
         notions = None if notions is None else _str_list(notions, "notions", where)
+        test_size = sweep.get("test_size")
+        if test_size is not None and not 0 < float(test_size) < 1:
+            raise ValueError(f"{where}: test_size must be in (0, 1), got {test_size}")
         delta = sweep.get("delta")
         if delta is not None and not 0 < float(delta) < 1:
             raise ValueError(f"{where}: delta must be in (0, 1), got {delta}")
@@ -163,7 +172,8 @@ class SweepSpec:
             tables[table] = per_method
         return cls(name=str(sweep["name"]), datasets=datasets, methods=methods, epsilon=epsilon, seeds=seeds,
                    notions=notions, delta=None if delta is None else float(delta),
-                   test_size=float(sweep.get("test_size", 0.25)), grids=tables["grid"], params=tables["params"],
+                   test_size=None if test_size is None else float(test_size), grids=tables["grid"],
+                   params=tables["params"],
                    description=str(sweep.get("description", "")))
 
     @classmethod

@@ -179,6 +179,15 @@ class ResultsStore:
                          "release_groups": len(group), "epsilon": eps, "delta": delta})
         return pd.DataFrame(rows, columns=["data_key", "relation", "models", "release_groups", "epsilon", "delta"])
 
+    def releases(self):
+        """The release groups as a DataFrame: release_id, data_key, relation, epsilon (the group's joint ε
+        at its δ: a batched grid's models released together), delta, models."""
+        import pandas as pd
+
+        with self._connect() as db:
+            return pd.read_sql_query("SELECT release_id, data_key, relation, epsilon, delta, models FROM releases "
+                                     "ORDER BY release_id", db)
+
     def ledger(self, key: str) -> PrivacyLedger:
         """The privacy ledger of the stored model ``key``."""
         with self._connect() as db:
