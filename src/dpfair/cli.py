@@ -863,9 +863,12 @@ def cmd_sweep(args) -> int:
     for total in summary.privacy_totals.itertuples():
         data = json.loads(total.data_key)
         name = data["dataset"] + (f" ({data['preset']})" if data["preset"] else "")
-        rows.append((f"ε of all {total.models} models on {name}, {_relation_unit(total.relation)}",
-                     "∞ (non-private models)" if math.isinf(total.epsilon) else
-                     f"{total.epsilon:.4f} at δ = {total.delta:.3g}"))
+        value = f"{total.epsilon:.4f} at δ = {total.delta:.3g}"
+        if math.isinf(total.epsilon):
+            value = f"∞ ({total.models - total.private_models} non-private models)"
+            if total.private_models:
+                value += f"; the {total.private_models} private ones: {total.private_epsilon:.4f}"
+        rows.append((f"ε of all {total.models} models on {name}, {_relation_unit(total.relation)}", value))
     _print_table(rows)
     return 1 if summary.failed else 0
 

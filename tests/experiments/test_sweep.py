@@ -149,7 +149,10 @@ def test_the_tiny_sweep_stores_each_model_once_with_its_provenance_and_the_total
     assert sensitive["epsilon"] == pytest.approx(epsilon_of(dpa.ComposedDpEvent(joint), sensitive["delta"],
                                                             "sensitive"))
     assert sensitive["epsilon"] > dp["epsilon_spent"].max()
-    assert math.isinf(totals.loc["ADD_OR_REMOVE_ONE", "epsilon"])  # the non-private ERM models
+    assert sensitive["private_epsilon"] == sensitive["epsilon"] and sensitive["private_models"] == 4
+    record = totals.loc["ADD_OR_REMOVE_ONE"]  # the non-private ERM models
+    assert math.isinf(record["epsilon"]) and record["private_models"] == 0 and record["private_epsilon"] == 0
+    assert store.releases()["models"].tolist().count(2) == 2  # the two grids, each released together
 
 
 SLOW_SPEC = TINY.replace("seeds = [0, 1]", "seeds = [0, 1, 2, 3, 4, 5, 6, 7]").replace(

@@ -157,27 +157,31 @@ class ResultsStore:
 
         Every model trained on a data set (any split, any seed: the training parts overlap) is composed
         on the PLD accountant: each release group's event once, the groups as independent releases (each
-        fit draws its own secret generator). δ is the largest δ of the groups; ``epsilon`` is ∞ as soon
-        as one non-private model was released. Columns: data_key, relation, models, release_groups,
-        epsilon, delta.
+        fit draws its own secret generator), read at the largest δ the groups were trained for.
+        ``epsilon`` is ∞ as soon as one non-private model was released; ``private_epsilon`` is the ε of
+        the private release groups alone (what publishing only those would cost). Columns: data_key,
+        relation, models, release_groups, private_models, epsilon, private_epsilon, delta.
         """
         import dp_accounting as dpa
         import pandas as pd
 
         with self._connect() as db:
-            releases = db.execute("SELECT data_key, relation, event, delta, models FROM releases").fetchall()
+            releases = db.execute("SELECT data_key, relation, event, delta, models, epsilon FROM releases").fetchall()
         rows = []
         for (data_key, relation), group in _group(releases).items():
-            events = [event_from_json(json.loads(r[2])) for r in group]
+            private = [(event_from_json(json.loads(r[2])), r[3], r[4]) for r in group
+                       if r[5] is not None and math.isfinite(r[5])]
             delta = max(r[3] for r in group)
-            if any(_non_private(e) for e in events):
-                eps = math.inf
-            else:
-                eps = (epsilon_of(dpa.ComposedDpEvent(events), delta, NeighboringRelation[relation]) if delta > 0
-                       else math.inf)
-            rows.append({"data_key": data_key, "relation": relation, "models": sum(r[4] for r in group),
-                         "release_groups": len(group), "epsilon": eps, "delta": delta})
-        return pd.DataFrame(rows, columns=["data_key", "relation", "models", "release_groups", "epsilon", "delta"])
+            eps_private = (epsilon_of(dpa.ComposedDpEvent([p[0] for p in private]), max(p[1] for p in private),
+                                      NeighboringRelation[relation]) if private else 0.0)
+            models = sum(r[4] for r in group)
+            private_models = sum(p[2] for p in private)
+            rows.append({"data_key": data_key, "relation": relation, "models": models,
+                         "release_groups": len(group), "private_models": private_models,
+                         "epsilon": eps_private if private_models == models else math.inf,
+                         "private_epsilon": eps_private, "delta": delta})
+        return pd.DataFrame(rows, columns=["data_key", "relation", "models", "release_groups", "private_models",
+                                           "epsilon", "private_epsilon", "delta"])
 
     def releases(self):
         """The release groups as a DataFrame: release_id, data_key, relation, epsilon (the group's joint ε
@@ -203,11 +207,3 @@ def _group(releases) -> dict:
         out.setdefault((r[0], r[1]), []).append(r)
     return out
 
-
-def _non_private(event) -> bool:
-    import dp_accounting as dpa
-
-    if isinstance(event, dpa.NonPrivateDpEvent):
-        return True
-    inner = getattr(event, "events", None) or ([event.event] if hasattr(event, "event") else [])
-    return any(_non_private(e) for e in inner)
