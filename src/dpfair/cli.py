@@ -817,6 +817,8 @@ def build_parser() -> argparse.ArgumentParser:
                                       "per-group tables, privacy ledgers, the papers' numbers")
     p.add_argument("store", metavar="STORE", help="a results store written by `dpfair sweep`")
     p.add_argument("--out", required=True, help="the HTML file to write")
+    p.add_argument("--tables", default=None, metavar="DIR",
+                   help="also write models.csv, points.csv and best.csv/.md (fronts and lowest violations) into DIR")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=cmd_report)
 
@@ -880,8 +882,13 @@ def cmd_report(args) -> int:
     from dpfair.experiments.store import ResultsStore
 
     out, = _writable(Path(args.out), ".html", args.overwrite)
-    render_report(ResultsStore(args.store), out)
+    store = ResultsStore(args.store)
+    render_report(store, out)
     print(f"report: {out}")
+    if args.tables is not None:
+        from dpfair.experiments.report import write_tables
+
+        print(f"tables: {', '.join(str(p) for p in write_tables(store, args.tables))}")
     return 0
 
 

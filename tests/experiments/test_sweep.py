@@ -14,10 +14,12 @@ import time
 
 import dp_accounting as dpa
 import numpy as np
+import pandas as pd
 import pytest
 
 from dpfair.cli import main
-from dpfair.experiments.runner import run_grid, run_task
+from dpfair.experiments.report import write_tables
+from dpfair.experiments.runner import run_grid
 from dpfair.experiments.spec import SweepSpec, shipped_specs
 from dpfair.experiments.store import ResultsStore
 from dpfair.experiments.sweep import plan_tasks, run_sweep
@@ -153,6 +155,14 @@ def test_the_tiny_sweep_stores_each_model_once_with_its_provenance_and_the_total
     record = totals.loc["ADD_OR_REMOVE_ONE"]  # the non-private ERM models
     assert math.isinf(record["epsilon"]) and record["private_models"] == 0 and record["private_epsilon"] == 0
     assert store.releases()["models"].tolist().count(2) == 2  # the two grids, each released together
+    # the tables committed beside a report: one row per model, per point (seeds averaged), the best points
+    written = write_tables(store, tmp_path / "tables")
+    assert [p.name for p in written] == ["models.csv", "points.csv", "best.csv", "best.md"]
+    models = pd.read_csv(tmp_path / "tables" / "models.csv")
+    assert len(models) == 6 and {"error", "violation", "epsilon_spent", "fairness.equalized_odds"} <= set(models)
+    points = pd.read_csv(tmp_path / "tables" / "points.csv")
+    assert set(points.loc[points["method"] == "dp-fermi", "n_seeds"]) == {2}
+    assert (tmp_path / "tables" / "best.md").read_text().startswith("| data | notion | method |")
 
 
 SLOW_SPEC = TINY.replace("seeds = [0, 1]", "seeds = [0, 1, 2, 3, 4, 5, 6, 7]").replace(

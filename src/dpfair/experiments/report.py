@@ -239,13 +239,15 @@ def _totals(store) -> str:
         except (TypeError, ValueError, AttributeError):
             label = str(r["data_key"])
         rows.append([label, _RELATIONS.get(r["relation"], r["relation"]), r["models"], r["release_groups"],
-                     _num(r["epsilon"]), _num(r["delta"], 3)])
+                     _num(r["epsilon"]), r["private_models"], _num(r["private_epsilon"]), _num(r["delta"], 3)])
     return head + (
         "<p>Every stored model was released. Per data set and neighbouring relation, ε below composes all of "
         "them (each release group's event once, the groups as independent releases, on the PLD accountant): "
         "this is what the store has spent, and it is larger than the ε of any one model in the tables below. "
-        "ε is ∞ where a non-private model (such as the <code>erm</code> reference) was trained on the data set.</p>"
-        + _table(["data set", "neighbouring relation", "models", "release groups", "ε", "δ"], rows, {2, 3, 4, 5}))
+        "ε is ∞ where a non-private model (such as the <code>erm</code> reference, or a method at ε = ∞) was "
+        "trained on the data set; the private models' ε is what publishing only the private ones costs.</p>"
+        + _table(["data set", "neighbouring relation", "models", "release groups", "ε", "private models",
+                  "their ε", "δ"], rows, {2, 3, 4, 5, 6, 7}))
 
 
 def _tradeoff_plot(curves: pd.DataFrame, references: pd.DataFrame, notion: str, title: str, base: float) -> str:
@@ -510,6 +512,47 @@ def render_report(store_or_frame, out_path, *, title: str | None = None) -> Path
         _summary(rows, store, where), _totals(store), *sections, _published(rows, anchors),
         "</body></html>"])
     return _write(out, page)
+
+
+#: The per-model columns :func:`write_tables` keeps (metrics flattened; the ledgers stay in the store).
+MODEL_COLUMNS = ("sweep", "dataset", "preset", "sensitive", "method", "notion", "epsilon", "delta", "seed", "params",
+                 "error", "violation", "epsilon_spent", "delta_spent", "wall_s", "fit_s", "commit_hash")
+
+
+def write_tables(store_or_frame, folder) -> list[Path]:
+    """Write a store's results as small tables into ``folder``: ``models.csv`` (one row per model, every
+    notion's violation), ``points.csv`` (each hyper-parameter point averaged over its seeds, with the
+    spread and the Pareto flag) and ``best.csv`` / ``best.md`` (the lowest violation within each slack of
+    the non-private error), for committing beside a report. Returns the paths written."""
+    frame, _, _ = _load(store_or_frame)
+    rows = _prepare(frame)
+    fronts = frontier(rows, by=("data", "dataset", "preset", "notion", "method", "epsilon"), slack=SLACKS)
+    folder = Path(folder)
+    models = rows[[c for c in MODEL_COLUMNS if c in rows.columns]
+                  + sorted(c for c in rows.columns if isinstance(c, str) and c.startswith("fairness."))].copy()
+    models["params"] = models["params"].map(lambda p: json.dumps(p, sort_keys=True))
+    points = fronts.points.drop(columns=[c for c in ("point", "config") if c in fronts.points.columns])
+    points = points.map(lambda v: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
+    best = fronts.best.map(lambda v: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
+    written = []
+    for name, table in (("models.csv", models), ("points.csv", points), ("best.csv", best)):
+        written.append(_write(folder / name, table.to_csv(index=False, float_format="%.6g")))
+    brief = [c for c in ("data", "notion", "method", "epsilon", "slack", "base", "params", "error", "violation",
+                         "violation_std", "n_seeds") if c in best.columns]
+    written.append(_write(folder / "best.md", _markdown(best[brief])))
+    return written
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    """A Markdown table of ``table`` (floats to 4 decimals, ∞ and — for infinite and missing values)."""
+    def cell(v) -> str:
+        if isinstance(v, float):
+            return "—" if math.isnan(v) else "∞" if math.isinf(v) else f"{v:.4f}"
+        return "—" if v is None else str(v).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(str, table.columns)) + " |", "|" + " --- |" * len(table.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
 
 
 def _write(out: Path, text: str) -> Path:
