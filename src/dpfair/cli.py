@@ -864,7 +864,7 @@ def cmd_sweep(args) -> int:
     rows += [(f"failed ({n})", message) for message, n in summary.failed.items()]
     for total in summary.privacy_totals.itertuples():
         data = json.loads(total.data_key)
-        name = data["dataset"] + (f" ({data['preset']})" if data["preset"] else "")
+        name = data["dataset"] + (f" (s = {data['sensitive']})" if data.get("sensitive") else "")
         value = f"{total.epsilon:.4f} at δ = {total.delta:.3g}"
         if math.isinf(total.epsilon):
             value = f"∞ ({total.models - total.private_models} non-private models)"

@@ -239,3 +239,23 @@ def test_preset_split_follows_random_state(loaded):
     assert len(a.y_test) == len(b.y_test) and not np.array_equal(a.X_test, b.X_test)
     same = loaded("parkinsons", preset="dp-fermi", test_size=0.25)  # the preset's own value is accepted
     assert np.array_equal(same.X_test, a.X_test)
+
+
+def test_missing_sensitive_hides_a_public_random_share_of_the_training_groups(shared_data):
+    """PF-LD's Sec. 8.5 set-up: the share is exact, the test part is whole, the rows depend on the seed only."""
+    from dpfair.datasets._registry import MISSING_SENSITIVE
+
+    full = load_dataset("compas", random_state=3)
+    part = load_dataset("compas", random_state=3, missing_sensitive=0.4)
+    hidden = part.s_train == MISSING_SENSITIVE
+    assert hidden.sum() == round(0.4 * len(full.s_train))
+    np.testing.assert_array_equal(part.s_train[~hidden], full.s_train[~hidden])
+    np.testing.assert_array_equal(part.s_test, full.s_test)
+    np.testing.assert_array_equal(part.X_train, full.X_train)
+    again = load_dataset("compas", random_state=3, missing_sensitive=0.4)
+    np.testing.assert_array_equal(again.s_train, part.s_train)
+    other = load_dataset("compas", random_state=4, missing_sensitive=0.4)
+    assert (other.s_train == MISSING_SENSITIVE).sum() == hidden.sum()
+    for bad in (1.0, -0.1, "half", True):
+        with pytest.raises(ValueError, match="missing_sensitive must be a fraction in"):
+            load_dataset("compas", missing_sensitive=bad)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass
 from typing import Callable
@@ -58,9 +59,13 @@ def _entry(name: str) -> _Entry:
     return _REGISTRY[name]
 
 
+#: The code of an unknown sensitive value in ``s_train`` after ``load_dataset(..., missing_sensitive=f)``.
+MISSING_SENSITIVE = -1
+
+
 def load_dataset(name: str, *, preset: str | None = None, sensitive: str | None = None,
                  test_size: float | None = None, random_state: int = 0, data_home=None, path=None,
-                 **options) -> Dataset:
+                 missing_sensitive: float = 0.0, **options) -> Dataset:
     """Load the data set ``name`` (see :func:`list_datasets`), split and preprocessed.
 
     ``sensitive`` picks the sensitive attribute (``None``: the data set's default); ``test_size`` is the test
@@ -76,7 +81,27 @@ def load_dataset(name: str, *, preset: str | None = None, sensitive: str | None 
     may be left out); the preset fixes the sensitive attribute and the loader options (only those it lists, such
     as bank's ``n_groups`` for PF-LD's M-Bank, and ``download``, are accepted).  An unknown preset, or one for
     another data set, raises ``ValueError`` naming the valid ones.
+
+    ``missing_sensitive`` (a fraction in [0, 1)) hides the sensitive attribute of that share of the training rows
+    (their ``s_train`` becomes :data:`MISSING_SENSITIVE`, -1), as in PF-LD's experiment with 60/40/20/0 % of
+    the sensitive values missing (Tran et al. 2021, Sec. 8.5); the test part keeps every value, so evaluation is
+    unchanged. Which rows lose it is public randomness seeded by ``random_state``, independent of the data.
+    Only methods that accept unknown values train on it (PF-LD with ``missing_value=-1``).
     """
+    if isinstance(missing_sensitive, bool) or not isinstance(missing_sensitive, (int, float)) \
+            or not 0 <= missing_sensitive < 1:
+        raise ValueError(f"missing_sensitive must be a fraction in [0, 1), got {missing_sensitive!r}")
+    data = _load(name, preset, sensitive, test_size, random_state, data_home, path, options)
+    if missing_sensitive:
+        hidden = np.random.default_rng([random_state, 1]).permutation(len(data.s_train))
+        s_train = data.s_train.copy()
+        s_train[hidden[:round(missing_sensitive * len(s_train))]] = MISSING_SENSITIVE
+        data = dataclasses.replace(data, s_train=s_train, description=data.description + (
+            f" The sensitive value of {missing_sensitive:.0%} of the training rows is hidden (-1)."))
+    return data
+
+
+def _load(name, preset, sensitive, test_size, random_state, data_home, path, options) -> Dataset:
     entry = _entry(name)
     if preset is not None:
         return load_preset(name, preset, sensitive=sensitive, test_size=test_size, random_state=random_state,

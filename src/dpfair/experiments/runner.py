@@ -146,11 +146,11 @@ def provenance() -> dict:
     return {"commit": commit, "versions": _versions(), "host": socket.gethostname()}
 
 
-def data_key(point) -> str:
-    """The data set a point's model is trained on, whatever its split (training parts of different seeds
-    overlap, so their models compose on one ledger)."""
-    config = point.config()
-    return json.dumps({k: config[k] for k in ("dataset", "preset", "sensitive", "options")}, sort_keys=True)
+def data_key(point, data) -> str:
+    """The people a point's model is trained on and the attribute it protects: the data set and its
+    (resolved) sensitive attribute. Every split (seed), preset and loader option of one data set holds the
+    same people, so all their models compose on one ledger."""
+    return json.dumps({"dataset": point.data.name, "sensitive": data.sensitive}, sort_keys=True)
 
 
 def run_task(points: list) -> dict:
@@ -187,7 +187,7 @@ def run_task(points: list) -> dict:
     for release in result.releases:
         rows = [{**result.rows[i], "key": points[i].key, "config": configs[i], "wall_s": wall, **where}
                 for i in release["rows"]]
-        releases.append({**release, "data_key": data_key(first), "rows": rows})
+        releases.append({**release, "data_key": data_key(first, data), "rows": rows})
     return {"configs": configs, "failure": None, "releases": releases}
 
 

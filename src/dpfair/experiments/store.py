@@ -155,7 +155,7 @@ class ResultsStore:
     def privacy_totals(self):
         """The (ε, δ) of everything stored, per data set and neighbouring relation, as a DataFrame.
 
-        Every model trained on a data set (any split, any seed: the training parts overlap) is composed
+        Every model trained on a data set (any split, seed, preset or option: the same people) is composed
         on the PLD accountant: each release group's event once, the groups as independent releases (each
         fit draws its own secret generator), read at the largest δ the groups were trained for.
         ``epsilon`` is ∞ as soon as one non-private model was released; ``private_epsilon`` is the ε of
