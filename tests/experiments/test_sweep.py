@@ -114,6 +114,13 @@ def test_run_grid_batches_dp_fermi_and_releases_the_grid_under_its_joint_event()
     assert epsilon_of(joint, release["delta"], "sensitive") == pytest.approx(release["epsilon"])
     for row in result.rows:
         assert row["violation"] == row["metrics"]["fairness"]["demographic_parity"]
+    # a grid with ε = ∞ models: those are a release of their own, so the private models' ε stays finite
+    mixed = run_grid("dp-fermi", data, {"epsilon": [1.0, math.inf], "lam": [0.0, 2.0]},
+                     params={"epochs": 2, "random_state": 0})
+    private, public = mixed.releases
+    assert (private["rows"], public["rows"]) == ([0, 1], [2, 3]) and math.isinf(public["epsilon"])
+    assert private["epsilon"] == pytest.approx(release["epsilon"], rel=1e-6)  # the same plan as the grid above
+    assert [row["release"] for row in mixed.rows] == [0, 0, 1, 1]
     erm = run_grid("erm", data)
     assert len(erm.rows) == 1 and math.isinf(erm.rows[0]["epsilon_spent"]) and math.isnan(erm.rows[0]["violation"])
 

@@ -5,7 +5,8 @@ logistic grids as one batched computation (:func:`~dpfair.algorithms.fit_dpfermi
 one fit per point — and evaluates each on the test part (:func:`~dpfair.experiments.evaluate`).
 
 Privacy. Each fit draws its own secret generator; the models of a batched grid share their Poisson
-batches and are released together under the grid's joint event. :class:`GridResult` keeps, for each
+batches and are released together under their joint event (its ε = ∞ models, if any, as a release of
+their own). :class:`GridResult` keeps, for each
 release group, the event that accounts for it, so a store composes what was actually released (see
 :class:`~dpfair.experiments.store.ResultsStore`). The test metrics read the test part, which no ledger
 covers (README, "Privacy model").
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import math
 import socket
 import subprocess
 import time
@@ -89,12 +91,13 @@ def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None
         declared = declared_estimator(cls, fixed, data).get_params()
         fitted = fit_dpfermi_grid(X, y, s, points, **{k: declared[k] for k in fixed.keys() | {"groups", "classes"}})
         seconds = (time.perf_counter() - t0) / len(fitted)
-        first = fitted[0]
-        out.releases.append({"event": event_to_json(fitted.privacy_event), "relation": first.privacy_unit_.relation.name,
-                             "delta": fitted.privacy_spent[1], "epsilon": fitted.privacy_spent[0],
-                             "rows": list(range(len(fitted)))})
-        for point, est in zip(points, fitted):
-            out.rows.append(_row(est, {**fixed, **point}, data, seconds, 0))
+        private = [i for i, est in enumerate(fitted) if math.isfinite(est.privacy_spent_[0])]
+        for part in (private, [i for i in range(len(fitted)) if i not in private]):
+            if part:
+                out.releases.append(_joint_release([fitted[i] for i in part], fitted.shared_batches, part))
+        release_of = {i: r for r, release in enumerate(out.releases) for i in release["rows"]}
+        for i, (point, est) in enumerate(zip(points, fitted)):
+            out.rows.append(_row(est, {**fixed, **point}, data, seconds, release_of[i]))
         return out
     for i, point in enumerate(points or [{}]):
         t1 = time.perf_counter()
@@ -106,6 +109,26 @@ def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None
                              "delta": delta, "epsilon": eps, "rows": [i]})
         out.rows.append(_row(est, {**fixed, **point}, data, time.perf_counter() - t1, i))
     return out
+
+
+def _joint_release(estimators, shared_batches: bool, rows: list[int]) -> dict:
+    """The release of a batched grid's private models together (their joint event: they shared Poisson
+    batches), or of its ε = ∞ models (non-private). Kept apart, so that the ∞ of the second does not hide
+    what publishing only the private models costs; publishing both is ∞ either way."""
+    import dp_accounting as dpa
+
+    from dpfair.algorithms.dpfermi_sweep import joint_event
+    from dpfair.privacy import epsilon_of
+
+    first = estimators[0]
+    relation = first.privacy_unit_.relation.name
+    delta = min(est.delta_ for est in estimators)
+    if not math.isfinite(first.privacy_spent_[0]):
+        return {"event": event_to_json(dpa.NonPrivateDpEvent()), "relation": relation, "delta": delta,
+                "epsilon": math.inf, "rows": rows}
+    event = joint_event(estimators, shared_batches)
+    return {"event": event_to_json(event), "relation": relation, "delta": delta,
+            "epsilon": epsilon_of(event, delta, first.privacy_unit_, first.accountant), "rows": rows}
 
 
 def _row(est, params: dict, data, fit_s: float, release: int) -> dict:
