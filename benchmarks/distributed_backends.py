@@ -36,16 +36,16 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import importlib.metadata as md
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _machine import load_average, machine_info
 
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("DPFAIR_DATA", str(REPO.parent / "shared" / "data"))
@@ -329,7 +329,7 @@ def main(argv=None) -> None:
         print(json.dumps(measure(args.measure, args.workers, args.tasks)))
         return
 
-    load_before = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    load_before = load_average()
     runs = []
     for _ in range(args.repeats):
         for engine in [*ENGINES, "local"]:
@@ -339,12 +339,7 @@ def main(argv=None) -> None:
             print(runs[-1], flush=True)
     rows = summarise(runs)
     meta = {
-        "date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
-        "machine": f"{platform.machine()} {platform.platform()}",
-        "cpus": os.cpu_count(),
-        "load_before": load_before,
-        "load_after": ", ".join(f"{v:.2f}" for v in os.getloadavg()),
-        "python": platform.python_version(),
+        **machine_info(load_before),
         "workers": args.workers, "tasks": args.tasks, "repeats": args.repeats,
     }
     args.out.mkdir(parents=True, exist_ok=True)

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import os
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from _machine import load_average, machine_info
 
 import numpy as np
 import torch
@@ -159,17 +159,12 @@ def main(argv=None) -> None:
     parser.add_argument("--fit-repeats", type=int, default=3, help="whole fits per configuration")
     args = parser.parse_args(argv)
 
-    load_before = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    load_before = load_average()
     t0 = time.perf_counter()
     rows = measure(args.n, args.repeats)
     wall = time.perf_counter() - t0
     meta = {
-        "date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
-        "machine": f"{platform.machine()} {platform.processor() or platform.platform()}",
-        "cpus": os.cpu_count(),
-        "load_before": load_before,
-        "load_after": ", ".join(f"{v:.2f}" for v in os.getloadavg()),
-        "python": platform.python_version(),
+        **machine_info(load_before),
         "numpy": np.__version__,
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
