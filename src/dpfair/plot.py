@@ -94,8 +94,8 @@ def tradeoff(results, x: str = "test_error", y: str = "violation", hue: str | No
              random_state=None, ax=None, **kwargs):
     """Trade-off curves: column ``y`` against column ``x``, one curve per value of ``hue``.
 
-    ``results`` is a DataFrame (e.g. ``pd.read_csv("results/dpfermi/points.csv")``, with
-    ``x="error", y="dp", by="lam"``) or a list of dicts (e.g. result JSONs of ``dpfair train``,
+    ``results`` is a DataFrame (e.g. a sweep's ``models.csv`` from ``dpfair report --tables``, with
+    ``x="error", y="violation", by="lam"``) or a list of dicts (e.g. result JSONs of ``dpfair train``,
     flattened: ``y="demographic_parity"`` finds ``fairness.demographic_parity``, ``by="lam"``
     finds ``hyperparameters.lam``; a null ε is ∞). A column is named in full or by its last
     dotted part.

@@ -521,7 +521,7 @@ MODEL_COLUMNS = ("sweep", "dataset", "preset", "sensitive", "method", "notion", 
 
 def write_tables(store_or_frame, folder) -> list[Path]:
     """Write a store's results as small tables into ``folder``: ``models.csv`` (one row per model, every
-    notion's violation), ``points.csv`` (each hyper-parameter point averaged over its seeds, with the
+    notion's violation, a column per hyper-parameter), ``points.csv`` (each hyper-parameter point averaged over its seeds, with the
     spread and the Pareto flag) and ``best.csv`` / ``best.md`` (the lowest violation within each slack of
     the non-private error), for committing beside a report. Returns the paths written."""
     frame, _, _ = _load(store_or_frame)
@@ -530,6 +530,9 @@ def write_tables(store_or_frame, folder) -> list[Path]:
     folder = Path(folder)
     models = rows[[c for c in MODEL_COLUMNS if c in rows.columns]
                   + sorted(c for c in rows.columns if isinstance(c, str) and c.startswith("fairness."))].copy()
+    names = sorted({k for p in models["params"] for k in p} - set(models.columns))
+    for name in names:  # one column per hyper-parameter (lam, tolerance, ...), for plotting straight from the CSV
+        models[name] = models["params"].map(lambda p, name=name: p.get(name))
     models["params"] = models["params"].map(lambda p: json.dumps(p, sort_keys=True))
     points = fronts.points.drop(columns=[c for c in ("point", "config") if c in fronts.points.columns])
     points = points.map(lambda v: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
