@@ -159,3 +159,13 @@ def test_frame_must_be_a_dataframe_and_empty_frames_give_empty_tables():
     empty = frontier(pd.DataFrame(_rows("dp-fermi", CURVE)).iloc[:0])
     assert empty.points.empty and empty.front.empty and empty.best.empty
     assert {"error_std", "violation_max", "n_seeds", "pareto"} <= set(empty.points.columns)
+
+
+def test_a_frame_where_no_method_targets_a_notion_gives_empty_tables_with_their_columns():
+    """FairDP's sweep (DP-SGD and ERM, no notion targeted) has no finite violation: the front is empty but keeps
+    its columns (an empty object-dtype mask would have selected no columns instead of no rows)."""
+    frame = pd.DataFrame(_erm() + [{**r, "method": "dp-sgd", "notion": None, "violation": math.nan}
+                                   for r in _rows("dp-sgd", {None: (0.15, 0.0)})])
+    result = frontier(frame)
+    assert result.front.empty and {"point", "error", "violation", "pareto"} <= set(result.front.columns)
+    assert result.points.empty and "point" in result.points.columns

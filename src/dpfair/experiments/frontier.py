@@ -203,7 +203,7 @@ def frontier(frame: pd.DataFrame, *, by=DEFAULT_BY, x: str = "error", y: str = "
     data = data[np.isfinite(data["_x"]) & np.isfinite(data["_y"])]
 
     points = _average(data, by, x, y)
-    front = points[points["pareto"]].reset_index(drop=True)
+    front = points[points["pareto"].astype(bool)].reset_index(drop=True)  # (an empty object mask selects columns)
     best = _best(points, by, x, y, slacks)
     return Frontier(points, front, best)
 

@@ -300,8 +300,9 @@ def _tradeoffs(rows: pd.DataFrame, data_id: str, fronts, references_by_notion: d
         source = curves_all if not curves_all.empty else untargeted
         for eps in sorted(source["epsilon"].unique(), key=lambda v: (math.isnan(v), v)):
             same = _same_epsilon(eps)
-            curves = curves_all[curves_all["epsilon"].map(same)]
-            refs = untargeted[untargeted["epsilon"].map(lambda e, same=same: same(e) or not _private(e))]
+            # boolean masks as bool: an empty object-dtype mask would select columns, not rows
+            curves = curves_all[curves_all["epsilon"].map(same).astype(bool)]
+            refs = untargeted[untargeted["epsilon"].map(lambda e, same=same: same(e) or not _private(e)).astype(bool)]
             anchor = f"{data_id}-{_slug(notion)}-{_slug(_eps(eps))}"
             title = f"{rows['data'].iloc[0]} · {notion.replace('_', ' ')} · {_eps(eps)}"
             parts.append(f'<h3 id="{_e(anchor)}">{_e(notion.replace("_", " "))}, {_e(_eps(eps))}</h3>')
