@@ -79,9 +79,7 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list] | list[dict
     ``budget``: a :class:`~dpfair.privacy.PrivacyBudget` the grid's joint ε (``privacy_spent``) is drawn
     from; the joint plan is checked against it before anything is released.
     """
-    points = grid if isinstance(grid, list) else [dict(zip(grid, values))
-                                                   for values in itertools.product(*(list(v) for v in grid.values()))]
-    estimators = GridFit(DPFERMIClassifier(**{**params, **point}) for point in points)
+    estimators = GridFit(DPFERMIClassifier(**{**params, **point}) for point in grid_points(grid))
     if estimators:
         preps = []
         verbose = any(est.verbose for est in estimators)
@@ -114,6 +112,13 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list] | list[dict
             for est in estimators:
                 est._end_fit()
     return estimators
+
+
+def grid_points(grid: dict[str, list] | list[dict]) -> list[dict]:
+    """The points of a grid: the product of a dict of value lists (in its order), or a list of points as is."""
+    if isinstance(grid, list):
+        return [dict(point) for point in grid]
+    return [dict(zip(grid, values)) for values in itertools.product(*(list(v) for v in grid.values()))]
 
 
 def _planned(estimators, X, y, sensitive_features) -> list[SimpleNamespace]:

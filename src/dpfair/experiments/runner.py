@@ -15,7 +15,6 @@ covers (README, "Privacy model").
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import math
 import socket
@@ -58,12 +57,6 @@ def declared_estimator(cls, params: dict, data):
     return cls(**{**{k: v for k, v in declared.items() if k in valid}, **params})
 
 
-def _points(grid) -> list[dict]:
-    if isinstance(grid, list):
-        return [dict(p) for p in grid]
-    return [dict(zip(grid, values)) for values in itertools.product(*(list(v) for v in grid.values()))]
-
-
 def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None, *, params: dict | None = None,
              quiet: bool = True) -> GridResult:
     """Fit ``method`` at every point of ``grid`` on ``data``'s training part and evaluate it on its test part.
@@ -76,6 +69,7 @@ def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None
     ``fit_s`` (its share of the fit time) and ``release``, the index of its release group.
     """
     from dpfair.algorithms import METHODS, fit_dpfermi_grid
+    from dpfair.algorithms.dpfermi_sweep import grid_points
 
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -83,7 +77,7 @@ def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None
     fixed = dict(params or {})
     if "verbose" in cls().get_params():
         fixed.setdefault("verbose", not quiet)
-    points = _points(grid or {})
+    points = grid_points(grid or {})
     X, y, s = data.train
     out = GridResult()
     t0 = time.perf_counter()
