@@ -838,10 +838,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _relation_unit(relation: str) -> str:
-    return {"REPLACE_ONE": "replace one", "ADD_OR_REMOVE_ONE": "add or remove one"}.get(relation, relation)
-
-
 def cmd_sweep(args) -> int:
     from dpfair.experiments.spec import SweepSpec
     from dpfair.experiments.store import ResultsStore
@@ -863,14 +859,13 @@ def cmd_sweep(args) -> int:
             ("trained now", str(summary.trained))]
     rows += [(f"failed ({n})", message) for message, n in summary.failed.items()]
     for total in summary.privacy_totals.itertuples():
-        data = json.loads(total.data_key)
-        name = data["dataset"] + (f" (s = {data['sensitive']})" if data.get("sensitive") else "")
+        name = total.dataset + (f" (s = {total.sensitive})" if total.sensitive else "")
         value = f"{total.epsilon:.4f} at δ = {total.delta:.3g}"
         if math.isinf(total.epsilon):
             value = f"∞ ({total.models - total.private_models} non-private models)"
             if total.private_models:
                 value += f"; the {total.private_models} private ones: {total.private_epsilon:.4f}"
-        rows.append((f"ε of all {total.models} models on {name}, {_relation_unit(total.relation)}", value))
+        rows.append((f"ε of all {total.models} models on {name} ({total.protects})", value))
     _print_table(rows)
     return 1 if summary.failed else 0
 

@@ -48,9 +48,6 @@ MAX_GROUP_BARS = 8
 
 _REQUIRED = ("dataset", "method", "notion", "epsilon", "seed", "error", "violation")
 
-_RELATIONS = {"REPLACE_ONE": "replace one person's sensitive attribute",
-              "ADD_OR_REMOVE_ONE": "add or remove one record"}
-
 _STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2em auto;max-width:72em;
 color:#1d1d1f;line-height:1.45;padding:0 1em}
@@ -233,12 +230,7 @@ def _totals(store) -> str:
     totals = store.privacy_totals()
     rows = []
     for r in totals.to_dict("records"):
-        try:
-            data = json.loads(r["data_key"])
-            label = _data_label({k: data.get(k) for k in ("dataset", "preset", "sensitive", "options")})
-        except (TypeError, ValueError, AttributeError):
-            label = str(r["data_key"])
-        rows.append([label, _RELATIONS.get(r["relation"], r["relation"]), r["models"], r["release_groups"],
+        rows.append([_data_label(r), r["protects"], r["models"], r["release_groups"],
                      _num(r["epsilon"]), r["private_models"], _num(r["private_epsilon"]), _num(r["delta"], 3)])
     return head + (
         "<p>Every stored model was released. Per data set and neighbouring relation, ε below composes all of "

@@ -47,6 +47,10 @@ CREATE TABLE IF NOT EXISTS releases (
 CREATE TABLE IF NOT EXISTS failures (key TEXT PRIMARY KEY, sweep TEXT, config TEXT, message TEXT, created REAL);
 """
 
+#: The neighbouring relations of the stored releases, in words (what a reader of the totals is protected from).
+RELATION_NAMES = {"REPLACE_ONE": "replace one person's sensitive attribute",
+                  "ADD_OR_REMOVE_ONE": "add or remove one record"}
+
 #: Columns of :meth:`ResultsStore.frame` that hold JSON (decoded there).
 _JSON_COLUMNS = ("options", "params", "config", "metrics", "ledger", "versions")
 
@@ -159,8 +163,9 @@ class ResultsStore:
         on the PLD accountant: each release group's event once, the groups as independent releases (each
         fit draws its own secret generator), read at the largest δ the groups were trained for.
         ``epsilon`` is ∞ as soon as one non-private model was released; ``private_epsilon`` is the ε of
-        the private release groups alone (what publishing only those would cost). Columns: data_key,
-        relation, models, release_groups, private_models, epsilon, private_epsilon, delta.
+        the private release groups alone (what publishing only those would cost). Columns: data_key (and
+        its dataset and sensitive attribute), relation (and what it protects, in words), models,
+        release_groups, private_models, epsilon, private_epsilon, delta.
         """
         import dp_accounting as dpa
         import pandas as pd
@@ -176,12 +181,15 @@ class ResultsStore:
                                       NeighboringRelation[relation]) if private else 0.0)
             models = sum(r[4] for r in group)
             private_models = sum(p[2] for p in private)
-            rows.append({"data_key": data_key, "relation": relation, "models": models,
+            data = json.loads(data_key)
+            rows.append({"data_key": data_key, "dataset": data.get("dataset"), "sensitive": data.get("sensitive"),
+                         "relation": relation, "protects": RELATION_NAMES.get(relation, relation), "models": models,
                          "release_groups": len(group), "private_models": private_models,
                          "epsilon": eps_private if private_models == models else math.inf,
                          "private_epsilon": eps_private, "delta": delta})
-        return pd.DataFrame(rows, columns=["data_key", "relation", "models", "release_groups", "private_models",
-                                           "epsilon", "private_epsilon", "delta"])
+        return pd.DataFrame(rows, columns=["data_key", "dataset", "sensitive", "relation", "protects", "models",
+                                           "release_groups", "private_models", "epsilon", "private_epsilon",
+                                           "delta"])
 
     def releases(self):
         """The release groups as a DataFrame: release_id, data_key, relation, epsilon (the group's joint ε
