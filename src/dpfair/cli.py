@@ -877,13 +877,8 @@ def cmd_report(args) -> int:
     from dpfair.experiments.store import ResultsStore
 
     out, = _writable(Path(args.out), ".html", args.overwrite)
-    store = ResultsStore(args.store)
-    render_report(store, out)
-    print(f"report: {out}")
-    if args.tables is not None:
-        from dpfair.experiments.report import write_tables
-
-        print(f"tables: {', '.join(str(p) for p in write_tables(store, args.tables))}")
+    render_report(ResultsStore(args.store), out, tables=args.tables)
+    print(f"report: {out}" + ("" if args.tables is None else f"; tables in {args.tables}"))
     return 0
 
 

@@ -455,21 +455,28 @@ def _published(frame: pd.DataFrame, anchors: dict) -> str:
 
 # ---- the page --------------------------------------------------------------------------------------
 
-def render_report(store_or_frame, out_path, *, title: str | None = None) -> Path:
+#: The groups of the report's fronts: one curve per data set, notion, method and ε.
+FRONT_BY = ("data", "dataset", "preset", "notion", "method", "epsilon")
+
+
+def render_report(store_or_frame, out_path, *, title: str | None = None, tables=None) -> Path:
     """Write the HTML report of a sweep's results to ``out_path`` and return its path.
 
     ``store_or_frame``: a :class:`~dpfair.experiments.store.ResultsStore`, the path of one, or its
     :meth:`~dpfair.experiments.store.ResultsStore.frame` (then without the privacy totals, which need the
     store). One self-contained file (inline PNG images and style, no script or external resource), written
     to a temporary file beside ``out_path`` and renamed over it, so a reader never sees half a report.
-    A missing or empty store raises ``ValueError`` ("run dpfair sweep first").
+    A missing or empty store raises ``ValueError`` ("run dpfair sweep first"). ``tables``: a folder to
+    write :func:`write_tables`' tables into as well, from the same reading of the store.
     """
     out = Path(out_path)
     if out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a folder; pass a file path such as {str(out / 'report.html')!r}")
     frame, store, where = _load(store_or_frame)
     rows = _prepare(frame)
-    fronts = frontier(rows, by=("data", "dataset", "preset", "notion", "method", "epsilon"), slack=SLACKS)
+    fronts = frontier(rows, by=FRONT_BY, slack=SLACKS)
+    if tables is not None:
+        _write_tables(rows, fronts, Path(tables))
     bases = reference_errors(rows)
     rows["_base"] = [bases.get((d, None if _absent(p) else p), math.nan)
                      for d, p in zip(rows["dataset"], rows["preset"] if "preset" in rows else [None] * len(rows))]
@@ -514,13 +521,14 @@ MODEL_COLUMNS = ("sweep", "dataset", "preset", "sensitive", "method", "notion", 
 
 def write_tables(store_or_frame, folder) -> list[Path]:
     """Write a store's results as small tables into ``folder``: ``models.csv`` (one row per model, every
-    notion's violation, a column per hyper-parameter), ``points.csv`` (each hyper-parameter point averaged over its seeds, with the
-    spread and the Pareto flag) and ``best.csv`` / ``best.md`` (the lowest violation within each slack of
+    notion's violation, a column per hyper-parameter), ``points.csv`` (each hyper-parameter point averaged
+    over its seeds, with the spread and the Pareto flag) and ``best.csv`` / ``best.md`` (the lowest violation within each slack of
     the non-private error), for committing beside a report. Returns the paths written."""
-    frame, _, _ = _load(store_or_frame)
-    rows = _prepare(frame)
-    fronts = frontier(rows, by=("data", "dataset", "preset", "notion", "method", "epsilon"), slack=SLACKS)
-    folder = Path(folder)
+    rows = _prepare(_load(store_or_frame)[0])
+    return _write_tables(rows, frontier(rows, by=FRONT_BY, slack=SLACKS), Path(folder))
+
+
+def _write_tables(rows: pd.DataFrame, fronts, folder: Path) -> list[Path]:
     models = rows[[c for c in MODEL_COLUMNS if c in rows.columns]
                   + sorted(c for c in rows.columns if isinstance(c, str) and c.startswith("fairness."))].copy()
     names = sorted({k for p in models["params"] for k in p} - set(models.columns))
