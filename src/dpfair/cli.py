@@ -858,6 +858,13 @@ def cmd_sweep(args) -> int:
     rows = [("models in the spec", str(summary.points)), ("already stored", str(summary.skipped)),
             ("trained now", str(summary.trained))]
     rows += [(f"failed ({n})", message) for message, n in summary.failed.items()]
+    by_category: dict = {}
+    for line, n in summary.warnings.items():
+        by_category.setdefault(line.split(":", 1)[0], []).append((line, n))
+    for category, lines in sorted(by_category.items()):
+        # every privacy warning in full; a kind whose messages differ only in their numbers, once with a count
+        shown = lines if category != "UtilityWarning" else [(lines[0][0], sum(n for _, n in lines))]
+        rows += [(f"warning ({n} tasks)", line) for line, n in shown]
     for total in summary.privacy_totals.itertuples():
         name = total.dataset + (f" (s = {total.sensitive})" if total.sensitive else "")
         value = f"{total.epsilon:.4f} at δ = {total.delta:.3g}"

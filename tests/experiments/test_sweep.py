@@ -211,3 +211,12 @@ def test_a_sweep_killed_mid_run_resumes_without_duplicates_or_partial_rows(tmp_p
     assert (frame.set_index("key").loc[killed["key"], "created"].values == killed["created"].values).all()
     models = store.privacy_totals()["models"].sum()
     assert models == total  # every stored model is counted once in the totals, none twice
+
+
+def test_the_fits_warnings_come_back_to_the_sweep_not_to_the_workers_stderr(tmp_path):
+    spec = _spec('[sweep]\nname = "w"\ndatasets = ["german"]\nmethods = ["dp-sgd"]\nepsilon = [1.0]\n'
+                 'seeds = [0, 1]\n[params.dp-sgd]\nepochs = 1\n')
+    summary = run_sweep(spec, ResultsStore(tmp_path / "s.sqlite"), workers=1, verbose=False)
+    # (the tests' reproducible noise adds its own warning; a user's run has only the utility one)
+    ((line, tasks),) = [(k, n) for k, n in summary.warnings.items() if k.startswith("UtilityWarning")]
+    assert tasks == 2 and line.startswith("UtilityWarning: DP-SGD protects whole records at epsilon=1")

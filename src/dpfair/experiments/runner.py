@@ -173,7 +173,7 @@ def data_key(point, data) -> str:
 def run_task(points: list) -> dict:
     """Train the :class:`~dpfair.experiments.spec.Point` s of one task (same data, split, method, notion)
     and return what a :class:`~dpfair.experiments.store.ResultsStore` stores: ``{"configs", "failure",
-    "releases"}``, each release with its ``rows``. A fit that refuses its input (``ValueError``, whose
+    "releases", "warnings"}``, each release with its ``rows``, and the distinct warnings its fits raised. A fit that refuses its input (``ValueError``, whose
     messages read only public quantities) or a data set not on disk (``OSError``) is returned as
     ``failure``, its message, and nothing else."""
     import warnings
@@ -191,13 +191,15 @@ def run_task(points: list) -> dict:
         if p.notion is not None and "notion" in _params_of(p.method):
             point["notion"] = p.notion
         grid.append(point)
-    try:
-        data = _load(first.data, first.seed, first.test_size)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # utility and leak warnings are the sweep's to summarise, not to print
+    # the fits' warnings go back to the sweep, which summarises them (a worker's stderr is no place for them)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            data = _load(first.data, first.seed, first.test_size)
             result = run_grid(first.method, data, grid, params={"random_state": first.seed})
-    except (ValueError, OSError) as exc:  # a refused input or a data set not on disk
-        return {"configs": configs, "failure": str(exc).strip().splitlines()[0], "releases": []}
+        except (ValueError, OSError) as exc:  # a refused input or a data set not on disk
+            return {"configs": configs, "failure": str(exc).strip().splitlines()[0], "releases": [],
+                    "warnings": _warning_lines(caught)}
     wall = (time.perf_counter() - t0) / len(points)
     where = provenance()
     releases = []
@@ -205,7 +207,12 @@ def run_task(points: list) -> dict:
         rows = [{**result.rows[i], "key": points[i].key, "config": configs[i], "wall_s": wall, **where}
                 for i in release["rows"]]
         releases.append({**release, "data_key": data_key(first, data), "rows": rows})
-    return {"configs": configs, "failure": None, "releases": releases}
+    return {"configs": configs, "failure": None, "releases": releases, "warnings": _warning_lines(caught)}
+
+
+def _warning_lines(caught) -> list[str]:
+    """``"Category: first line"`` of each distinct warning a task raised."""
+    return sorted({f"{w.category.__name__}: {str(w.message).strip().splitlines()[0]}" for w in caught})
 
 
 @functools.cache

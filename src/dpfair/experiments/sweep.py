@@ -21,12 +21,14 @@ from dpfair.progress import progress
 @dataclass
 class SweepSummary:
     """What one :func:`run_sweep` call did: ``points`` in the spec, ``skipped`` (already stored), ``trained``,
-    ``failed`` (``{message: number of points}``), and the store's privacy totals afterwards."""
+    ``failed`` (``{message: number of points}``), ``warnings`` (``{"Category: message": number of tasks}``,
+    what the fits warned), and the store's privacy totals afterwards."""
 
     points: int
     skipped: int
     trained: int = 0
     failed: dict = field(default_factory=dict)
+    warnings: dict = field(default_factory=dict)
     privacy_totals: object = None
 
 
@@ -53,6 +55,8 @@ def run_sweep(spec: SweepSpec, store: ResultsStore, *, backend: str = "local", w
                 progress(sum(map(len, tasks)), f"sweep {spec.name}", "model", enabled=verbose) as bar:
             for index, result in runner.map_unordered(run_task, tasks):
                 store.add(result, spec.name)
+                for line in result["warnings"]:
+                    summary.warnings[line] = summary.warnings.get(line, 0) + 1
                 if result["failure"] is None:
                     summary.trained += len(tasks[index])
                 else:
