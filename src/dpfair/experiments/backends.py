@@ -15,6 +15,11 @@ from collections.abc import Callable, Iterator
 BACKENDS = ("local", "dask")
 
 
+def threads_per_worker(workers: int) -> int:
+    """Each of ``workers`` processes on this machine gets an equal share of its cores for torch's threads."""
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
 def _init_worker(threads: int) -> None:
     import torch
 
@@ -34,7 +39,7 @@ class LocalBackend:
         if self.workers > 1:
             self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                                 initializer=_init_worker,
-                                                initargs=(max(1, (os.cpu_count() or 1) // self.workers),))
+                                                initargs=(threads_per_worker(self.workers),))
         return self
 
     def __exit__(self, *exc):

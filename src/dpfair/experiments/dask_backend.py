@@ -75,7 +75,9 @@ class DaskBackend:
         import dask
         from distributed.security import Security
 
-        share = str(max(1, (os.cpu_count() or 1) // self.workers))
+        from dpfair.experiments.backends import threads_per_worker
+
+        share = str(threads_per_worker(self.workers))
         # No HTTP routes: the scheduler and workers still open an HTTP server each (on 127.0.0.1, a free port),
         # which then answers nothing — no dashboard, no JSON views of the tasks.
         with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}):
