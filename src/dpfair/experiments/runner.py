@@ -39,12 +39,6 @@ class GridResult:
     rows: list[dict] = field(default_factory=list)
     releases: list[dict] = field(default_factory=list)
 
-    def frame(self):
-        """The rows as a pandas DataFrame (hyper-parameters and metrics flattened)."""
-        import pandas as pd
-
-        return pd.json_normalize(self.rows)
-
 
 def declared_estimator(cls, params: dict, data):
     """``cls(**params)`` given the data set's declared group and label lists (public, never read off the

@@ -27,10 +27,9 @@ import sqlite3
 import time
 from pathlib import Path
 
-import numpy as np
 from dp_accounting import NeighboringRelation
 
-from dpfair.privacy import PrivacyLedger, epsilon_of
+from dpfair.privacy import epsilon_of
 from dpfair.privacy.accounting import event_from_json
 
 _SCHEMA = """
@@ -130,7 +129,7 @@ class ResultsStore:
 
         Columns: the ``runs`` table's (JSON decoded), plus ``lam`` (the fairness strength λ where the
         method has one, else NaN), ``fairness.<notion>`` for each notion's violation,
-        ``per_group_accuracy`` (dict) and ``private`` (whether the model was trained with privacy).
+        and ``per_group_accuracy`` (dict).
         """
         import pandas as pd
 
@@ -147,7 +146,6 @@ class ResultsStore:
         for notion in notions:
             frame[f"fairness.{notion}"] = frame["metrics"].map(lambda m: m["fairness"].get(notion, math.nan))
         frame["per_group_accuracy"] = frame["metrics"].map(lambda m: m["per_group_accuracy"])
-        frame["private"] = frame["epsilon"].notna() & np.isfinite(frame["epsilon"].fillna(np.inf))
         return frame
 
     def failures(self) -> list[dict]:
@@ -199,14 +197,6 @@ class ResultsStore:
         with self._connect() as db:
             return pd.read_sql_query("SELECT release_id, data_key, relation, epsilon, delta, models FROM releases "
                                      "ORDER BY release_id", db)
-
-    def ledger(self, key: str) -> PrivacyLedger:
-        """The privacy ledger of the stored model ``key``."""
-        with self._connect() as db:
-            row = db.execute("SELECT ledger FROM runs WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            raise KeyError(f"no model {key!r} in {self.path}")
-        return PrivacyLedger.from_json(json.loads(row[0]))
 
 
 def _group(releases) -> dict:
