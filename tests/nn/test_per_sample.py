@@ -197,7 +197,10 @@ def test_empty_batch_returns_zeros(kind, method):
 
 
 def test_ghost_rejects_unsupported_and_auto_falls_back():
-    model, X, y = make_case("cnn", n=4)
+    torch.manual_seed(0)
+    # a depthwise (grouped) convolution has no ghost path
+    model = nn.Sequential(nn.Conv2d(2, 2, 3, groups=2), nn.Flatten(1), nn.Linear(2 * 4 * 4, 3)).double()
+    X, y = torch.randn(4, 2, 6, 6, dtype=torch.float64), torch.randint(0, 3, (4,))
     with pytest.raises(ValueError):
         clipped_gradient_sum(model, ce, X, y, 1.0, method="ghost")
     sa, na = clipped_gradient_sum(model, ce, X, y, 1.0, method="auto")

@@ -185,7 +185,7 @@ class PerLayerClipping(ClippingRule):
     The layers are the modules holding trainable parameters (a ``Linear``'s weight
     and bias are one layer), so ``√(Σ_j C_j²) = C`` bounds the example's whole
     gradient, as flat clipping's C does; with one layer it is flat clipping.
-    Needs the per-example gradients (the vmap path) when m > 1.
+    The ghost path clips each layer from its own per-example norms, as the vmap path does.
     """
 
     name: ClassVar[str] = "per_layer"
@@ -194,8 +194,7 @@ class PerLayerClipping(ClippingRule):
         self._layers = layer_groups(model)
 
     def clip(self, model, loss_fn, X, y, bounds, method):
-        return clipped_gradient_sum(model, loss_fn, X, y, bounds, "vmap" if len(self._layers) > 1 else method,
-                                    layers=self._layers)
+        return clipped_gradient_sum(model, loss_fn, X, y, bounds, method, layers=self._layers)
 
 
 def _fraction(numerator: np.ndarray, total: np.ndarray, usable: np.ndarray) -> np.ndarray:

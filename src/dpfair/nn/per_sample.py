@@ -44,30 +44,39 @@ Methods
     that updates a buffer from the batch in place) becomes a ``ValueError``
     naming the likely cause.
 ``"ghost"``
-    Ghost norms.  One batched forward records, for every call ``k`` of a plain
-    ``nn.Linear`` (``z = a W^T + b``), its input ``a_k`` and output ``z_k``
-    (extra leading dimensions after the batch are positions ``t``).  One
-    backward of ``sum_j w_j loss_j``, with fixed distinct probe weights
-    ``w_j`` in ``[1, 2)``, gives ``delta_{k,i} = d(sum_j w_j loss_j)/dz_{k,i}
-    / w_i``.  The gradient of example ``i`` for a weight ``W`` is
-    ``g_i = sum_{k, t} delta_{k,i,t} a_{k,i,t}^T`` over every call of every
-    ``nn.Linear`` holding ``W`` (a layer called several times, a weight shared
-    by several layers), hence, over the concatenated positions,
-    ``||g_i||_F^2 = sum_{t,s} (a_t . a_s)(delta_t . delta_s)``
-    (``||a_i||^2 ||delta_i||^2`` for a single call on 2-D input), and a bias
-    contributes ``||sum_t delta_{i,t}||^2``; no ``g_i`` is formed.  The clipped
-    sum is the autograd gradient of ``sum_i c_i loss_i``: one more backward
-    through the same graph.
+    Ghost norms with book-keeping (Goodfellow 2015; Li et al. 2022; Bu et al.
+    2022's mixed ghost clipping).  One batched forward records, for every call
+    ``k`` of a plain ``nn.Linear``, ``nn.Conv1d``/``nn.Conv2d`` (zero padding,
+    ``groups=1``), ``nn.GroupNorm`` or ``nn.LayerNorm`` holding a trainable
+    parameter, its input ``a_k`` and output ``z_k``.  One backward of
+    ``sum_j w_j loss_j``, with fixed distinct probe weights ``w_j`` in
+    ``[1, 2)``, gives ``delta_{k,i} = d(sum_j w_j loss_j)/dz_{k,i} / w_i``.
+    A Linear's or a convolution's weight gradient of example ``i`` is
+    ``g_i = sum_{k,t} delta_{k,i,t} a_{k,i,t}^T`` over every call of every
+    layer holding ``W`` and every position ``t`` (a Linear's extra leading
+    dimensions; a convolution's output positions, ``a_{k,i,t}`` then being the
+    unfolded input patch and ``W`` seen as ``(out, in·kernel)``).  Per layer
+    the cheaper of two ways gives ``||g_i||``: the ghost norm
+    ``||g_i||_F^2 = sum_{t,s} (a_t . a_s)(delta_t . delta_s)`` (cost ``T^2``
+    a row, ``||a_i||^2 ||delta_i||^2`` for one position) or the materialised
+    ``g_i`` (cost ``T·in·out``).  A bias contributes
+    ``||sum_t delta_{i,t}||^2``; a normalisation layer's weight
+    ``sum_t x̂_{i,t} ⊙ delta_{i,t}`` (``x̂`` its normalised input, recomputed).
+    The clipped sum ``sum_i c_i g_i`` is then read off the same records (one
+    matrix product per layer, or a weighted sum of the materialised ``g_i``):
+    no second backward pass.
 
     Exact only when (1) every trainable parameter is the ``weight``/``bias``
-    of one or several plain ``nn.Linear`` modules (exact type), (2) it
-    reaches the loss only through those modules' forward calls and (3) no
-    operation mixes the examples.  (1) is checked before the forward pass
+    of one or several of those layers (exact type), (2) it reaches the loss
+    only through those modules' forward calls and (3) no operation mixes the
+    examples.  (1) is checked before the forward pass
     (:func:`ghost_supported`, with the refusals above).  (2) and (3) are
-    verified after the weighted backward, to ``1000 * eps`` of the dtype
-    (``1.2e-4`` in float32, at most ``1e-2``) relative to the sum of the
-    magnitudes of the terms summed (``sum_{i,t} c_i ||delta_{i,t}||
-    ||a_{i,t}||`` for a weight):
+    verified by a second backward of ``sum_i c_i loss_i`` on the first batch
+    of every *call structure* of the model (which layers ran on what input
+    shapes, the trainable set, the loss, train/eval mode, the forward methods;
+    ``verify=True``: on every batch), to ``1000 * eps`` of the dtype
+    (``2.2e-13`` in float64, ``1.2e-4`` in float32, at most ``1e-2``) relative
+    to the sum of the magnitudes of the terms summed:
 
     a. for every parameter, autograd's gradient of ``sum_i c_i loss_i`` must
        equal ``sum_i c_i g_i`` rebuilt from the records.  A use outside the
@@ -81,11 +90,14 @@ Methods
        when the loss of one example depends on another example's input
        anywhere in the network (e.g. ``x - x.mean(0)``).
 
-    Either failure raises :class:`GhostUnsupportedError`.  Mixing that carries
-    no gradient (batch statistics under ``no_grad`` or ``detach``) escapes
-    (b); the type checks above cover BatchNorm.  The check costs the
-    weight-gradient products once more and the gradient with respect to ``X``
-    in both backward passes.
+    Either failure raises :class:`GhostUnsupportedError` and is remembered for
+    that structure.  Mixing that carries no gradient (batch statistics under
+    ``no_grad`` or ``detach``) escapes (b); the type checks above cover
+    BatchNorm.  Checking once per structure assumes a forward whose mixing of
+    examples does not depend on the values of a batch (pass ``verify=True``
+    for one that might).  Whether or not the check holds, the released sum is
+    ``sum_i c_i g_i`` of per-example terms whose norms set the ``c_i``, so each
+    example adds at most its bound as long as (3) holds.
 ``"auto"``
     ``"ghost"`` when it passes both its checks, else ``"vmap"``.
 """
@@ -93,9 +105,11 @@ Methods
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Mapping
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
@@ -366,6 +380,11 @@ def layer_groups(model: nn.Module) -> list[list[str]]:
     return layers
 
 
+def _check_layers(layers: list[list[str]], names) -> None:
+    if sorted(n for layer in layers for n in layer) != sorted(names):
+        raise ValueError("layers must list every trainable parameter exactly once")
+
+
 def clipped_sum(
     grads: Mapping[str, torch.Tensor], max_norm: float | torch.Tensor, layers: list[list[str]] | None = None
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
@@ -382,8 +401,7 @@ def clipped_sum(
     if layers is None:
         coef = {k: clip_coefficients(norms, max_norm) for k in grads}
     else:
-        if sorted(n for layer in layers for n in layer) != sorted(grads):
-            raise ValueError("layers must list every parameter of grads exactly once")
+        _check_layers(layers, grads)
         scale = 1.0 / math.sqrt(len(layers))
         coef = {}
         for layer in layers:
@@ -395,31 +413,57 @@ def clipped_sum(
 
 # --------------------------------------------------------------------------- ghost path
 
+#: the module types whose weight/bias per-example gradients the ghost path reads off its records
+GHOST_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.GroupNorm, nn.LayerNorm)
+
+
+def _conv_padding(m: nn.Module) -> tuple[int, ...]:
+    """The symmetric zero padding of a convolution (``"same"`` resolved); raise where unfolding cannot copy it."""
+    if m.padding_mode != "zeros":
+        raise GhostUnsupportedError(f"{type(m).__name__} with padding_mode={m.padding_mode!r} (only zero padding)")
+    if m.groups != 1:
+        raise GhostUnsupportedError(f"{type(m).__name__} with groups={m.groups} (only groups=1)")
+    if m.padding == "valid":
+        return (0,) * len(m.kernel_size)
+    if m.padding == "same":
+        total = [d * (k - 1) for d, k in zip(m.dilation, m.kernel_size)]
+        if any(t % 2 for t in total):
+            raise GhostUnsupportedError(f"{type(m).__name__} with padding='same' and an even kernel "
+                                        "(asymmetric padding)")
+        return tuple(t // 2 for t in total)
+    return tuple(m.padding)
+
 
 def _ghost_params(model: nn.Module) -> dict[str, nn.Parameter]:
-    """Trainable parameters; raise unless each is only ever the weight/bias of plain ``nn.Linear``s."""
+    """Trainable parameters; raise unless each is only ever the weight/bias of the :data:`GHOST_LAYERS`."""
     check_batch_independence(model)
     trainable = trainable_params(model)
     if not trainable:
         raise ValueError("the model has no trainable parameters (none with requires_grad=True)")
     for mname, m in model.named_modules(remove_duplicate=False):
-        for attr, p in m.named_parameters(recurse=False):
-            if p.requires_grad and (type(m) is not nn.Linear or attr not in ("weight", "bias")):
-                raise GhostUnsupportedError(
-                    f"parameter {attr!r} of module {mname or '<root>'} ({type(m).__name__}) "
-                    "is not the weight/bias of a plain nn.Linear"
-                )
+        held = [attr for attr, p in m.named_parameters(recurse=False) if p.requires_grad]
+        if not held:
+            continue
+        if type(m) not in GHOST_LAYERS or any(attr not in ("weight", "bias") for attr in held):
+            attr = next(a for a in held if type(m) not in GHOST_LAYERS or a not in ("weight", "bias"))
+            raise GhostUnsupportedError(
+                f"parameter {attr!r} of module {mname or '<root>'} ({type(m).__name__}) is not the weight/bias "
+                f"of a plain {', '.join(t.__name__ for t in GHOST_LAYERS)}"
+            )
+        if isinstance(m, (nn.Conv1d, nn.Conv2d)):
+            _conv_padding(m)
     return trainable
 
 
 def ghost_supported(model: nn.Module) -> bool:
     """Whether ``model`` passes the ghost path's checks made before running it.
 
-    Every trainable parameter must be the weight/bias of plain ``nn.Linear``
-    modules (several of them may share it) and no module may be refused by
-    :func:`check_batch_independence`.  The exactness check made after the
-    forward and backward passes can still refuse the model (see the module
-    docstring); ``method="auto"`` then uses vmap.
+    Every trainable parameter must be the weight/bias of plain ``nn.Linear``,
+    ``nn.Conv1d``/``nn.Conv2d`` (zero padding, ``groups=1``), ``nn.GroupNorm``
+    or ``nn.LayerNorm`` modules (several of them may share it) and no module
+    may be refused by :func:`check_batch_independence`.  The exactness check
+    made after the forward and backward passes can still refuse the model (see
+    the module docstring); ``method="auto"`` then uses vmap.
     """
     try:
         _ghost_params(model)
@@ -438,35 +482,151 @@ def _probe_weights(n: int, like: torch.Tensor) -> torch.Tensor:
     return (1.0 + torch.remainder(i * 0.6180339887498949, 1.0)).to(dtype=like.dtype, device=like.device)
 
 
-def _weight_sq_norms(a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-    """``||d_i^T a_i||_F^2`` per example for ``a (B, T, in)``, ``d (B, T, out)``."""
+def _layer_terms(m: nn.Module, a: torch.Tensor, d: torch.Tensor, n: int):
+    """What one call of layer ``m`` (input ``a``, output gradient ``d``) adds to each example's gradient.
+
+    Returns ``(weight term, bias term)``.  A weight term is ``("outer", A (B, T, in), D (B, T, out))``,
+    the per-example gradient being ``D_iᵀA_i`` (a Linear: positions ``T`` are the extra leading
+    dimensions; a convolution: ``A`` the unfolded input patches, ``T`` the output positions, and the
+    weight seen as ``(out, in·k…)``), or ``("dense", G (B, *shape), M (B,))``, the per-example gradient
+    itself (normalisation layers: ``Σ_positions x̂ ⊙ d``) with ``M`` the sum of the magnitudes of the
+    terms summed into it (the exactness check's scale).  A bias term is dense: ``Σ_positions d``.
+    """
+    if type(m) is nn.Linear:
+        D = d.reshape(n, -1, d.shape[-1])
+        return ("outer", a.reshape(n, -1, a.shape[-1]), D), ("dense", D.sum(1), D.abs().sum((1, 2)))
+    if type(m) in (nn.Conv1d, nn.Conv2d):
+        flat = type(m) is nn.Conv1d  # as a 2-D convolution of height 1
+        pad = _conv_padding(m)
+        grid = (lambda t: (1, t[0])) if flat else tuple
+        patches = F.unfold(a.unsqueeze(2) if flat else a, grid(m.kernel_size), dilation=grid(m.dilation),
+                           padding=(0, pad[0]) if flat else pad, stride=grid(m.stride))
+        D = d.reshape(n, d.shape[1], -1)
+        return ("outer", patches.transpose(1, 2), D.transpose(1, 2)), ("dense", D.sum(2), D.abs().sum((1, 2)))
+    if type(m) is nn.GroupNorm:  # per channel, summed over the positions after it
+        x_hat, dims = F.group_norm(a, m.num_groups, eps=m.eps), tuple(range(2, a.dim()))
+    else:  # nn.LayerNorm over its trailing normalized_shape, summed over the positions before it
+        x_hat, dims = F.layer_norm(a, m.normalized_shape, eps=m.eps), tuple(range(1, a.dim() - len(m.normalized_shape)))
+    terms = x_hat * d
+    every = tuple(range(1, a.dim()))
+    # (a sum over an empty tuple of dims would sum over all of them)
+    return (("dense", terms.sum(dims) if dims else terms, terms.abs().sum(every)),
+            ("dense", d.sum(dims) if dims else d, d.abs().sum(every)))
+
+
+def _outer_sq_norms(a: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``||d_iᵀa_i||_F²`` per example for ``a (B, T, in)``, ``d (B, T, out)``, the cheaper way (Bu et al. 2022).
+
+    Ghost: ``Σ_{t,s} (a_t·a_s)(d_t·d_s)``, cost ``T²(in + out)`` a row, nothing materialised; or the
+    per-example gradient ``d_iᵀa_i`` itself, cost ``T·in·out``, returned as well (so that the clipped
+    sum reuses it).  Returns ``(squared norms (B,), per-example gradients (B, out, in) or None)``.
+    """
     t = a.shape[1]
     if t == 1:
-        return a.pow(2).sum((1, 2)) * d.pow(2).sum((1, 2))
+        return a.pow(2).sum((1, 2)) * d.pow(2).sum((1, 2)), None
     if t * t <= a.shape[2] * d.shape[2]:
-        return (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(d, d.transpose(1, 2))).sum((1, 2))
-    return torch.einsum("bto,bti->boi", d, a).pow(2).sum((1, 2))
+        return (torch.bmm(a, a.transpose(1, 2)) * torch.bmm(d, d.transpose(1, 2))).sum((1, 2)), None
+    g = torch.bmm(d.transpose(1, 2), a)
+    return g.pow(2).sum((1, 2)), g
 
 
-def _ghost_clipped_sum(model, loss_fn, X, y, max_norm):
+class _ParamRecord:
+    """One trainable parameter's per-example gradients, as read off the recorded calls.
+
+    ``outer``: the ``(A, D)`` pairs of its outer-product uses (side by side along the positions),
+    ``dense``: the sum of its materialised per-example gradients ``(B, *shape)``.
+    """
+
+    def __init__(self, param: torch.Tensor):
+        self.param = param
+        self.outer: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.dense: torch.Tensor | None = None
+        self.dense_scale: torch.Tensor | float = 0.0
+
+    def add(self, term) -> None:
+        kind, *values = term
+        if kind == "outer":
+            self.outer.append(tuple(values))
+        else:
+            self.dense = values[0] if self.dense is None else self.dense + values[0]
+            self.dense_scale = self.dense_scale + values[1]
+
+    def finish(self, n: int) -> torch.Tensor:
+        """Squared per-example norms ``(B,)``; keeps what the clipped sum needs (ghost pairs or gradients)."""
+        if self.outer:
+            a, d = (torch.cat(u, 1) if len(self.outer) > 1 else u[0] for u in zip(*self.outer))
+            sq, g = _outer_sq_norms(a, d)
+            self.outer = [(a, d)]
+            if g is not None or self.dense is not None:  # one materialised gradient for every use
+                g = g if g is not None else torch.bmm(d.transpose(1, 2), a)
+                g = g.reshape(n, *self.param.shape)
+                self.dense = g if self.dense is None else self.dense + g
+                self.dense_scale = self.dense_scale + d.norm(dim=2).mul(a.norm(dim=2)).sum(1)
+                self.outer = []
+                return self.dense.flatten(1).pow(2).sum(1)
+            return sq
+        if self.dense is None:  # never used: no gradient
+            return torch.zeros(n, dtype=self.param.dtype, device=self.param.device)
+        return self.dense.flatten(1).pow(2).sum(1)
+
+    def weighted_sum(self, s: torch.Tensor) -> torch.Tensor:
+        """``Σ_i s_i g_i`` (for the outer product form, ``(s⊙D)ᵀA`` over all rows and positions: one matmul)."""
+        if self.outer:
+            a, d = self.outer[0]
+            return ((d * s.view(-1, 1, 1)).flatten(0, 1).T @ a.flatten(0, 1)).reshape(self.param.shape)
+        if self.dense is None:
+            return torch.zeros_like(self.param)
+        return torch.tensordot(s.to(self.dense.dtype), self.dense, dims=([0], [0]))
+
+    def magnitude(self, s: torch.Tensor) -> torch.Tensor:
+        """``Σ_i s_i Σ_t ||d_{i,t}|| ||a_{i,t}||`` (dense: ``Σ_i s_i M_i``): the scale of the terms summed."""
+        if self.outer:
+            a, d = self.outer[0]
+            return (s.view(-1, 1) * d.norm(dim=2) * a.norm(dim=2)).sum()
+        return (s * self.dense_scale).sum()
+
+
+#: per model, the call structures (signatures) whose exactness was verified, and those refused
+_VERIFIED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_REFUSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _signature(model, loss_fn, X, y, named, calls, layers) -> tuple:
+    """What the exactness of the ghost path depends on besides the values: the model's recorded calls
+    (which module, with which trainable parameters, on what input shape), the trainable set, the loss,
+    the input and target shapes and dtypes, train/eval mode and the forward methods."""
+    leaves = [] if y is None else ([y] if isinstance(y, torch.Tensor) else list(y))
+    return (
+        loss_fn, model.training, getattr(model.forward, "__func__", model.forward),
+        tuple((id(m), tuple(a.shape[1:]), a.dtype, w is not None, b is not None) for m, w, b, a, _ in calls),
+        tuple(id(p) for p in named.values()), tuple(X.shape[1:]), X.dtype,
+        tuple((tuple(t.shape[1:]), t.dtype) for t in leaves),
+        None if layers is None else tuple(tuple(layer) for layer in layers),
+    )
+
+
+def _ghost_clipped_sum(model, loss_fn, X, y, max_norm, layers=None, verify=False):
     named = _ghost_params(model)
+    if layers is not None:
+        _check_layers(layers, named)
     trainable = {id(p) for p in named.values()}
     n = X.shape[0]
-    calls = []  # (weight or None, bias or None, input, output) per call of a plain nn.Linear
+    calls = []  # (module, weight or None, bias or None, input, output) per call of a GHOST_LAYERS module
 
     def hook(mod, args, kwargs, out):
-        w = mod.weight if id(mod.weight) in trainable else None
-        b = mod.bias if mod.bias is not None and id(mod.bias) in trainable else None
+        w = mod.weight if getattr(mod, "weight", None) is not None and id(mod.weight) in trainable else None
+        b = mod.bias if getattr(mod, "bias", None) is not None and id(mod.bias) in trainable else None
         if (w is None and b is None) or not out.requires_grad:
             return None
-        calls.append((w, b, (args[0] if args else kwargs["input"]).detach(), out))
+        calls.append((mod, w, b, (args[0] if args else kwargs["input"]).detach(), out))
         # hand the rest of the network a copy so that in-place ops downstream
         # (ReLU(inplace=True)) cannot rewrite the tensor whose gradient we take
         return out.clone()
 
-    linears = [m for m in model.modules() if type(m) is nn.Linear]
-    handles = [m.register_forward_hook(hook, with_kwargs=True, prepend=True) for m in linears]
-    # gradients w.r.t. the input reveal examples that interact (check b)
+    layers_used = [m for m in model.modules() if type(m) in GHOST_LAYERS]
+    handles = [m.register_forward_hook(hook, with_kwargs=True, prepend=True) for m in layers_used]
+    known = _REFUSED.get(model, {})
+    # gradients w.r.t. the input reveal examples that interact (check b); taken only when checking
     x_leaf = X.detach().requires_grad_() if X.is_floating_point() else None
     try:
         out = model(X if x_leaf is None else x_leaf.clone())
@@ -483,81 +643,89 @@ def _ghost_clipped_sum(model, loss_fn, X, y, max_norm):
     if losses.shape != (n,):
         raise ValueError(f"loss_fn must return one value per example, got shape {tuple(losses.shape)}")
     if not calls:
-        raise GhostUnsupportedError("no nn.Linear holding a trainable parameter took part in the forward pass")
-    for _, _, a, z in calls:
+        raise GhostUnsupportedError("no layer holding a trainable parameter took part in the forward pass")
+    for m, _, _, a, z in calls:
         if a.dim() < 2 or a.shape[0] != n or z.shape[0] != n:
             raise GhostUnsupportedError(
-                f"an nn.Linear received input of shape {tuple(a.shape)}; the ghost path needs "
+                f"a {type(m).__name__} received input of shape {tuple(a.shape)}; the ghost path needs "
                 f"the batch ({n}) as its leading dimension"
             )
+    signature = _signature(model, loss_fn, X, y, named, calls, layers)
+    if signature in known:
+        raise GhostUnsupportedError(known[signature])
+    # the exactness check runs on the first batch of each call structure, or on every batch (verify=True)
+    check = verify or signature not in _VERIFIED.get(model, ())
+    if not check:
+        x_leaf = None
 
     # backward 1, probe-weighted: output gradients (w_i * delta_i without interaction)
     w = _probe_weights(n, losses)
     inputs = [z for *_, z in calls] + ([] if x_leaf is None else [x_leaf])
-    grads1 = torch.autograd.grad((w * losses).sum(), inputs, retain_graph=True, allow_unused=True)
-    weight_uses: dict[int, list] = {}
-    bias_uses: dict[int, list] = {}
-    for (wp, bp, a, z), d in zip(calls, grads1):
-        d = torch.zeros_like(z) if d is None else d.detach()
-        d = d.reshape(n, -1, d.shape[-1])  # (B, T, out)
-        if wp is not None:
-            weight_uses.setdefault(id(wp), []).append((a.reshape(n, -1, a.shape[-1]), d))
-        if bp is not None:
-            bias_uses.setdefault(id(bp), []).append(d)
-    # all uses side by side: (B, T, in) and (B, T, out) per weight; sum_t delta, (B, out), per bias
-    weight_uses = {
-        k: tuple(torch.cat(u, 1) if len(v) > 1 else u[0] for u in zip(*v)) for k, v in weight_uses.items()
-    }
-    bias_uses = {k: sum(d.sum(1) for d in v) for k, v in bias_uses.items()}
+    grads1 = torch.autograd.grad((w * losses).sum(), inputs, retain_graph=check, allow_unused=True)
+    records = {id(p): _ParamRecord(p) for p in named.values()}
+    with torch.no_grad():
+        for (m, wp, bp, a, z), d in zip(calls, grads1):
+            d = torch.zeros_like(z) if d is None else d.detach()
+            weight_term, bias_term = _layer_terms(m, a, d, n)
+            if wp is not None:
+                records[id(wp)].add(weight_term)
+            if bp is not None:
+                records[id(bp)].add(bias_term)
+        sq = {k: records[id(p)].finish(n) for k, p in named.items()}
+        norms = (torch.stack(list(sq.values())).sum(0).clamp_min(0).sqrt() / w).detach()
+        coef = clip_coefficients(norms, max_norm).to(losses.dtype)
+        if layers is None:
+            summed = {k: records[id(p)].weighted_sum(coef / w) for k, p in named.items()}
+        else:  # per-layer clipping: layer j's part of g_i clipped to max_norm_i/√m
+            summed = {}
+            for layer in layers:
+                part = torch.stack([sq[k] for k in layer]).sum(0).clamp_min(0).sqrt() / w
+                c = clip_coefficients(part, max_norm / math.sqrt(len(layers))).to(losses.dtype)
+                summed.update({k: records[id(named[k])].weighted_sum(c / w) for k in layer})
+    if check:
+        _verify(model, named, records, losses, coef, w, x_leaf, grads1, signature)
+    return summed, norms
 
-    sq = torch.zeros(n, dtype=losses.dtype, device=losses.device)
-    for a, d in weight_uses.values():
-        sq = sq + _weight_sq_norms(a, d)
-    for d_sum in bias_uses.values():
-        sq = sq + d_sum.pow(2).sum(1)
-    norms = (sq.clamp_min(0).sqrt() / w).detach()
-    coef = clip_coefficients(norms, max_norm).to(losses.dtype)
 
-    # backward 2: the clipped sum
+def _verify(model, named, records, losses, coef, w, x_leaf, grads1, signature) -> None:
+    """The exactness check (module docstring, a and b), with the flat coefficients ``coef``.
+
+    Backward 2 takes autograd's gradient of ``Σ_i c_i loss_i``; every parameter's must equal
+    ``Σ_i c_i g_i`` rebuilt from the records and the input gradients of both backward passes must agree
+    row by row; errors relative to the sum of the terms' magnitudes.  A pass is remembered for the
+    signature, a failure too (``method="auto"`` then goes straight to vmap).
+    """
     names = list(named)
     inputs = [named[k] for k in names] + ([] if x_leaf is None else [x_leaf])
     grads2 = torch.autograd.grad((coef * losses).sum(), inputs, allow_unused=True)
-    summed = {k: torch.zeros_like(named[k]) if g is None else g.detach() for k, g in zip(names, grads2)}
-
-    # exactness check (module docstring, a and b): error relative to the sum of the terms' magnitudes
     s = coef / w
     rel = {}  # parameter name (None: the input) -> relative error
-    for k in names:
-        key = id(named[k])
-        if key in weight_uses:
-            a, d = weight_uses[key]
-            rebuilt = (d * s.view(-1, 1, 1)).flatten(0, 1).T @ a.flatten(0, 1)
-            scale = (s.view(-1, 1) * d.norm(dim=2) * a.norm(dim=2)).sum()
-        elif key in bias_uses:
-            rebuilt = (bias_uses[key] * s.view(-1, 1)).sum(0)
-            scale = (s * bias_uses[key].norm(dim=1)).sum()
-        else:  # never the weight/bias of a recorded call: its gradient must be 0
-            rebuilt, scale = torch.zeros_like(summed[k]), torch.zeros((), dtype=s.dtype, device=s.device)
-        rel[k] = (summed[k] - rebuilt).norm() / scale  # 0/0 = nan passes: no use, no gradient
-    if x_leaf is not None and grads1[-1] is not None:
-        gx1, gx2 = grads1[-1].detach(), grads2[-1].detach()
-        err = (gx2 - s.view(-1, *[1] * (gx1.dim() - 1)) * gx1).norm()
-        rel[None] = err / (s * gx1.reshape(n, -1).norm(dim=1)).sum()
-    failed = (torch.stack(list(rel.values())) > _rtol(losses.dtype)).tolist()
+    with torch.no_grad():
+        for k, g in zip(names, grads2):
+            record = records[id(named[k])]
+            auto = torch.zeros_like(named[k]) if g is None else g
+            rel[k] = (auto - record.weighted_sum(s)).norm() / record.magnitude(s)  # 0/0 = nan passes: unused
+        if x_leaf is not None and grads1[-1] is not None:
+            gx1, gx2 = grads1[-1].detach(), grads2[-1].detach()
+            err = (gx2 - s.view(-1, *[1] * (gx1.dim() - 1)) * gx1).norm()
+            rel[None] = err / (s * gx1.reshape(len(s), -1).norm(dim=1)).sum()
+        failed = (torch.stack(list(rel.values())) > _rtol(losses.dtype)).tolist()
     for (k, r), bad in zip(rel.items(), failed):
-        if bad and k is None:
-            raise GhostUnsupportedError(
+        if not bad:
+            continue
+        if k is None:
+            message = (
                 "the loss of one example depends on the inputs of other examples (an operation mixes the "
                 "examples of the batch, e.g. batch statistics such as x - x.mean(0)): per-example ghost "
-                f"norms do not bound each example's contribution (relative error {float(r):.3g})"
-            )
-        if bad:
-            raise GhostUnsupportedError(
-                f"the gradient of parameter {k!r} differs from the one rebuilt from its nn.Linear calls "
+                f"norms do not bound each example's contribution (relative error {float(r):.3g})")
+        else:
+            message = (
+                f"the gradient of parameter {k!r} differs from the one rebuilt from its layers' calls "
                 f"(relative error {float(r):.3g}): it is used outside those modules' forward "
-                "(e.g. F.linear(x, layer.weight)), or examples of the batch interact after the layer"
-            )
-    return summed, norms
+                "(e.g. F.linear(x, layer.weight)), or examples of the batch interact after the layer")
+        _REFUSED.setdefault(model, {})[signature] = message
+        raise GhostUnsupportedError(message)
+    _VERIFIED.setdefault(model, set()).add(signature)
 
 
 # --------------------------------------------------------------------------- public entry point
@@ -573,6 +741,7 @@ def clipped_gradient_sum(
     *,
     chunk_size: int | None = None,
     layers: list[list[str]] | None = None,
+    verify: bool = False,
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Sum of the per-example gradients, example ``i`` clipped to L2 norm ``max_norm`` (or ``max_norm[i]``).
 
@@ -585,8 +754,9 @@ def clipped_gradient_sum(
     it would not be exact.  Models refused by :func:`check_batch_independence`
     raise ``ValueError`` for every method.  An empty batch (``B == 0``, as
     Poisson sampling may draw) returns zeros and an empty ``norms``.  Does not
-    touch ``p.grad``.  ``layers``: per-layer clipping (see :func:`clipped_sum`); with more than one
-    layer it materialises the per-example gradients (vmap path).
+    touch ``p.grad``.  ``layers``: per-layer clipping (see :func:`clipped_sum`), on either path.
+    ``verify``: run the ghost path's exactness check on every call, not only on the first call of
+    each call structure of the model (see the module docstring).
     """
     if method not in CLIP_METHODS:
         raise ValueError(f"method must be one of {list(CLIP_METHODS)}, got {method!r}")
@@ -600,18 +770,16 @@ def clipped_gradient_sum(
         return zeros, torch.zeros(0, dtype=p0.dtype, device=p0.device)
     if layers is not None and len(layers) == 1:
         layers = None  # one layer: per-layer clipping is flat clipping
-    if method != "vmap" and layers is None:
+    if method != "vmap":
         try:
             with torch.enable_grad():
-                return _ghost_clipped_sum(model, loss_fn, X, y, max_norm)
+                return _ghost_clipped_sum(model, loss_fn, X, y, max_norm, layers, verify)
         except GhostUnsupportedError as err:
             if method == "ghost":
                 raise GhostUnsupportedError(
                     f"ghost norms would not be exact for this model: {err}; use method='vmap' "
                     "(or 'auto', which falls back to it)"
                 ) from err
-    if method == "ghost":
-        raise GhostUnsupportedError("per-layer clipping has no ghost path; use method='vmap' or 'auto'")
     grads = _vmap_gradients(model, loss_fn, X, y, None, chunk_size)
     summed, norms = clipped_sum(grads, max_norm, layers)
     return summed, norms.detach()
