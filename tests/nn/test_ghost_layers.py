@@ -112,28 +112,32 @@ def test_removing_one_example_moves_the_ghost_sum_by_at_most_the_bound(name):
 
 def test_mixed_rule_takes_both_branches(monkeypatch):
     """Conv layers of a 28x28 CNN materialise (T² > in·out), the Linear head is a ghost norm (T = 1)."""
-    seen = []
-    original = ps._outer_sq_norms
+    ghost, materialised = [], []
+    outer, per_example = ps._outer_sq_norms, ps._conv_per_example
 
-    def spy(a, d):
-        sq, g = original(a, d)
-        seen.append((a.shape[1], g is not None))
+    def spy_outer(a, d):
+        sq, g = outer(a, d)
+        (materialised if g is not None else ghost).append(a.shape[1])
         return sq, g
 
-    monkeypatch.setattr(ps, "_outer_sq_norms", spy)
+    def spy_conv(a, d, geometry):
+        materialised.append(d[0, 0].numel())
+        return per_example(a, d, geometry)
+
+    monkeypatch.setattr(ps, "_outer_sq_norms", spy_outer)
+    monkeypatch.setattr(ps, "_conv_per_example", spy_conv)
     model = CNN(1, 10, image_size=28, channels=(4, 8), hidden=16, kernel_size=5, seed=0).double()
     X = torch.rand(3, 784, dtype=torch.float64)
     y = torch.tensor([1, 2, 3])
-    ghost = clipped_gradient_sum(model, ce, X, y, 0.5, method="ghost", verify=True)
-    assert_same(ghost, clipped_gradient_sum(model, ce, X, y, 0.5, method="vmap"))
-    assert (784, True) in seen and (196, True) in seen  # conv: materialised
-    assert (1, False) in seen  # linear layers: ghost
-    seen.clear()
+    got = clipped_gradient_sum(model, ce, X, y, 0.5, method="ghost", verify=True)
+    assert_same(got, clipped_gradient_sum(model, ce, X, y, 0.5, method="vmap"))
+    assert materialised == [784, 196] and ghost == [1, 1]  # conv: materialised, linear layers: ghost
+    ghost.clear()
     model = seq(nn.Conv1d(16, 16, 3, padding=1), nn.Flatten(1), nn.Linear(16 * 4, 3)).double()
     X = torch.randn(3, 16, 4, dtype=torch.float64)  # T = 4, T² = 16 < 48·16: ghost for the conv
-    ghost = clipped_gradient_sum(model, ce, X, y % 3, 0.5, method="ghost", verify=True)
-    assert_same(ghost, clipped_gradient_sum(model, ce, X, y % 3, 0.5, method="vmap"))
-    assert (4, False) in seen
+    got = clipped_gradient_sum(model, ce, X, y % 3, 0.5, method="ghost", verify=True)
+    assert_same(got, clipped_gradient_sum(model, ce, X, y % 3, 0.5, method="vmap"))
+    assert ghost == [4, 1]
 
 
 def test_exactness_check_runs_once_per_call_structure(monkeypatch):

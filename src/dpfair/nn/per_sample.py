@@ -482,27 +482,63 @@ def _probe_weights(n: int, like: torch.Tensor) -> torch.Tensor:
     return (1.0 + torch.remainder(i * 0.6180339887498949, 1.0)).to(dtype=like.dtype, device=like.device)
 
 
+def _conv_geometry(m: nn.Module) -> dict:
+    """A Conv1d/Conv2d's kernel, stride, zero padding and dilation as a 2-D convolution's (Conv1d: height 1)."""
+    pad = _conv_padding(m)
+    if type(m) is nn.Conv1d:
+        return {"kernel_size": (1, *m.kernel_size), "stride": (1, *m.stride), "padding": (0, *pad),
+                "dilation": (1, *m.dilation)}
+    return {"kernel_size": tuple(m.kernel_size), "stride": tuple(m.stride), "padding": pad,
+            "dilation": tuple(m.dilation)}
+
+
+def _conv_per_example(a: torch.Tensor, d: torch.Tensor, geometry: dict) -> torch.Tensor:
+    """Every example's weight gradient of a 2-D convolution, ``(B, C_out, C_in, *kernel)``: one
+    convolution-weight backward with the batch as groups (input ``(1, B·C_in, …)``, output gradient
+    ``(1, B·C_out, …)``)."""
+    n, c_in, c_out = a.shape[0], a.shape[1], d.shape[1]
+    g = torch.nn.grad.conv2d_weight(
+        a.reshape(1, n * c_in, *a.shape[2:]), (n * c_out, c_in, *geometry["kernel_size"]),
+        d.reshape(1, n * c_out, *d.shape[2:]), stride=geometry["stride"], padding=geometry["padding"],
+        dilation=geometry["dilation"], groups=n)
+    return g.view(n, c_out, c_in, *geometry["kernel_size"])
+
+
+def _patch_norms(a: torch.Tensor, geometry: dict) -> torch.Tensor:
+    """``||a_{i,t}||`` of every unfolded input patch of a 2-D convolution, ``(B, T)``."""
+    ones = a.new_ones(1, 1, *geometry["kernel_size"])
+    sq = F.conv2d(a.pow(2).sum(1, keepdim=True), ones, stride=geometry["stride"], padding=geometry["padding"],
+                  dilation=geometry["dilation"])
+    return sq.clamp_min(0).sqrt().flatten(1)
+
+
 def _layer_terms(m: nn.Module, a: torch.Tensor, d: torch.Tensor, n: int):
     """What one call of layer ``m`` (input ``a``, output gradient ``d``) adds to each example's gradient.
 
     Returns ``(weight term, bias term)``.  A weight term is ``("outer", A (B, T, in), D (B, T, out))``,
     the per-example gradient being ``D_iᵀA_i`` (a Linear: positions ``T`` are the extra leading
     dimensions; a convolution: ``A`` the unfolded input patches, ``T`` the output positions, and the
-    weight seen as ``(out, in·k…)``), or ``("dense", G (B, *shape), M (B,))``, the per-example gradient
-    itself (normalisation layers: ``Σ_positions x̂ ⊙ d``) with ``M`` the sum of the magnitudes of the
-    terms summed into it (the exactness check's scale).  A bias term is dense: ``Σ_positions d``.
+    weight seen as ``(out, in·k…)``), or ``("dense", G (B, *shape), M)``, the per-example gradient
+    itself, with ``M()`` the sum of the magnitudes of the terms summed into it ``(B,)`` (the exactness
+    check's scale, computed only when checking).  A convolution materialises ``G`` where that costs
+    less than the ghost norm (``T² > in·out``, Bu et al. 2022); normalisation layers always
+    (``Σ_positions x̂ ⊙ d``, a few values per example).  A bias term is dense: ``Σ_positions d``.
     """
     if type(m) is nn.Linear:
         D = d.reshape(n, -1, d.shape[-1])
-        return ("outer", a.reshape(n, -1, a.shape[-1]), D), ("dense", D.sum(1), D.abs().sum((1, 2)))
+        return ("outer", a.reshape(n, -1, a.shape[-1]), D), ("dense", D.sum(1), lambda: D.abs().sum((1, 2)))
     if type(m) in (nn.Conv1d, nn.Conv2d):
-        flat = type(m) is nn.Conv1d  # as a 2-D convolution of height 1
-        pad = _conv_padding(m)
-        grid = (lambda t: (1, t[0])) if flat else tuple
-        patches = F.unfold(a.unsqueeze(2) if flat else a, grid(m.kernel_size), dilation=grid(m.dilation),
-                           padding=(0, pad[0]) if flat else pad, stride=grid(m.stride))
+        geometry = _conv_geometry(m)
+        if type(m) is nn.Conv1d:  # as a 2-D convolution of height 1
+            a, d = a.unsqueeze(2), d.unsqueeze(2)
         D = d.reshape(n, d.shape[1], -1)
-        return ("outer", patches.transpose(1, 2), D.transpose(1, 2)), ("dense", D.sum(2), D.abs().sum((1, 2)))
+        bias = ("dense", D.sum(2), lambda: D.abs().sum((1, 2)))
+        positions, fan_in = D.shape[2], m.weight[0].numel()
+        if positions * positions > fan_in * D.shape[1]:
+            g = _conv_per_example(a, d, geometry).view(n, *m.weight.shape)
+            return ("dense", g, lambda: (D.norm(dim=1) * _patch_norms(a, geometry)).sum(1)), bias
+        patches = F.unfold(a, **geometry)
+        return ("outer", patches.transpose(1, 2), D.transpose(1, 2)), bias
     if type(m) is nn.GroupNorm:  # per channel, summed over the positions after it
         x_hat, dims = F.group_norm(a, m.num_groups, eps=m.eps), tuple(range(2, a.dim()))
     else:  # nn.LayerNorm over its trailing normalized_shape, summed over the positions before it
@@ -510,8 +546,8 @@ def _layer_terms(m: nn.Module, a: torch.Tensor, d: torch.Tensor, n: int):
     terms = x_hat * d
     every = tuple(range(1, a.dim()))
     # (a sum over an empty tuple of dims would sum over all of them)
-    return (("dense", terms.sum(dims) if dims else terms, terms.abs().sum(every)),
-            ("dense", d.sum(dims) if dims else d, d.abs().sum(every)))
+    return (("dense", terms.sum(dims) if dims else terms, lambda: terms.abs().sum(every)),
+            ("dense", d.sum(dims) if dims else d, lambda: d.abs().sum(every)))
 
 
 def _outer_sq_norms(a: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -541,7 +577,7 @@ class _ParamRecord:
         self.param = param
         self.outer: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.dense: torch.Tensor | None = None
-        self.dense_scale: torch.Tensor | float = 0.0
+        self.scales: list[Callable[[], torch.Tensor]] = []  # the dense terms' magnitudes, when checking
 
     def add(self, term) -> None:
         kind, *values = term
@@ -549,7 +585,7 @@ class _ParamRecord:
             self.outer.append(tuple(values))
         else:
             self.dense = values[0] if self.dense is None else self.dense + values[0]
-            self.dense_scale = self.dense_scale + values[1]
+            self.scales.append(values[1])
 
     def finish(self, n: int) -> torch.Tensor:
         """Squared per-example norms ``(B,)``; keeps what the clipped sum needs (ghost pairs or gradients)."""
@@ -561,7 +597,7 @@ class _ParamRecord:
                 g = g if g is not None else torch.bmm(d.transpose(1, 2), a)
                 g = g.reshape(n, *self.param.shape)
                 self.dense = g if self.dense is None else self.dense + g
-                self.dense_scale = self.dense_scale + d.norm(dim=2).mul(a.norm(dim=2)).sum(1)
+                self.scales.append(lambda: d.norm(dim=2).mul(a.norm(dim=2)).sum(1))
                 self.outer = []
                 return self.dense.flatten(1).pow(2).sum(1)
             return sq
@@ -583,7 +619,7 @@ class _ParamRecord:
         if self.outer:
             a, d = self.outer[0]
             return (s.view(-1, 1) * d.norm(dim=2) * a.norm(dim=2)).sum()
-        return (s * self.dense_scale).sum()
+        return sum(((s * scale()).sum() for scale in self.scales), torch.zeros((), dtype=s.dtype, device=s.device))
 
 
 #: per model, the call structures (signatures) whose exactness was verified, and those refused
