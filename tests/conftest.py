@@ -12,6 +12,18 @@ if SHARED_DATA.is_dir():
     os.environ.setdefault("DPFAIR_DATA", str(SHARED_DATA))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cache_in_a_temporary_folder(tmp_path_factory):
+    """dpfair's on-disk cache (calibration's ε evaluations) goes to a temporary folder, never the user's home."""
+    before = os.environ.get("DPFAIR_CACHE_DIR")
+    os.environ["DPFAIR_CACHE_DIR"] = str(tmp_path_factory.mktemp("dpfair-cache"))
+    yield
+    if before is None:
+        os.environ.pop("DPFAIR_CACHE_DIR")
+    else:
+        os.environ["DPFAIR_CACHE_DIR"] = before
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

@@ -69,6 +69,7 @@ from dpfair._compat import (
     absorb_rdp,
     pld_discretization,
 )
+from dpfair.privacy.accounting_cache import read_epsilon, write_epsilon
 from dpfair.privacy.units import relation_of
 
 ACCOUNTANTS = ("pld", "rdp")
@@ -178,21 +179,29 @@ def make_accountant(accountant: str = "pld", relation="record"):
     raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
 
 
-def epsilon_of(event: dpa.DpEvent, delta: float, relation="record", accountant: str = "pld") -> float:
+def epsilon_of(event: dpa.DpEvent, delta: float, relation="record", accountant: str = "pld", *,
+               persist: bool = False) -> float:
     """ε at ``delta`` of one (composed) event, on the named accountant.
 
     With ``accountant="pld"`` a PLD that cannot be built (an unsupported event,
     or a noise so small that its PLD exhausts memory) falls back to RDP when RDP
     supports the event; otherwise the error says what to change. Results are
     cached (events are immutable), so the many identical ledgers of a sweep
-    cost one accounting.
+    cost one accounting. ``persist``: also keep the result in the on-disk cache of
+    :mod:`dpfair.privacy.accounting_cache`, for events that are a function of a public
+    plan only (noise calibration's evaluations), so that later processes reuse it.
     """
     key = (repr(event), float(delta), relation_of(relation), accountant)
     if key not in _EPSILON_CACHE:
         if len(_EPSILON_CACHE) >= 4096:
             _EPSILON_CACHE.clear()
-        with _absl_quiet():
-            _EPSILON_CACHE[key] = _epsilon_uncached(event, *key[1:])
+        stored = read_epsilon(key[0], key[1], key[2].name, accountant) if persist else None
+        if stored is None:
+            with _absl_quiet():
+                stored, as_asked = _epsilon_uncached(event, *key[1:])
+            if persist and as_asked:  # an RDP fallback depends on this machine's memory: not kept
+                write_epsilon(key[0], key[1], key[2].name, accountant, stored)
+        _EPSILON_CACHE[key] = stored
     return _EPSILON_CACHE[key]
 
 
@@ -214,7 +223,9 @@ def _absl_quiet():
 _EPSILON_CACHE: dict[tuple, float] = {}
 
 
-def _epsilon_uncached(event: dpa.DpEvent, delta: float, relation: NeighboringRelation, accountant: str) -> float:
+def _epsilon_uncached(event: dpa.DpEvent, delta: float, relation: NeighboringRelation,
+                      accountant: str) -> tuple[float, bool]:
+    """``(ε, whether it was computed on the accountant asked for)`` (``False``: a PLD fell back to RDP)."""
     acc = make_accountant(accountant, relation)
     if not acc.supports(event):
         raise ValueError(
@@ -230,8 +241,8 @@ def _epsilon_uncached(event: dpa.DpEvent, delta: float, relation: NeighboringRel
     except MemoryError:
         if accountant != "pld":
             raise
-        return epsilon_of(event, delta, relation, "rdp")
-    return float(eps)
+        return epsilon_of(event, delta, relation, "rdp"), False
+    return float(eps), True
 
 
 def _pld_at_scale(event: dpa.DpEvent, delta: float, relation: NeighboringRelation) -> PLDAccountant:

@@ -9,6 +9,11 @@ the smallest σ whose ε is at most the target; it stops once ε lies in
 ``[(1 − rtol)·target, target]``, so the budget is spent, not wasted. RDP
 upper-bounds the PLD ε, so where RDP supports the plan its (cheap) calibration
 brackets the PLD search from above.
+
+Every ε the search evaluates is a function of the public plan alone, so it is kept in the on-disk
+cache of :mod:`dpfair.privacy.accounting_cache` as well as in memory: a later process calibrating
+the same plan (a repeated ``dpfair train``) reads the same values back, follows the same path and
+returns exactly the same σ without composing a PLD.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ def _search(plan, target: float, delta: float, relation, accountant: str, rtol: 
 
     def eps(sigma: float, kind: str = accountant) -> float:
         if (sigma, kind) not in cache:
-            cache[sigma, kind] = epsilon_of(plan(sigma), delta, relation, kind)
+            cache[sigma, kind] = epsilon_of(plan(sigma), delta, relation, kind, persist=True)
             bar.update()
         return cache[sigma, kind]
 

@@ -1,0 +1,107 @@
+"""An on-disk cache of the ε evaluations that noise calibration makes, so a repeated plan skips its search.
+
+Calibrating σ (:mod:`dpfair.privacy.calibration`) evaluates ε of the planned event at a sequence of σ,
+each a PLD composition (a few tens of milliseconds); the search is deterministic, so with every ε read
+back from the cache it visits the same σ and returns exactly the same σ as an uncached search. Every
+input is public: the planned event (mechanism, σ, sampling rate, number of releases — what the fitted
+ledger publishes anyway), δ, the neighbouring relation and the accountant. Nothing derived from the data
+is keyed on or stored.
+
+An entry is valid for one dp_accounting version and one version of dpfair's accounting code (a digest
+of the modules that compute ε is part of the key), so an upgrade or an edit misses instead of returning
+a stale ε. Writes are atomic (a temporary file renamed into place), so concurrent processes never see a
+partial entry; an unreadable, corrupt or mismatched entry is ignored (and rewritten). A cache that cannot
+be written is skipped silently: it only saves time.
+
+Where: ``$DPFAIR_CACHE_DIR`` if set (an empty value turns the cache off), else ``~/.cache/dpfair`` (the
+default data home of :mod:`dpfair.datasets` too); entries live in its ``accounting/`` folder, one small
+JSON file each, and may be deleted at any time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import tempfile
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+#: The environment variable naming the cache folder ("" turns the on-disk cache off).
+CACHE_ENV = "DPFAIR_CACHE_DIR"
+
+#: The layout of an entry; bump it when the entry format changes.
+FORMAT = 1
+
+#: The modules whose code computes ε from an event (relative to the package): their source is part of every key.
+_ACCOUNTING_MODULES = ("privacy/accounting.py", "_compat.py")
+
+
+def cache_dir() -> Path | None:
+    """The folder of the on-disk cache, or ``None`` when it is turned off (``DPFAIR_CACHE_DIR=""``)."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen is not None:
+        return Path(chosen).expanduser() if chosen.strip() else None
+    return Path.home() / ".cache" / "dpfair"
+
+
+@lru_cache(maxsize=1)
+def _code_version() -> str | None:
+    """dp_accounting's version and a digest of dpfair's accounting code; ``None`` (no cache) if unreadable."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    try:
+        for name in _ACCOUNTING_MODULES:
+            digest.update((package / name).read_bytes())
+        upstream = metadata.version("dp-accounting")
+    except (OSError, metadata.PackageNotFoundError):
+        return None
+    return f"dp_accounting {upstream}; dpfair accounting {digest.hexdigest()[:16]}"
+
+
+def _entry(event_repr: str, delta: float, relation: str, accountant: str) -> tuple[list, Path] | None:
+    """The key of an evaluation and the path of its entry, or ``None`` when the cache is off."""
+    folder, version = cache_dir(), _code_version()
+    if folder is None or version is None:
+        return None
+    key = [FORMAT, version, event_repr, float(delta).hex(), relation, accountant]
+    return key, folder / "accounting" / f"{hashlib.sha256(json.dumps(key).encode()).hexdigest()}.json"
+
+
+def read_epsilon(event_repr: str, delta: float, relation: str, accountant: str) -> float | None:
+    """The cached ε of this evaluation, or ``None`` (no cache, no entry, or an entry that does not check)."""
+    entry = _entry(event_repr, delta, relation, accountant)
+    if entry is None:
+        return None
+    key, path = entry
+    try:
+        stored = json.loads(path.read_text())
+        epsilon = float.fromhex(stored["epsilon"])
+        if stored["key"] != key:
+            return None
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return None if math.isnan(epsilon) or epsilon < 0 else epsilon
+
+
+def write_epsilon(event_repr: str, delta: float, relation: str, accountant: str, epsilon: float) -> None:
+    """Store one evaluation, atomically; nothing when the cache is off or cannot be written."""
+    entry = _entry(event_repr, delta, relation, accountant)
+    if entry is None:
+        return
+    key, path = entry
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps({"key": key, "epsilon": float(epsilon).hex()}))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
