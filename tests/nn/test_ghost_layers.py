@@ -214,3 +214,17 @@ def test_float32_cnn_agrees_within_single_precision():
     torch.testing.assert_close(ghost[1], vmap[1], rtol=1e-4, atol=1e-6)
     for k in vmap[0]:
         torch.testing.assert_close(ghost[0][k], vmap[0][k], rtol=1e-4, atol=1e-5)
+
+
+def test_dp_fermi_module_loss_takes_the_ghost_path(monkeypatch):
+    """DP-FERMI's per-sample loss (cross-entropy weight, ERMI logit weights h, λ) on a CNN: ghost, exact."""
+    from dpfair.algorithms.dpfermi_engine import fermi_loss
+
+    monkeypatch.setattr(ps, "_vmap_gradients", lambda *a, **k: pytest.fail("fell back to vmap"))
+    model, X, y = case("cnn_group", n=6)
+    g = torch.Generator().manual_seed(5)
+    h = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    target = (y, h, torch.zeros(6, dtype=torch.float64), torch.full((6,), 2.0, dtype=torch.float64))
+    ghost = clipped_gradient_sum(model, fermi_loss, X, target, 0.2, method="auto", verify=True)
+    monkeypatch.undo()
+    assert_same(ghost, clipped_gradient_sum(model, fermi_loss, X, target, 0.2, method="vmap"))
