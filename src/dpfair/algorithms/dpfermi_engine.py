@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -107,74 +108,88 @@ class LinearModels:
     ``L = 1`` is the binary single-logit model (logits ``[0, z]``, as
     :class:`dpfair.nn.LogisticRegression`); otherwise ``L = l`` softmax logits.
     Parameters flatten as ``[weight (L·d, row-major), bias (L)]``, the order of
-    ``LogisticRegression.named_parameters()``. Per-row tensors are laid out
-    ``(S, B, G, ·)`` so that the batched products need no copies.
+    ``LogisticRegression.named_parameters()``. They are held as one tensor
+    ``θ̃ = [weight | bias] (S, G, L, d + 1)`` (``weight`` and ``bias`` are views of it) acting on
+    the rows ``(x, 1)`` of :meth:`features`: a logit is one product ``θ̃·(x, 1)`` and the
+    per-sample gradients' sum, bias included, one product ``Σ_i δ_i ⊗ (x_i, 1)``. Per-row
+    tensors are laid out ``(S, B, G, ·)`` so that the batched products need no copies.
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
-        self.weight, self.bias = weight, bias
         self.S, self.G, self.L, self.d = weight.shape
         self.n_params = self.L * self.d + self.L
+        self.theta = torch.cat([weight, bias[..., None]], dim=-1)
+        self.weight, self.bias = self.theta[..., :self.d], self.theta[..., self.d]
+        self._theta_t = self.theta.view(self.S, self.G * self.L, self.d + 1).transpose(1, 2)
 
-    def _logits(self, Xb):
-        """``z (S, B, G, L)``."""
-        S, B, _ = Xb.shape
-        z = torch.baddbmm(self.bias.reshape(S, 1, self.G * self.L), Xb,
-                          self.weight.reshape(S, self.G * self.L, self.d).transpose(1, 2))
-        return z.view(S, B, self.G, self.L)
+    @staticmethod
+    def features(X: torch.Tensor) -> torch.Tensor:
+        """The rows a step gathers: ``(x, 1)`` for every row of ``X``."""
+        X = X.flatten(1)
+        return torch.cat([X, torch.ones(len(X), 1, dtype=X.dtype, device=X.device)], dim=1)
 
     def gradient_sum(self, Xb, x_norm, valid, y, onehot, h_cells, with_loss: bool, lam, clip):
         """Σ over valid rows of the per-sample gradients of :func:`fermi_loss` (each clipped to ``clip``).
 
-        ``Xb (S, B, d)``, ``x_norm (S, B)`` = ``‖(x, 1)‖``, ``valid (S, B)``, ``y (S, B)``,
-        ``onehot (S, B, c)`` the rows' cells, ``h_cells (S, c, G, l)`` the ``h`` of each
-        cell, ``with_loss``: add the cross-entropy ``ℓ`` (``a = 1``), ``lam (S, G)``. Returns ``(sums (S, G, P), Σ_rows onehot ⊗ F (S, c, G, l))``.
+        ``Xb (S, B, d)`` (or ``(S, B, d + 1)``, rows of :meth:`features`), ``x_norm (S, B)`` = ``‖(x, 1)‖``,
+        ``valid (S, B)`` (``None``: every row), ``y (S, B)``, ``onehot (S, B, c)`` the rows' cells,
+        ``h_cells (S, c, G, l)`` the ``h`` of each cell, ``with_loss``: add the cross-entropy ``ℓ``
+        (``a = 1``), ``lam (S, G)``. Returns ``(sums (S, G, P), Σ_rows onehot ⊗ F (S, c, G, l))``.
         The loss's logit gradient is closed-form, ``a(F − e_y) + λ F ⊙ (h − ⟨F, h⟩)``;
         the per-sample gradient is ``(x, 1) ⊗ δ`` with norm ``‖(x, 1)‖·‖δ‖``, so
         clipping scales ``δ``. Binary (one logit): ``δ = a(σ − y) + λ σ(1 − σ)(h₁ − h₀)``
         and clipping is ``clamp(δ, ±C/‖(x, 1)‖)``.
         """
-        z = self._logits(Xb)
-        S, B, G, L = z.shape
-        valid_f = valid.to(z.dtype)
+        if Xb.shape[-1] == self.d:
+            Xb = torch.cat([Xb, torch.ones(*Xb.shape[:-1], 1, dtype=Xb.dtype, device=Xb.device)], dim=-1)
+        z = torch.bmm(Xb, self._theta_t)  # (S, B, G·L)
+        S, B, G, L = z.shape[0], z.shape[1], self.G, self.L
         if L == 1:
-            p = torch.sigmoid(z.view(S, B, G))
-            h_diff = (h_cells[..., 1] - h_cells[..., 0]) * lam[:, None, :]
-            curvature = torch.addcmul(p, p, p, value=-1.0)  # σ(1 − σ)
+            p = z.sigmoid_()
+            h_diff = (h_cells[..., 1] - h_cells[..., 0]).mul_(lam[:, None, :])
+            delta = torch.addcmul(p, p, p, value=-1.0).mul_(torch.bmm(onehot, h_diff))  # λ σ(1 − σ)(h₁ − h₀)
             if with_loss:
-                delta = torch.addcmul(p - y[:, :, None].to(p.dtype), curvature, torch.bmm(onehot, h_diff))
-            else:
-                delta = curvature.mul_(torch.bmm(onehot, h_diff))
+                delta += p
+                delta -= y[:, :, None]
             if clip is not None:
-                r = (clip * valid_f / x_norm)[:, :, None]
-                delta = torch.clamp(delta, min=-r, max=r)
-            else:
-                delta = delta * valid_f[:, :, None]
+                r = (clip / x_norm if valid is None else clip * valid / x_norm)[:, :, None]
+                delta = delta.clamp_(min=-r, max=r)
+            elif valid is not None:
+                delta *= valid[:, :, None]
             on1 = torch.bmm(onehot.transpose(1, 2), p)
             cell_F = torch.stack([onehot.sum(1)[:, :, None] - on1, on1], dim=-1)
-            delta = delta[..., None]
         else:
-            proba = torch.softmax(z, dim=-1)
+            proba = torch.softmax(z.view(S, B, G, L), dim=-1)
             h = torch.bmm(onehot, h_cells.reshape(S, -1, G * L)).view(S, B, G, L)
             delta = lam[:, None, :, None] * _psi_logit_gradient(proba, h)
             if with_loss:
                 delta = delta + (proba - F.one_hot(y, L).to(proba.dtype)[:, :, None])
-            weight = valid_f[:, :, None]
+            weight = None if valid is None else valid[:, :, None].to(z.dtype)
             if clip is not None:
                 norms = x_norm[:, :, None] * delta.norm(dim=-1)
-                weight = weight * (clip / norms.clamp_min(torch.finfo(norms.dtype).tiny)).clamp(max=1.0)
-            delta = delta * weight[..., None]
+                scale = (clip / norms.clamp_min(torch.finfo(norms.dtype).tiny)).clamp(max=1.0)
+                weight = scale if weight is None else weight * scale
+            if weight is not None:
+                delta = delta * weight[..., None]
             cell_F = torch.bmm(onehot.transpose(1, 2), proba.view(S, B, G * L)).view(S, -1, G, L)
-        gw = torch.bmm(delta.view(S, B, G * L).transpose(1, 2), Xb).view(S, G, L * self.d)
-        return torch.cat([gw, delta.sum(1)], dim=-1), cell_F
+        sums = torch.bmm(delta.view(S, B, G * L).transpose(1, 2), Xb)  # (S, G·L, d + 1): [weight | bias] rows
+        if L == 1:
+            return sums.view(S, G, self.n_params), cell_F
+        sums = sums.view(S, G, L, self.d + 1)
+        return torch.cat([sums[..., :self.d].flatten(2), sums[..., self.d]], dim=-1), cell_F
 
     def step(self, update):
         """``θ ← θ − update`` for a flat ``update (S, G, P)``."""
+        if self.L == 1:
+            self.theta.view(self.S, self.G, self.n_params).sub_(update)
+            return
         w, b = update.split([self.L * self.d, self.L], dim=-1)
         self.weight -= w.reshape(self.weight.shape)
         self.bias -= b
 
     def flat(self) -> torch.Tensor:
+        if self.L == 1:
+            return self.theta.view(self.S, self.G, self.n_params).clone()
         return torch.cat([self.weight.flatten(2), self.bias], dim=-1)
 
     def load(self, flat: torch.Tensor) -> None:
@@ -192,8 +207,13 @@ class ModuleModel:
         self.names = [n for n, p in module.named_parameters() if p.requires_grad]
         self.n_params = sum(p.numel() for p in self.params)
 
+    @staticmethod
+    def features(X: torch.Tensor) -> torch.Tensor:
+        """The rows a step gathers: the module's inputs as they are."""
+        return X
+
     def gradient_sum(self, Xb, x_norm, valid, y, onehot, h_cells, with_loss: bool, lam, clip):
-        rows = valid[0]
+        rows = slice(None) if valid is None else valid[0]
         X1, y1, h1 = Xb[0][rows], y[0][rows], (onehot[0] @ h_cells[0, :, 0])[rows]
         a = torch.full((len(X1),), 1.0 if with_loss else 0.0, device=X1.device)
         target = (y1, h1, a, torch.full_like(a, float(lam[0, 0])))
@@ -223,19 +243,22 @@ class ModuleModel:
                 p.copy_(v.reshape(p.shape))
 
 
-def poisson_batch(n: int, samplers, device) -> tuple[torch.Tensor, torch.Tensor]:
+def poisson_batch(n: int, samplers, device) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One secret Poisson sample per seed group (``samplers``: their ``(SecretRandom, q)``), padded.
 
-    Returns ``idx (S, B_max)`` and ``valid (S, B_max)``.
+    Returns ``idx (S, B_max)`` and ``valid (S, B_max)`` (padding rows point at row 0); ``valid`` is
+    ``None`` when every row is valid (one seed group with a non-empty sample: no padding).
     """
     samples = [secret.poisson_sample(n, q) for secret, q in samplers]
-    width = max(max(len(x) for x in samples), 1)
-    idx = torch.zeros(len(samples), width, dtype=torch.long)
-    valid = torch.zeros(len(samples), width, dtype=torch.bool)
+    lengths = [len(x) for x in samples]
+    if len(samples) == 1 and lengths[0]:
+        return torch.from_numpy(samples[0])[None].to(device), None
+    width = max(max(lengths), 1)
+    idx = np.zeros((len(samples), width), dtype=np.int64)
     for row, x in enumerate(samples):
-        idx[row, :len(x)] = torch.from_numpy(x)
-        valid[row, :len(x)] = True
-    return idx.to(device), valid.to(device)
+        idx[row, :len(x)] = x
+    valid = torch.arange(width, device=device) < torch.tensor(lengths, device=device)[:, None]
+    return torch.from_numpy(idx).to(device), valid
 
 
 class PublicBatches:
@@ -253,22 +276,46 @@ class PublicBatches:
         return batch
 
 
-def _cell_onehot(cells, s, k: int, m: int, weight=None):
-    """One-hot ``(S, B, m·k)`` of each row's (W block, group) cell, zero for rows without a W (``c = −1``)."""
-    active = (cells >= 0) if weight is None else (cells >= 0) & weight
-    codes = cells.clamp(min=0) * k + s
-    return F.one_hot(codes, m * k).to(torch.float32) * active[..., None]
+@dataclass
+class RowTables:
+    """What a step reads of the training rows, laid out once per fit so that a batch is two gathers and ``y``.
+
+    ``features``: the model's input rows (:meth:`LinearModels.features`: ``(x, 1)``); ``aux (n, 1 + m·k + m)``:
+    ``‖(x, 1)‖``, the one-hot of the row's (W block, group) cell (the secret part's), and the one-hot of its
+    W block alone (the public part's, whose ``h = −Σ_s W_{c,s}²`` is the same in every group of a block, so it
+    never reads s); rows without a W (``c = −1``) are zero in both one-hots.
+    """
+
+    features: torch.Tensor
+    aux: torch.Tensor
+    y: torch.Tensor
+    n_cells: int
+
+    @classmethod
+    def of(cls, data: FermiData, models) -> RowTables:
+        active = (data.cells >= 0)[:, None]
+        block = data.cells.clamp(min=0)
+        mk = data.n_cells * data.n_groups
+        aux = torch.cat([torch.sqrt((data.X.flatten(1) ** 2).sum(1) + 1.0)[:, None],
+                         F.one_hot(block * data.n_groups + data.s, mk).to(torch.float32) * active,
+                         F.one_hot(block, data.n_cells).to(torch.float32) * active], dim=1)
+        return cls(models.features(data.X), aux, data.y, mk)
+
+    def take(self, idx: torch.Tensor, public: bool):
+        """``(features, x_norm, y, one-hot)`` of the rows ``idx (S, B)``: cells (secret) or blocks (``public``)."""
+        aux = _rows(self.aux, idx)
+        onehot = aux[..., 1 + self.n_cells:] if public else aux[..., 1:1 + self.n_cells]
+        return _rows(self.features, idx), aux[..., 0], _rows(self.y, idx), onehot
 
 
-def _h_cells(W, inv_sqrt_p, linear: bool, quadratic: bool):
-    """``h`` of each (block, group) cell ``(S, m·k, G, l)``: ``2 W_{c,s}/√p_{c,s}`` and/or ``−Σ_r W_{c,r}²``."""
+def _h_cells(W, inv_sqrt_p, quadratic: bool):
+    """``h`` of each (block, group) cell ``(S, m·k, G, l)``: ``2 W_{c,s}/√p_{c,s}``, with ``quadratic`` also
+    ``−Σ_s W_{c,s}²``."""
     S, G, m, k, l = W.shape
-    h = torch.zeros(S, G, m, k, l, device=W.device)
-    if linear:
-        h = h + 2.0 * W * inv_sqrt_p[..., None]
+    h = 2.0 * W * inv_sqrt_p[..., None]
     if quadratic:
-        h = h - (W * W).sum(3, keepdim=True)
-    return h.reshape(S, G, m * k, l).transpose(1, 2).contiguous()
+        h -= (W * W).sum(3, keepdim=True)
+    return h.view(S, G, m * k, l).transpose(1, 2).contiguous()
 
 
 def _w_gradient(W, cell_F, inv_sqrt_p, public: bool, sensitive: bool):
@@ -291,21 +338,35 @@ def _rows(X, idx):
     return X.index_select(0, idx.reshape(-1)).view(*idx.shape, *X.shape[1:])
 
 
-def secret_sums(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, W, idx, valid, x_norm=None):
+def secret_sums(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, W, idx, valid,
+                rows: RowTables | None = None):
     """The two sums a step releases, before noise: ``(θ part (S, G, P), W part (S, G, m, k, l))``.
 
     Sensitive unit: the clipped per-sample θ-gradients of ``λ·2u·F`` and the
     s-part of ∇_W ψ̂; record unit: the clipped whole per-sample θ-gradient and
-    the whole ∇_W ψ̂. Rows ``idx (S, B)`` where ``valid``.
+    the whole ∇_W ψ̂. Rows ``idx (S, B)`` where ``valid`` (``None``: all).
     """
-    if x_norm is None:
-        x_norm = torch.sqrt((data.X.flatten(1) ** 2).sum(1) + 1.0)
+    rows = RowTables.of(data, models) if rows is None else rows
     record = schedule.record
-    onehot = _cell_onehot(data.cells[idx], data.s[idx], data.n_groups, data.n_cells, valid)
-    h_secret = _h_cells(W, hp.inv_sqrt_p, linear=True, quadratic=record)
-    theta_sum, cell_F = models.gradient_sum(_rows(data.X, idx), x_norm[idx], valid, data.y[idx], onehot, h_secret,
+    Xb, x_norm, y, onehot = rows.take(idx, public=False)
+    if valid is not None:
+        onehot *= valid[..., None]
+    theta_sum, cell_F = models.gradient_sum(Xb, x_norm, valid, y, onehot, _h_cells(W, hp.inv_sqrt_p, record),
                                             record, hp.lam, schedule.max_grad_norm)
     return theta_sum, _w_gradient(W, cell_F, hp.inv_sqrt_p, public=record, sensitive=True)
+
+
+def public_sums(models, hp: FermiModels, W, pub, rows: RowTables):
+    """The exact sums of the parts that depend on ``(x, y)`` only, over the public rows ``pub (S, b)``.
+
+    θ: the per-sample gradients of ``ℓ − λ wsq·F`` (unclipped); W: the x-part ``−2 W_c diag(F)``,
+    from the per-block sums of ``F`` (s is not read).
+    """
+    Xb, x_norm, y, blocks = rows.take(pub, public=True)
+    wsq = (W * W).sum(3)  # (S, G, m, l): the same in every group of a block
+    theta, block_F = models.gradient_sum(Xb, x_norm, None, y, blocks, wsq.neg_().transpose(1, 2), True, hp.lam,
+                                         None)
+    return theta, (-2.0 * W).mul_(block_F.permute(0, 2, 1, 3)[:, :, :, None])
 
 
 def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, samplers, release,
@@ -327,39 +388,38 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, sam
     record = schedule.record
     W = torch.zeros(S, G, m, k, l, device=dev)
     public = None if record else PublicBatches(n, schedule.public_batch, public_generators, dev)
-    x_norm = torch.sqrt((data.X.flatten(1) ** 2).sum(1) + 1.0)
+    rows = RowTables.of(data, models)
     steps_per_epoch = max(1, round(1 / q))
     scales = [hp.noise_theta[..., None], hp.noise_w[..., None, None, None]]
     lr, wlr = hp.learning_rate[..., None], hp.w_learning_rate[..., None, None, None]
+    radius = hp.w_radius[..., None]
     batch_sources = [(secret, q) for secret in samplers]
+    average_from, average = schedule.average_from, None
 
     for step in range(schedule.n_steps):
         idx, valid = poisson_batch(n, batch_sources, dev)
-        theta_sum, w_sum = secret_sums(models, data, schedule, hp, W, idx, valid, x_norm)
-        noisy_theta, noisy_w = release.noisy_sum([theta_sum, w_sum], scale=scales)
-        grad_theta, grad_w = noisy_theta / expected, noisy_w / expected
+        theta_sum, w_sum = secret_sums(models, data, schedule, hp, W, idx, valid, rows)
+        grad_theta, grad_w = release.noisy_sum([theta_sum, w_sum], scale=scales)
+        grad_theta /= expected
+        grad_w /= expected
         if not record:
             pub = public.next()
-            ones = torch.ones(pub.shape, dtype=torch.bool, device=dev)
-            onehot_p = _cell_onehot(data.cells[pub], data.s[pub], k, m)
-            h_public = _h_cells(W, hp.inv_sqrt_p, linear=False, quadratic=True)
-            theta_pub, cell_F_p = models.gradient_sum(_rows(data.X, pub), x_norm[pub], ones, data.y[pub], onehot_p,
-                                                      h_public, True, hp.lam, None)
-            grad_theta = grad_theta + theta_pub / pub.shape[1]
-            grad_w = grad_w + _w_gradient(W, cell_F_p, hp.inv_sqrt_p, public=True, sensitive=False) / pub.shape[1]
-        models.step(lr * grad_theta)
-        if schedule.average_from is not None and step >= schedule.average_from:
-            count = step - schedule.average_from + 1
-            average = models.flat() if count == 1 else average + (models.flat() - average) / count
-        W = W + wlr * grad_w
-        norms = W.flatten(3).norm(dim=-1).clamp_min(1e-12)
-        W = W * (hp.w_radius[..., None] / norms).clamp(max=1.0)[..., None, None]
+            theta_pub, w_pub = public_sums(models, hp, W, pub, rows)
+            grad_theta += theta_pub.div_(pub.shape[1])
+            grad_w += w_pub.div_(pub.shape[1])
+        models.step(grad_theta.mul_(lr))
+        if average_from is not None and step >= average_from:
+            count = step - average_from + 1
+            current = models.flat()
+            average = current if count == 1 else average.add_(current.sub_(average).div_(count))
+        W += grad_w.mul_(wlr)
+        W *= (radius / W.flatten(3).norm(dim=-1).clamp_min_(1e-12)).clamp_(max=1.0)[..., None, None]
         bar.update()
         if on_epoch is not None and ((step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps):
             release.flush()
             on_epoch(step + 1, W)
     release.flush()
-    if schedule.average_from is not None and schedule.average_from < schedule.n_steps:
+    if average is not None:
         models.load(average)
     return W
 
