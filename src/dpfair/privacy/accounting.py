@@ -12,9 +12,12 @@ built). For an unsampled mechanism the privacy loss depends only on the
 distance between the two neighbouring outputs, and under ``REPLACE_ONE`` that
 distance is 2·bound (a value +bound replaced by −bound). Both accountants here
 convert such events to their ``ADD_OR_REMOVE_ONE`` equivalent with sensitivity
-2·bound (multiplier halved), so that they agree (pinned by a test). Poisson-
-sampled events under ``REPLACE_ONE`` need the PLD accountant (dp_accounting has
-no RDP bound for them).
+2·bound (multiplier halved), so that they agree (pinned by a test). dp_accounting
+has no RDP bound for a Poisson-sampled Gaussian under ``REPLACE_ONE``; the RDP
+accountant here takes its Rényi divergences from
+:mod:`dpfair.privacy.subsampled_rdp` (those of the pair the PLD accountant uses), so
+that the sensitive unit's releases and the RDP-only repeated-run bounds of private
+selection (``RepeatAndSelectDpEvent``) compose.
 
 Upstream behaviours worked around (dp-accounting 0.5.0–0.6.0; each is pinned
 by a test in ``tests/test_compat.py`` that fails once upstream changes it, and
@@ -57,6 +60,7 @@ import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import dp_accounting as dpa
 from dp_accounting import NeighboringRelation
@@ -70,6 +74,7 @@ from dpfair._compat import (
     pld_discretization,
 )
 from dpfair.privacy.accounting_cache import read_epsilon, write_epsilon
+from dpfair.privacy.subsampled_rdp import replace_one_sampled_gaussian_rdp
 from dpfair.privacy.units import relation_of
 
 ACCOUNTANTS = ("pld", "rdp")
@@ -158,10 +163,21 @@ class PLDAccountant(_ReplaceAwareMixin, AccountantHook, PLDAccountantBase):
 
 
 class RDPAccountant(_ReplaceAwareMixin, AccountantHook, RdpAccountantBase):
-    """dp_accounting's RDP accountant with unsampled REPLACE_ONE mechanisms made consistent."""
+    """dp_accounting's RDP accountant with unsampled REPLACE_ONE mechanisms made consistent, and Poisson-sampled
+    Gaussians under REPLACE_ONE accounted (:mod:`dpfair.privacy.subsampled_rdp`)."""
 
     def __init__(self, neighboring_relation=_ADD_REMOVE):
         super().__init__(neighboring_relation=neighboring_relation)
+
+    def compose_event(self, event, count, do_compose):
+        if (self.neighboring_relation is _REPLACE and isinstance(event, dpa.PoissonSampledDpEvent)
+                and isinstance(event.event, dpa.GaussianDpEvent)):
+            if do_compose:
+                rdp = replace_one_sampled_gaussian_rdp(event.event.noise_multiplier, event.sampling_probability,
+                                                       self.orders)
+                absorb_rdp(self, SimpleNamespace(rdp=count * rdp))
+            return None
+        return super().compose_event(event, count, do_compose)
 
     def _compose_equivalent(self, event, count):
         helper = RdpAccountantBase(self.orders, _ADD_REMOVE)
@@ -227,6 +243,8 @@ def _epsilon_uncached(event: dpa.DpEvent, delta: float, relation: NeighboringRel
                       accountant: str) -> tuple[float, bool]:
     """``(ε, whether it was computed on the accountant asked for)`` (``False``: a PLD fell back to RDP)."""
     acc = make_accountant(accountant, relation)
+    if not acc.supports(event) and accountant == "pld" and make_accountant("rdp", relation).supports(event):
+        return epsilon_of(event, delta, relation, "rdp"), False  # an RDP-only event (RepeatAndSelectDpEvent)
     if not acc.supports(event):
         raise ValueError(
             f"the {accountant} accountant cannot account {event} under {relation_of(relation).name}; "

@@ -1,0 +1,671 @@
+"""Private model selection: the fairest model within an error budget, with the search itself on the ledger.
+
+A trade-off curve is drawn by training many models and reading their scores; picking one from it is a
+further use of the private data that no model's ε covers. :func:`tune` (and the estimator behind it,
+:class:`PrivateSearch`) picks the hyper-parameters privately and prints ε of the whole procedure.
+
+**The mechanism: random stopping** (Liu & Talwar 2019; Papernot & Steinke 2022, "Hyperparameter tuning
+with Renyi differential privacy"). The training rows are split (by ``random_state``, public, as the
+train/test split is) into a *fit* part and a *validation* part. Then
+
+1. the validation part's group sizes (per constraint cell of the notion) are released once with
+   Gaussian noise (``counts_share`` of ε, calibrated alone) and floored: the public denominators of the
+   score;
+2. a number of runs K is drawn from the secret generator (:class:`~dpfair.privacy.SecretRandom`, never a
+   seed anyone knows) from a truncated negative binomial of shape η and mean μ (``repetitions``:
+   ``"geometric"``, η = 1, Liu & Talwar's random stopping; ``"logarithmic"``, η = 0; ``"poisson"``,
+   η = ∞; or a number η > 0);
+3. each run picks a candidate uniformly at random (secret coins too), trains it on the fit part at the
+   per-model ε found below, and releases its score on the validation part with Gaussian noise
+   (``score_share`` of ε, calibrated alone); DP-FERMI's runs train as one batched grid, each model with
+   its own secret batches and noise (:func:`~dpfair.algorithms.fit_dpfermi_grid`), other methods one
+   after the other;
+4. the run with the highest *released* score is the output.
+
+Only the winning run is published: its model, its candidate and its released score. The other runs'
+scores and K stay secret, since publishing them would forfeit the bound below (the search's privacy
+comes from hiding how many runs it took). The runs are silent (no progress bar; their warnings, which
+their number could be read from, are dropped: their preambles ran, and warned, once in planning).
+
+**Accounting.** One run is the composition of the method's planned releases (its ``privacy_plan_``,
+identical for every candidate, which is checked) and its score's Gaussian release; the search records
+dp_accounting's ``RepeatAndSelectDpEvent(run, μ, η)``, whose Rényi DP is Papernot & Steinke's Theorem 2
+(η < ∞) or 6 (Poisson), composed with the count release (and, under the record unit, the private
+reference below) on the RDP accountant, the only one that bounds repeated runs (the PLD accountant
+defers to it). The per-model ε is the largest whose total spends at most ``epsilon`` at ``delta``
+(bisection on the public plan). The conditions of the theorem hold by construction: K is drawn
+independently of the data from the distribution the accountant is given (its mean computed from the
+sampling distribution's γ, which the accountant's inversion can only lower, and the bound only grows
+as γ falls), every run is an independent run of the same mechanism (fresh secret generators, distinct
+batch streams), and the output is the best run by its released score alone.
+
+**The score** of a run, on the validation part (greater is better)::
+
+    u = −( violation + penalty · max(0, error − (reference_error + max_error_increase)) )
+
+the constraint "error ≤ reference + X" as an exact penalty: among runs within the error budget the
+fairest wins, and a run over it loses ``penalty`` points of violation per point of excess error. A
+lexicographic rule (feasible first, then fairest) is this rule as the penalty grows without bound; its
+score jumps at the budget's edge, so one person could move it by the whole range and no finite noise
+would hide them. The penalty keeps the score Lipschitz in (error, violation), hence of bounded
+sensitivity. ``violation`` is the pairwise gap of the notion (as :mod:`dpfair.fairness.metrics`
+defines it; for binary labels the positive class's rates) with each rate's denominator the *released*
+count of its (cell, group), so that every denominator is public.
+
+**Sensitivity** (a brute-force test enumerates the neighbours of small data sets). For a fixed model
+(the run's training is accounted by its own plan; a person in the fit part does not enter the score given
+the model), let m be the released (floored) counts and n_val the validation size (public, as n is):
+
+* sensitive unit (one person's s changes, x and y fixed): the person moves from group a to group b in
+  their cell; one outcome count at a falls by one and one at b rises by one (the same outcome unless the
+  model reads s), so every rate gap moves by at most 1/m[c, a] + 1/m[c, b]: Δ_violation = max over cells
+  of the sum of the two largest 1/m. The error moves only if the model reads s at prediction: 1/n_val;
+* record unit (a validation record added or removed, denominators fixed): one count moves by one,
+  Δ_violation = 1/min m, and Δ_error = 1/n_val.
+
+Δ = Δ_violation + penalty · Δ_error; the Gaussian release uses the bound convention of
+:mod:`dpfair.privacy.units` (radius Δ/2 under replace-one, Δ under add/remove).
+
+**The reference error** is the user's public proxy (``reference_error=``), or else under the sensitive
+unit the validation error of a non-private, unconstrained model fitted on the fit part's (x, y), which
+are public there, so it costs nothing; under the record unit (x and y private) a DP-SGD logistic model
+fitted on the fit part (half of ``reference_share`` of ε) whose validation error is released with
+Gaussian noise (the other half; sensitivity 1/n_val).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import dp_accounting as dpa
+import numpy as np
+from dp_accounting import dp_event
+from scipy import optimize, stats
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.model_selection import ParameterGrid
+from sklearn.utils.validation import check_is_fitted
+
+from dpfair.algorithms.base import FairEstimator, public_categories
+from dpfair.algorithms.signal import floor_counts
+from dpfair.fairness.notions import NOTIONS
+from dpfair.fairness.scorers import predict_with_groups
+from dpfair.privacy import (
+    Part,
+    PrivacyBudget,
+    PrivacyLedger,
+    PrivacyUnit,
+    Release,
+    SecretRandom,
+    calibrate_noise,
+    check_privacy_unit,
+    gaussian_event,
+    ledger_totals,
+)
+from dpfair.privacy.budget import _ACTIVE, _Planned, charging_grid, planned_ledger
+from dpfair.privacy.planted import planted
+from dpfair.validation import (
+    check_1d,
+    check_delta,
+    check_epsilon,
+    check_features,
+    check_positive,
+    encode_categories,
+)
+
+__all__ = ["PrivateSearch", "Repetitions", "SelectionScore", "cell_counts", "split_rows", "tune"]
+
+#: ``repetitions`` by name: the shape η of the truncated negative binomial number of runs.
+REPETITIONS = {"logarithmic": 0.0, "geometric": 1.0, "poisson": math.inf}
+
+#: Hyper-parameters the search sets itself on every run, which a grid may not vary.
+RESERVED = ("epsilon", "delta", "random_state", "noise_multiplier", "privacy_unit", "accountant", "verbose",
+            "notion", "groups", "classes")
+
+#: Part names (and ledger labels) of the search's releases.
+COUNTS, SCORE, REFERENCE_ERROR = "validation counts", "selection score", "reference error"
+
+#: The per-model ε is searched until the total lies in [(1 − TOLERANCE)·ε, ε].
+TOLERANCE = 0.005
+
+# per-model ε by public plan (the audit's hundreds of searches of one plan search it once)
+_PER_MODEL: dict[tuple, tuple[float, PrivacyLedger]] = {}
+
+
+def split_rows(n: int, validation_size: float, random_state) -> tuple[np.ndarray, np.ndarray]:
+    """``(fit rows, validation rows)``: a public random split of ``range(n)`` seeded by ``random_state``."""
+    size = check_positive(validation_size, "validation_size")
+    if size >= 1.0:
+        raise ValueError(f"validation_size must lie in (0, 1), got {validation_size!r}")
+    n_val = round(size * n)
+    if n_val < 1 or n_val > n - 2:
+        raise ValueError(f"validation_size={size:g} of {n} rows leaves {n_val} validation and {n - n_val} fit "
+                         "rows; give more rows or another validation_size")
+    order = np.random.default_rng(random_state).permutation(n)
+    return np.sort(order[n_val:]), np.sort(order[:n_val])
+
+
+@dataclass(frozen=True)
+class Repetitions:
+    """The law of the number of runs K: truncated negative binomial of shape η (K ≥ 1) or Poisson (η = ∞).
+
+    P(K = k) ∝ C(k + η − 1, k)·(1 − γ)^k for k ≥ 1 (η = 0: the logarithmic law (1 − γ)^k / k; η = 1:
+    geometric), γ solving E[K] = ``mean``; Poisson: mean ``mean``, and K = 0 (no run) possible.
+    """
+
+    shape: float
+    mean: float
+
+    def __post_init__(self):
+        if not self.shape >= 0 or math.isnan(self.shape):
+            raise ValueError(f"the shape of the number of runs must be >= 0 (or inf: Poisson), got {self.shape}")
+        if not self.mean >= 1 or not math.isfinite(self.mean):
+            raise ValueError(f"the mean number of runs must be a finite number >= 1, got {self.mean}")
+
+    @classmethod
+    def of(cls, repetitions, mean: float) -> Repetitions:
+        """From a name in :data:`REPETITIONS` or a shape η ≥ 0, with the exact mean of the law that is sampled."""
+        if isinstance(repetitions, str) and repetitions not in REPETITIONS:
+            raise ValueError(f"repetitions must be one of {', '.join(REPETITIONS)} or a shape >= 0, got "
+                             f"{repetitions!r}")
+        shape = REPETITIONS[repetitions] if isinstance(repetitions, str) else repetitions
+        shape = check_positive(shape, "repetitions (a shape)", allow_zero=True)
+        law = cls(shape, check_positive(mean, "mean_runs"))
+        return law if math.isinf(law.shape) else cls(law.shape, law._mean_of(law.gamma))
+
+    def _mean_of(self, gamma: float) -> float:
+        if gamma >= 1.0:
+            return 1.0
+        if self.shape == 0.0:
+            return (1.0 - gamma) / (gamma * -math.log(gamma))
+        return self.shape * (1.0 - gamma) / (gamma * -math.expm1(self.shape * math.log(gamma)))
+
+    @property
+    def gamma(self) -> float:
+        """γ of the truncated negative binomial whose mean is ``mean`` (``nan`` for Poisson)."""
+        if math.isinf(self.shape):
+            return math.nan
+        if self.shape == 1.0:
+            return 1.0 / self.mean
+        if self.mean == 1.0:
+            return 1.0
+        return optimize.brentq(lambda g: self._mean_of(g) - self.mean, 1e-300, 1.0 - 1e-15, xtol=1e-300,
+                               rtol=4 * np.finfo(float).eps)
+
+    def draw(self, secret: SecretRandom) -> int:
+        """K, by inversion of one secret uniform."""
+        u = float(secret.random(1)[0])
+        if self.mean == 1.0 and not math.isinf(self.shape):
+            return 1
+        if math.isinf(self.shape):
+            return int(stats.poisson.ppf(u, self.mean))
+        if self.shape == 0.0:
+            return int(stats.logser.ppf(u, 1.0 - self.gamma))
+        law = stats.nbinom(self.shape, self.gamma)
+        return int(law.ppf(law.pmf(0) + u * law.sf(0)))
+
+    def event(self, run: dpa.DpEvent) -> dpa.DpEvent:
+        """The best of K runs of ``run``: dp_accounting's ``RepeatAndSelectDpEvent``."""
+        return dp_event.RepeatAndSelectDpEvent(run, self.mean, self.shape)
+
+    def describe(self) -> dict:
+        name = next((k for k, v in REPETITIONS.items() if v == self.shape), "truncated negative binomial")
+        return {"distribution": name, "shape": self.shape, "mean": self.mean}
+
+
+def _cells(notion: str, y: np.ndarray, n_classes: int) -> tuple[np.ndarray, int]:
+    """Constraint cell of each row (−1: unconstrained) and the number of cells, as in :mod:`dpfair.fairness.notions`."""
+    if notion == "equalized_odds":
+        return y.astype(np.int64), n_classes
+    if notion == "equal_opportunity":
+        return np.where(y == 1, 0, -1).astype(np.int64), 1
+    return np.zeros(len(y), dtype=np.int64), 1
+
+
+def cell_counts(notion: str, y: np.ndarray, s: np.ndarray, n_classes: int, n_groups: int) -> np.ndarray:
+    """``counts[c, r]``: rows of constraint cell c (of ``notion``) and group r; ``y``, ``s`` as codes."""
+    cells, n_cells = _cells(notion, y, n_classes)
+    counts = np.zeros((n_cells, n_groups))
+    keep = cells >= 0
+    np.add.at(counts, (cells[keep], s[keep]), 1.0)
+    return counts
+
+
+@dataclass(frozen=True)
+class SelectionScore:
+    """``u = −(violation + penalty·max(0, error − threshold))`` of predictions on the validation part.
+
+    ``denominators[c, r]``: the public (released) size of cell c, group r; ``n_val``: the public
+    normaliser of the error; ``reads_s``: whether the scored model reads s at prediction. Labels,
+    predictions and groups are passed as codes; the positive class of binary labels is code 1.
+    """
+
+    notion: str
+    threshold: float
+    penalty: float
+    denominators: np.ndarray
+    n_val: int
+    n_classes: int
+    unit: PrivacyUnit
+    reads_s: bool
+
+    def violation(self, y: np.ndarray, y_pred: np.ndarray, s: np.ndarray) -> float:
+        """The pairwise gap of the notion's rates, each over its public denominator."""
+        cells, n_cells = _cells(self.notion, y, self.n_classes)
+        if self.notion == "equal_opportunity":
+            outcome, n_out = (y_pred == 1).astype(np.int64), 2
+        elif self.notion == "accuracy_parity":
+            outcome, n_out = (y_pred == y).astype(np.int64), 2
+        else:
+            outcome, n_out = y_pred.astype(np.int64), self.n_classes
+        hits = np.zeros((n_cells, self.denominators.shape[1], n_out))
+        keep = cells >= 0
+        np.add.at(hits, (cells[keep], s[keep], outcome[keep]), 1.0)
+        rates = hits / self.denominators[..., None]
+        if n_out == 2:  # the positive outcome (correct, hit, class 1); the other's rates add nothing for two
+            rates = rates[..., 1:]
+        return float((rates.max(axis=1) - rates.min(axis=1)).max())
+
+    def value(self, y: np.ndarray, y_pred: np.ndarray, s: np.ndarray) -> float:
+        error = float(np.sum(y_pred != y)) / self.n_val
+        return -(self.violation(y, y_pred, s) + self.penalty * max(0.0, error - self.threshold))
+
+    @property
+    def sensitivity(self) -> float:
+        """Δ: the largest change of :meth:`value` between neighbours, for a fixed model (module docstring)."""
+        inverse = 1.0 / self.denominators
+        if self.unit is PrivacyUnit.SENSITIVE:
+            two = np.sort(inverse, axis=1)[:, -2:].sum(axis=1)
+            return float(two.max()) + (self.penalty / self.n_val if self.reads_s else 0.0)
+        return float(inverse.max()) + self.penalty / self.n_val
+
+    @property
+    def bound(self) -> float:
+        """The bound of the score's release (:mod:`dpfair.privacy.units`: radius under replace-one)."""
+        return self.sensitivity / 2.0 if self.unit is PrivacyUnit.SENSITIVE else self.sensitivity
+
+
+def _counts_bound(unit: PrivacyUnit) -> float:
+    """One person's one-hot cell: replace-one moves it between two cells (radius √2/2), add/remove by one."""
+    return math.sqrt(2) / 2 if unit is PrivacyUnit.SENSITIVE else 1.0
+
+
+class _Recorder:
+    """A planning hook: the first fit to calibrate its plan stops there; its planned ledger is kept."""
+
+    def __init__(self, owner):
+        self.owner, self.ledger, self.delta = owner, None, None
+
+    def claim_fit(self, est) -> None:
+        if est is self.owner and est._private and "_sigmas" in vars(est):
+            self.ledger, self.delta = planned_ledger(est), est.delta_
+            raise _Planned
+
+
+def _plan_of(estimator, X, y, s, quiet: bool = True) -> PrivacyLedger:
+    """The ledger ``estimator`` would spend on ``(X, y, s)``: its fit runs up to its calibration, before any release.
+
+    ``quiet``: its warnings dropped (the search shows each candidate's once, when it checks their plans).
+    """
+    est = PrivacyBudget.detach(clone(estimator))
+    recorder = _Recorder(est)
+    token = _ACTIVE.set(recorder)
+    try:
+        with warnings.catch_warnings():
+            if quiet:
+                warnings.simplefilter("ignore")
+            est.fit(X, y, sensitive_features=s)
+    except _Planned:
+        pass
+    finally:
+        _ACTIVE.reset(token)
+    if recorder.ledger is None:
+        raise ValueError(f"{type(estimator).__name__} released nothing through a calibrated plan; a private search "
+                         "needs a private method")
+    return recorder.ledger
+
+
+class PrivateSearch(ClassifierMixin, BaseEstimator):
+    """Private selection of hyper-parameters by random stopping; ``privacy_spent_`` covers the whole search.
+
+    Parameters
+    ----------
+    estimator : a private dpfair estimator; every run fits a clone of it.
+    param_grid : the candidates: a dict of value lists (their product) or a list of dicts, as scikit-learn's
+        ``ParameterGrid``. They may not set the search's own parameters (``epsilon``, ``delta``,
+        ``random_state``, ``notion``, ...) and must share one privacy plan (e.g. λ of DP-FERMI).
+    epsilon, delta : the budget of the whole search (``delta=None``: 1/n²).
+    notion : the fairness notion scored (``None``: the estimator's ``notion``); a fair estimator is set to it.
+    max_error_increase : X ≥ 0 in the constraint "validation error ≤ reference_error + X".
+    reference_error : a public proxy of the non-private error (``None``: obtained as the module docstring says).
+    penalty : points of violation one point of error beyond the budget costs in the score.
+    repetitions : the law of the number of runs: "geometric" (Liu & Talwar), "logarithmic", "poisson", or a
+        truncated negative binomial's shape η ≥ 0 (Papernot & Steinke).
+    mean_runs : its mean (``None``: twice the number of candidates).
+    validation_size : share of the rows scored rather than fitted.
+    counts_share, score_share, reference_share : shares of ε the validation counts, each run's score and
+        (record unit, no ``reference_error``) the private reference spend, each calibrated alone; the
+        per-model ε takes what is left of the total.
+    budget : a :class:`~dpfair.privacy.PrivacyBudget` charged the search's total before its first release
+        (``None``: the one attached to ``estimator``, if any).
+    random_state : seeds the public split (and the runs' public initialisation goes with secret seeds).
+
+    Fitted attributes: ``best_estimator_`` (the winning run's model; its ``privacy_ledger_`` and
+    ``privacy_spent_`` are the search's), ``best_params_``, ``released_score_`` (the winner's released
+    score, the only score published), ``privacy_ledger_``, ``privacy_spent_``, ``selection_`` (what was
+    run, all public) and ``classes_``.
+    """
+
+    def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=None, notion=None, max_error_increase=0.01,
+                 reference_error=None, penalty=10.0, repetitions="geometric", mean_runs=None, validation_size=0.2,
+                 counts_share=0.05, score_share=0.25, reference_share=0.1, budget=None, random_state=None):
+        self.estimator = estimator
+        self.param_grid = param_grid
+        self.epsilon = epsilon
+        self.delta = delta
+        self.notion = notion
+        self.max_error_increase = max_error_increase
+        self.reference_error = reference_error
+        self.penalty = penalty
+        self.repetitions = repetitions
+        self.mean_runs = mean_runs
+        self.validation_size = validation_size
+        self.counts_share = counts_share
+        self.score_share = score_share
+        self.reference_share = reference_share
+        self.budget = budget
+        self.random_state = random_state
+
+    # ---- what the auditor and scikit-learn read -----------------------------------------------------
+    @property
+    def privacy_unit(self) -> str:
+        """The privacy unit of the estimator searched over (and of the search)."""
+        return getattr(self.estimator, "privacy_unit", "record")
+
+    @property
+    def _predict_needs_sensitive(self) -> bool:
+        return bool(getattr(self.estimator, "_predict_needs_sensitive", False))
+
+    def predict_proba(self, X, **kwargs):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.predict_proba(X, **kwargs)
+
+    def predict(self, X, **kwargs):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.predict(X, **kwargs)
+
+    # ---- the search -----------------------------------------------------------------------------
+    def _check(self, X, y, s):
+        base = self.estimator
+        if not isinstance(base, FairEstimator) or not base._private:
+            raise ValueError(f"a private search needs a private dpfair estimator, got {type(base).__name__}: a "
+                             "non-private one spends ε = ∞ in every run")
+        target = check_epsilon(self.epsilon, "epsilon", allow_inf=False)
+        notion = self.notion if self.notion is not None else base.get_params().get("notion")
+        if notion not in NOTIONS:
+            raise ValueError(f"notion must be one of {list(NOTIONS)}, got {notion!r}")
+        if base._notions and notion not in base._notions:
+            raise ValueError(f"{type(base).__name__} targets {', '.join(base._notions)}; notion={notion!r} is not "
+                             "one of them")
+        check_positive(self.max_error_increase, "max_error_increase", allow_zero=True)
+        check_positive(self.penalty, "penalty", allow_zero=True)
+        if self.reference_error is not None and not 0.0 <= check_positive(
+                self.reference_error, "reference_error", allow_zero=True) <= 1.0:
+            raise ValueError(f"reference_error must lie in [0, 1], got {self.reference_error!r}")
+        for name in ("counts_share", "score_share", "reference_share"):
+            if not 0.0 < check_positive(getattr(self, name), name) < 1.0:
+                raise ValueError(f"{name} must lie in (0, 1), got {getattr(self, name)!r}")
+        try:
+            candidates = list(ParameterGrid(self.param_grid))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"param_grid must be a dict of value lists or a list of such dicts: {exc}") from None
+        if not candidates:
+            raise ValueError("param_grid holds no candidate; give at least one value per hyper-parameter")
+        valid = base.get_params()
+        for point in candidates:
+            reserved = sorted(set(point) & set(RESERVED))
+            unknown = sorted(set(point) - set(valid))
+            if reserved:
+                raise ValueError(f"param_grid may not set {reserved[0]!r}: the search sets it on every run (pass "
+                                 "epsilon, delta, notion, random_state to the search itself)")
+            if unknown:
+                raise ValueError(f"{type(base).__name__} has no hyper-parameter {unknown[0]!r}; valid: "
+                                 f"{', '.join(valid)}")
+        X = check_features(X, "X")
+        y = check_1d(y, "y", X.shape[0])
+        if s is None:
+            raise ValueError("a private search scores fairness: call fit(X, y, sensitive_features=s)")
+        s = check_1d(s, "sensitive_features", X.shape[0])
+        delta = check_delta(self.delta if self.delta is not None else 1.0 / X.shape[0] ** 2, n=X.shape[0])
+        return base, target, delta, notion, candidates, X, y, s
+
+    def fit(self, X, y, sensitive_features=None):
+        """Run the search on ``(X, y, s)`` (module docstring); the winner is ``best_estimator_``."""
+        for key in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
+            delattr(self, key)
+        base, target, delta, notion, candidates, X, y, s = self._check(X, y, sensitive_features)
+        unit = check_privacy_unit(getattr(base, "privacy_unit", "record"))
+        params = base.get_params()
+        classes = public_categories(params.get("classes"), y, "classes", unit is PrivacyUnit.RECORD,
+                                    "classes=[...] on the estimator (the data set's label values)", stacklevel=4)
+        groups = public_categories(params.get("groups"), s, "groups", True,
+                                   "groups=k or groups=[...] on the estimator (the data set's group values)",
+                                   stacklevel=4)
+        y_codes, _ = encode_categories(y, "y", classes=classes)
+        s_codes, _ = encode_categories(s, "sensitive_features", classes=groups)
+        fixed = {k: v for k, v in (("notion", notion), ("groups", params.get("groups")),
+                                   ("classes", params.get("classes"))) if k in params}
+        if "groups" in fixed and fixed["groups"] is None:
+            fixed["groups"] = groups.tolist()
+        if "classes" in fixed and fixed["classes"] is None:
+            fixed["classes"] = classes.tolist()
+        base = PrivacyBudget.detach(clone(base).set_params(**fixed, delta=delta, verbose=False))
+        fit_rows, val_rows = split_rows(len(y), self.validation_size, self.random_state)
+        Xf, yf, sf = X[fit_rows], y[fit_rows], s[fit_rows]
+        Xv, sv = X[val_rows], s[val_rows]
+        yv_codes, sv_codes, n_val = y_codes[val_rows], s_codes[val_rows], len(val_rows)
+        mean = float(self.mean_runs) if self.mean_runs is not None else 2.0 * len(candidates)
+        law = Repetitions.of(self.repetitions, mean)
+        relation = unit.relation
+        sigma_counts = calibrate_noise(gaussian_event, self.counts_share * target, delta, relation)
+        sigma_score = calibrate_noise(gaussian_event, self.score_share * target, delta, relation)
+
+        reference, reference_source, ref_plan = self.reference_error, "public proxy (reference_error)", None
+        if reference is None and unit is PrivacyUnit.SENSITIVE:
+            reference = self._public_reference(base, Xf, yf, Xv, y[val_rows])
+            reference_source = "non-private unconstrained logistic regression on the fit part's public (x, y)"
+        elif reference is None:
+            ref_model, sigma_error = self._reference_plan(target, delta, classes, groups)
+            ref_plan = (ref_model, sigma_error, _plan_of(ref_model, Xf, yf, sf))
+            reference_source = "DP-SGD logistic regression on the fit part, its validation error released"
+
+        run_epsilon, planned = self._per_model_epsilon(base, candidates, Xf, yf, sf, target, delta, law, unit,
+                                                      sigma_counts, sigma_score, ref_plan)
+        self._check_same_plan(base, candidates, Xf, yf, sf, run_epsilon)
+
+        secret = SecretRandom(("private search", self.random_state),
+                              secure=bool(params.get("secure_mode", False)))
+        budget = self.budget if self.budget is not None else vars(self.estimator).get("_budget")
+        ledger = PrivacyLedger(relation)
+        with charging_grid(budget, self, "a private search") as charge:
+            if charge is not None:  # the whole search, before its first release
+                charge.budget._claim(charge, ledger_totals(planned), delta, relation)
+            counts = cell_counts(notion, yv_codes, sv_codes, len(classes), len(groups))
+            noisy = Release(Part(COUNTS), sigma_counts, secret, ledger).noisy_sum(counts, bound=_counts_bound(unit))
+            denominators = floor_counts(noisy, sigma_counts * _counts_bound(unit))
+            if ref_plan is not None:
+                reference = self._private_reference(ref_plan, Xf, yf, sf, Xv, y[val_rows], sv, n_val, secret, ledger)
+            score = SelectionScore(notion, float(reference) + float(self.max_error_increase), float(self.penalty),
+                                   denominators, n_val, len(classes), unit, self._predict_needs_sensitive)
+            run_entry = next(e for e in planned.entries if e.label.startswith("repeated runs"))
+            ledger.record(run_entry.event, run_entry.label)
+            best, best_point, released = self._run(base, candidates, law, run_epsilon, delta, secret, score,
+                                                   sigma_score, Xf, yf, sf, Xv, sv, yv_codes, sv_codes, classes,
+                                                   unit)
+        if ledger_totals(ledger) != ledger_totals(planned):
+            raise RuntimeError(f"the search's ledger {ledger.to_records()} differs from its plan; please report this")
+        self._finish(best, best_point, released, ledger, delta, candidates, law, run_epsilon, score, sigma_score,
+                     reference, reference_source, notion, denominators, sigma_counts, n_val, len(fit_rows), unit)
+        return self
+
+    # ---- the reference error ---------------------------------------------------------------------
+    @staticmethod
+    def _public_reference(base, Xf, yf, Xv, yv) -> float:
+        from dpfair.algorithms import ERMClassifier
+
+        model = getattr(base, "model", "logistic")
+        erm = ERMClassifier(model=model if isinstance(model, str) and model != "cnn" else "logistic",
+                            random_state=0).fit(Xf, yf)
+        return float(np.mean(erm.predict(Xv) != yv))
+
+    def _reference_plan(self, target, delta, classes, groups):
+        from dpfair.algorithms import DPSGDClassifier
+
+        half = self.reference_share * target / 2.0
+        model = DPSGDClassifier(epsilon=half, delta=delta, classes=classes.tolist(), groups=groups.tolist(),
+                                random_state=self.random_state)
+        return model, calibrate_noise(gaussian_event, half, delta, PrivacyUnit.RECORD.relation)
+
+    @staticmethod
+    def _private_reference(ref_plan, Xf, yf, sf, Xv, yv, sv, n_val, secret, ledger) -> float:
+        model, sigma, _ = ref_plan
+        model = clone(model).fit(Xf, yf, sensitive_features=sf)
+        ledger.extend(SimpleNamespace(label=f"reference model: {e.label}", event=e.event, count=e.count)
+                      for e in model.privacy_ledger_.entries)
+        error = float(np.sum(predict_with_groups(model, Xv, sv) != yv)) / n_val
+        noisy = Release(Part(REFERENCE_ERROR), sigma, secret, ledger).noisy_sum(np.array([error]), bound=1.0 / n_val)
+        return float(np.clip(noisy[0], 0.0, 1.0))
+
+    # ---- the plan: the per-model ε that spends the total --------------------------------------------
+    def _search_ledger(self, run: PrivacyLedger, law, unit, sigma_counts, sigma_score, ref_plan, method) -> PrivacyLedger:
+        ledger = PrivacyLedger(unit.relation)
+        ledger.record(gaussian_event(sigma_counts), COUNTS)
+        if ref_plan is not None:
+            _, sigma_error, ref_ledger = ref_plan
+            ledger.extend(SimpleNamespace(label=f"reference model: {e.label}", event=e.event, count=e.count)
+                          for e in ref_ledger.entries)
+            ledger.record(gaussian_event(sigma_error), REFERENCE_ERROR)
+        # a tuple, not dp_accounting's usual list: the event is hashed as a ledger entry (budgets, plan checks)
+        one_run = dpa.ComposedDpEvent(tuple(e.event if e.count == 1 else dpa.SelfComposedDpEvent(e.event, e.count)
+                                            for e in run.entries) + (gaussian_event(sigma_score),))
+        ledger.record(law.event(one_run), f"repeated runs: best of K ~ {law.describe()['distribution']} "
+                                          f"(mean {law.mean:.4g}) runs of {method} + {SCORE}")
+        return ledger
+
+    def _per_model_epsilon(self, base, candidates, Xf, yf, sf, target, delta, law, unit, sigma_counts, sigma_score,
+                           ref_plan) -> tuple[float, PrivacyLedger]:
+        method = type(base).__name__
+        key = (method, repr(sorted((k, repr(v)) for k, v in base.get_params().items() if k != "random_state")),
+               repr(candidates[0]), Xf.shape, target, delta, law, unit, sigma_counts, sigma_score,
+               None if ref_plan is None else repr(ledger_totals(ref_plan[2])))
+        if key in _PER_MODEL:
+            return _PER_MODEL[key]
+        point = candidates[0]
+
+        def total(eps_run):
+            run = _plan_of(clone(base).set_params(**point, epsilon=eps_run), Xf, yf, sf)
+            ledger = self._search_ledger(run, law, unit, sigma_counts, sigma_score, ref_plan, method)
+            return ledger.epsilon(delta, "rdp"), ledger
+
+        hi, lo = target, target / 2.0
+        spent, ledger = total(lo)
+        while spent > target:
+            hi, lo = lo, lo / 2.0
+            if lo < target * 1e-3:
+                raise ValueError(f"epsilon={target:g} is spent before any training: the counts, the scores and the "
+                                 f"repetitions alone cost {spent:.3g} (per-model ε {hi:.2g}); raise epsilon, lower "
+                                 "counts_share or score_share, or use fewer runs (mean_runs)")
+            spent, ledger = total(lo)
+        best = (lo, ledger)
+        for _ in range(60):
+            if spent >= (1.0 - TOLERANCE) * target:
+                break
+            mid = math.sqrt(lo * hi)
+            trial, ledger = total(mid)
+            if trial <= target:
+                lo, best, spent = mid, (mid, ledger), trial
+            else:
+                hi = mid
+        _PER_MODEL[key] = best
+        return best
+
+    def _check_same_plan(self, base, candidates, Xf, yf, sf, run_epsilon) -> None:
+        plans = [ledger_totals(_plan_of(clone(base).set_params(**p, epsilon=run_epsilon), Xf, yf, sf, quiet=False))
+                 for p in candidates]
+        for point, plan in zip(candidates, plans):
+            if plan != plans[0]:
+                raise ValueError(f"candidates {candidates[0]} and {point} spend differently per run (their privacy "
+                                 "plans differ); a private search repeats one mechanism, so vary only "
+                                 "hyper-parameters that leave the plan unchanged (e.g. lam, learning_rate)")
+
+    # ---- the runs ------------------------------------------------------------------------------------
+    def _run(self, base, candidates, law, run_epsilon, delta, secret, score, sigma_score, Xf, yf, sf, Xv, sv,
+             yv_codes, sv_codes, classes, unit):
+        from dpfair.algorithms import DPFERMIClassifier, fit_dpfermi_grid
+
+        k = law.draw(secret)
+        if k == 0:
+            raise ValueError("the search drew no run (a Poisson number of runs is 0 with probability e^-mean); its "
+                             "counts were released, so its budget is spent: run it again with a new budget")
+        picks = secret.integers(0, len(candidates), k)
+        seeds = _distinct(secret, k)
+        points = [{**candidates[int(j)], "epsilon": run_epsilon, "delta": delta, "random_state": int(seed)}
+                  for j, seed in zip(picks, seeds)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # how many runs warned would tell K (the module docstring)
+            if isinstance(base, DPFERMIClassifier) and not base.secure_mode:
+                shared = {key: v for key, v in base.get_params().items() if key not in points[0]}
+                fitted = fit_dpfermi_grid(Xf, yf, sf, points, **shared)
+            else:
+                fitted = [clone(base).set_params(**p).fit(Xf, yf, sensitive_features=sf) for p in points]
+        release = Release(Part(SCORE), sigma_score, secret, PrivacyLedger(unit.relation))
+        exact, released = [], []
+        for model in fitted:
+            y_pred, _ = encode_categories(predict_with_groups(model, Xv, sv), "predictions", classes=classes)
+            value = score.value(yv_codes, y_pred, sv_codes)
+            exact.append(value)
+            released.append(float(release.noisy_sum(np.array([value]), bound=score.bound)[0]))
+        chosen = int(np.argmax(exact if planted("unreleased_scores") else released))
+        return fitted[chosen], candidates[int(picks[chosen])], released[chosen]
+
+    def _finish(self, best, point, released, ledger, delta, candidates, law, run_epsilon, score, sigma_score,
+                reference, reference_source, notion, denominators, sigma_counts, n_val, n_fit, unit) -> None:
+        best.privacy_ledger_ = ledger
+        best.delta_ = delta
+        best.privacy_spent_ = (ledger.epsilon(delta, "rdp"), delta)
+        selection = {
+            "chosen": dict(point), "released_score": released, "candidates": [dict(c) for c in candidates],
+            "per_model_epsilon": run_epsilon, "repetitions": law.describe(), "privacy_unit": unit.value,
+            "score": {"notion": notion, "rule": "-(violation + penalty * max(0, error - threshold))",
+                      "threshold": score.threshold, "reference_error": float(reference),
+                      "reference": reference_source, "max_error_increase": float(self.max_error_increase),
+                      "penalty": score.penalty, "sensitivity": score.sensitivity,
+                      "noise_std": sigma_score * score.bound},
+            "validation": {"rows": n_val, "fit_rows": n_fit, "released_counts": denominators.tolist(),
+                           "counts_noise_std": sigma_counts * _counts_bound(unit)},
+        }
+        best.selection_ = selection
+        self.best_estimator_, self.best_params_ = best, dict(point)
+        self.released_score_ = released
+        self.privacy_ledger_, self.privacy_spent_ = ledger, best.privacy_spent_
+        self.selection_ = selection
+        self.classes_ = best.classes_
+
+
+def _distinct(secret: SecretRandom, k: int) -> list[int]:
+    """k distinct public seeds drawn from the secret generator (distinct: every run its own batch stream)."""
+    seeds: list[int] = []
+    while len(seeds) < k:
+        seeds = list(dict.fromkeys([*seeds, *secret.integers(0, 2**31 - 1, k - len(seeds)).tolist()]))
+    return seeds
+
+
+def tune(estimator, param_grid, X, y, sensitive_features=None, **params):
+    """The model a private search selects (:class:`PrivateSearch`; ``params`` are its parameters).
+
+    Returns the winning run's fitted estimator: its ``privacy_spent_`` and ``privacy_ledger_`` are those of
+    the whole search, and ``selection_`` says what was chosen, with its released score.
+    """
+    return PrivateSearch(estimator, param_grid, **params).fit(X, y, sensitive_features).best_estimator_
