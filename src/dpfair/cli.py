@@ -6,6 +6,9 @@ fairness violations of every notion, per-group accuracy and its inequality
 indices, and the (ε, δ) spent; it writes a JSON result (``--out``) and the
 fitted model beside it (same name, ``.pt``).
 
+``dpfair tune`` picks a fair model's hyper-parameters privately (:mod:`dpfair.selection`): one model
+out, with the ε of the whole search.
+
 ``dpfair certify`` fits a private model and prints Mangold et al.'s certificate: for
 every notion, how far its fairness can lie from the non-private optimum's.
 
@@ -287,6 +290,97 @@ def cmd_train(args) -> int:
           f"{_target_text(est)})")
     rows = _evaluation_rows(evaluation) + _privacy_rows(est)
     rows += [("fit time", f"{seconds:.1f} s"), ("result", str(out)), ("model", str(model_path))]
+    _print_table(rows)
+    return 0
+
+
+#: ``dpfair tune``'s candidates when ``--grid`` is not given, by method.
+DEFAULT_GRIDS = {"dp-fermi": {"lam": [0.0, 0.5, 1.0, 2.0, 4.0, 8.0]}}
+
+
+def _grid(args) -> dict:
+    """``--grid KEY=V1,V2,...`` (repeatable) as a dict of value lists, or the method's default grid."""
+    if not args.grid:
+        if args.method not in DEFAULT_GRIDS:
+            from dpfair.algorithms import METHODS
+
+            strength = METHODS[args.method]._fairness_strength if args.method in METHODS else None
+            hint = f", e.g. --grid {strength}=..." if strength else ""
+            raise ValueError(f"method {args.method!r} has no default grid; give the candidates with --grid "
+                             f"KEY=V1,V2,...{hint}")
+        return DEFAULT_GRIDS[args.method]
+    grid = {}
+    for item in args.grid:
+        key, sep, values = item.partition("=")
+        if not sep or not key or not values:
+            raise ValueError(f"--grid takes KEY=V1,V2,..., got {item!r}")
+        grid[key.replace("-", "_")] = [_parse_value(v) for v in values.split(",")]
+    return grid
+
+
+def cmd_tune(args) -> int:
+    from dpfair.experiments import evaluate
+    from dpfair.selection import PrivateSearch
+
+    _check_run_args(args)
+    if args.lam is not None:
+        raise ValueError("--lam fixes λ, which the search tunes: drop it (give the candidates with --grid lam=...)")
+    if not args.max_error_increase >= 0:
+        raise ValueError(f"--max-error-increase must be >= 0, got {args.max_error_increase}")
+    spec = _estimator_spec(args)
+    if not spec[0]._private:
+        raise ValueError(f"method {args.method!r} is not private: every run of a search would spend ε = ∞; choose a "
+                         "private method (`dpfair methods`)")
+    grid = _grid(args)
+    out, model_path = _result_path(args, "tune", (".pt",))
+    data, options = _load_data(args)
+    est = _build_estimator(spec, data)
+    search = PrivateSearch(est, grid, epsilon=est.epsilon, delta=est.delta, notion=args.notion,
+                           max_error_increase=args.max_error_increase, reference_error=args.reference_error,
+                           repetitions=_parse_value(args.repetitions), mean_runs=args.mean_runs,
+                           validation_size=args.validation_size, random_state=args.seed)
+    t0 = time.perf_counter()
+    search.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
+    seconds = time.perf_counter() - t0
+    best = search.best_estimator_
+    evaluation = evaluate(best, data.X_test, data.y_test, data.s_test, data.group_names)
+    eps, delta = best.privacy_spent_
+    record = _run_record(args, best, data, options, "tune")
+    result = {
+        **record,
+        "n_train": int(len(data.y_train)),
+        "n_test": evaluation["n"],
+        "grid": grid,
+        "chosen": search.best_params_,
+        "released_scores": [{"params": search.best_params_, "score": search.released_score_}],
+        "test_error": evaluation["error"],
+        "fairness": evaluation["fairness"],
+        "per_group_accuracy": evaluation["per_group_accuracy"],
+        "accuracy_inequality": evaluation["accuracy_inequality"],
+        "epsilon": eps,
+        "delta": delta,
+        "per_model_epsilon": best.selection_["per_model_epsilon"],
+        "privacy_guarantee": best.privacy_guarantee_,
+        "privacy_ledger": best.privacy_ledger_.to_records(),
+        "selection": best.selection_,
+        "fit_seconds": seconds,
+        "model_file": model_path.name,
+    }
+    provenance = _jsonable({k: record[k] for k in PROVENANCE_KEYS} | {"n_train": result["n_train"]})
+    _write_atomic(model_path, lambda p: best.save(p, provenance=provenance))
+    _write_atomic(out, lambda p: p.write_text(json.dumps(_jsonable(result), indent=2) + "\n"))
+
+    selection = best.selection_
+    print(f"{args.method} on {data.name} (sensitive: {data.sensitive}, groups: {', '.join(data.group_names)}), "
+          f"tuned privately over {', '.join(grid)}")
+    chosen = ", ".join(f"{k} = {v}" for k, v in search.best_params_.items())
+    rows = [("chosen", chosen), ("released score", f"{search.released_score_:.4f}"),
+            ("error threshold", (f"{selection['score']['threshold']:.4f} (reference "
+                                 f"{selection['score']['reference_error']:.4f} + {args.max_error_increase:g})"))]
+    rows += _evaluation_rows(evaluation) + _privacy_rows(best)
+    rows += [(f"  {e['label'][:60]}", f"×{e['count']}") for e in best.privacy_ledger_.to_records()]
+    rows += [("per-model ε", f"{selection['per_model_epsilon']:.4f}"), ("search time", f"{seconds:.1f} s"),
+             ("result", str(out)), ("model", str(model_path))]
     _print_table(rows)
     return 0
 
@@ -762,6 +856,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="DP-SGD only: a public bound on every row's norm (the loss's Lipschitz constant)")
     _add_output_arguments(p)
     p.set_defaults(func=cmd_certify)
+
+    p = sub.add_parser(
+        "tune", help="pick a fair model's hyper-parameters privately: one model, and the ε of the whole search",
+        description="Private selection (random stopping, Liu & Talwar; Papernot & Steinke): a secret number of runs, "
+                    "each training a random candidate of --grid on part of the train set and releasing its noisy "
+                    "score on the rest (the fairness violation, penalised beyond error <= reference + "
+                    "--max-error-increase); the best released score wins. --epsilon is the budget of the whole "
+                    "search, and the printed ledger lists its parts.")
+    _add_estimator_arguments(p)
+    p.add_argument("--max-error-increase", type=float, default=0.01,
+                   help="X in the constraint error <= reference + X (default 0.01)")
+    p.add_argument("--grid", action="append", metavar="KEY=V1,V2,...",
+                   help="candidate values of a hyper-parameter (repeatable; their product is the candidate set; "
+                        "default for dp-fermi: lam=0,0.5,1,2,4,8)")
+    p.add_argument("--reference-error", type=float, default=None,
+                   help="a public proxy of the non-private error (default: the non-private model's on public (x, y) "
+                        "under the sensitive unit, a private estimate under the record unit)")
+    p.add_argument("--repetitions", default="geometric",
+                   help="law of the secret number of runs: geometric (default), logarithmic, poisson, or a shape")
+    p.add_argument("--mean-runs", type=float, default=None, help="its mean (default: twice the candidates)")
+    p.add_argument("--validation-size", type=float, default=0.2,
+                   help="share of the train part that scores the runs (default 0.2)")
+    _add_output_arguments(p, "JSON result file; the model is saved beside it as .pt")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("methods", help="list the methods (guarantee, notions), or one method's hyper-parameters")
     p.add_argument("name", nargs="?", default=None, help="one method: its hyper-parameters with defaults")

@@ -195,16 +195,20 @@ class Repetitions:
                                rtol=4 * np.finfo(float).eps)
 
     def draw(self, secret: SecretRandom) -> int:
-        """K, by inversion of one secret uniform."""
+        """K, by inversion of one secret uniform (the probabilities by their recurrence
+        P(k + 1) = P(k)·(1 − γ)(k + η)/(k + 1) from P(1) = (1 − γ)·η/(γ^−η − 1), or (1 − γ)/ln(1/γ) for η = 0)."""
         u = float(secret.random(1)[0])
-        if self.mean == 1.0 and not math.isinf(self.shape):
-            return 1
         if math.isinf(self.shape):
             return int(stats.poisson.ppf(u, self.mean))
-        if self.shape == 0.0:
-            return int(stats.logser.ppf(u, 1.0 - self.gamma))
-        law = stats.nbinom(self.shape, self.gamma)
-        return int(law.ppf(law.pmf(0) + u * law.sf(0)))
+        gamma, eta = self.gamma, self.shape
+        if gamma >= 1.0:
+            return 1
+        p = (1.0 - gamma) * (eta / math.expm1(-eta * math.log(gamma)) if eta > 0 else 1.0 / -math.log(gamma))
+        k, cdf = 1, p
+        while cdf < u and p > 0.0:
+            p *= (1.0 - gamma) * (k + eta) / (k + 1)
+            k, cdf = k + 1, cdf + p
+        return k
 
     def event(self, run: dpa.DpEvent) -> dpa.DpEvent:
         """The best of K runs of ``run``: dp_accounting's ``RepeatAndSelectDpEvent``."""
@@ -293,28 +297,31 @@ def _counts_bound(unit: PrivacyUnit) -> float:
 
 
 class _Recorder:
-    """A planning hook: the first fit to calibrate its plan stops there; its planned ledger is kept."""
+    """A planning hook: ``owner``'s fit stops at its calibration, or (``checked``) at its first release, after the
+    checks that follow its calibration; its planned ledger is kept."""
 
-    def __init__(self, owner):
-        self.owner, self.ledger, self.delta = owner, None, None
+    def __init__(self, owner, checked: bool):
+        self.owner, self.checked, self.ledger = owner, checked, None
 
     def claim_fit(self, est) -> None:
-        if est is self.owner and est._private and "_sigmas" in vars(est):
-            self.ledger, self.delta = planned_ledger(est), est.delta_
+        if est is not self.owner or not est._private or "_sigmas" not in vars(est):
+            return
+        calibrated = self.ledger is not None  # a second claim: a release is about to be made
+        self.ledger = planned_ledger(est)
+        if calibrated or not self.checked:
             raise _Planned
 
 
-def _plan_of(estimator, X, y, s, quiet: bool = True) -> PrivacyLedger:
-    """The ledger ``estimator`` would spend on ``(X, y, s)``: its fit runs up to its calibration, before any release.
-
-    ``quiet``: its warnings dropped (the search shows each candidate's once, when it checks their plans).
+def _plan_of(estimator, X, y, s, checked: bool = False) -> PrivacyLedger:
+    """The ledger ``estimator`` would spend on ``(X, y, s)``: its fit runs up to its calibration, or
+    (``checked``) on to just before its first release, so that its checks of the plan run too (and warn).
     """
     est = PrivacyBudget.detach(clone(estimator))
-    recorder = _Recorder(est)
+    recorder = _Recorder(est, checked)
     token = _ACTIVE.set(recorder)
     try:
         with warnings.catch_warnings():
-            if quiet:
+            if not checked:  # the search's many plans of one candidate: its warnings come once, when checked
                 warnings.simplefilter("ignore")
             est.fit(X, y, sensitive_features=s)
     except _Planned:
@@ -478,7 +485,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
             reference_source = "non-private unconstrained logistic regression on the fit part's public (x, y)"
         elif reference is None:
             ref_model, sigma_error = self._reference_plan(target, delta, classes, groups)
-            ref_plan = (ref_model, sigma_error, _plan_of(ref_model, Xf, yf, sf))
+            ref_plan = (ref_model, sigma_error, _plan_of(ref_model, Xf, yf, sf, checked=True))
             reference_source = "DP-SGD logistic regression on the fit part, its validation error released"
 
         run_epsilon, planned = self._per_model_epsilon(base, candidates, Xf, yf, sf, target, delta, law, unit,
@@ -569,15 +576,21 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
             ledger = self._search_ledger(run, law, unit, sigma_counts, sigma_score, ref_plan, method)
             return ledger.epsilon(delta, "rdp"), ledger
 
+        def refuse(why: str):
+            return ValueError(f"epsilon={target:g} is spent before any training: the counts, the scores and the "
+                              f"repetitions leave too little for each model ({why}); raise epsilon, lower counts_share "
+                              "or score_share, or use fewer runs (mean_runs)")
+
         hi, lo = target, target / 2.0
         spent, ledger = total(lo)
         while spent > target:
             hi, lo = lo, lo / 2.0
             if lo < target * 1e-3:
-                raise ValueError(f"epsilon={target:g} is spent before any training: the counts, the scores and the "
-                                 f"repetitions alone cost {spent:.3g} (per-model ε {hi:.2g}); raise epsilon, lower "
-                                 "counts_share or score_share, or use fewer runs (mean_runs)")
-            spent, ledger = total(lo)
+                raise refuse(f"with a per-model ε of {hi:.2g} the search spends {spent:.3g}")
+            try:
+                spent, ledger = total(lo)
+            except ValueError as exc:  # the method's own calibration cannot reach so small an ε
+                raise refuse(f"per-model ε {lo:.2g}: {exc}") from None
         best = (lo, ledger)
         for _ in range(60):
             if spent >= (1.0 - TOLERANCE) * target:
@@ -592,7 +605,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         return best
 
     def _check_same_plan(self, base, candidates, Xf, yf, sf, run_epsilon) -> None:
-        plans = [ledger_totals(_plan_of(clone(base).set_params(**p, epsilon=run_epsilon), Xf, yf, sf, quiet=False))
+        plans = [ledger_totals(_plan_of(clone(base).set_params(**p, epsilon=run_epsilon), Xf, yf, sf, checked=True))
                  for p in candidates]
         for point, plan in zip(candidates, plans):
             if plan != plans[0]:

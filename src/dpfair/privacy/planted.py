@@ -11,7 +11,10 @@ right:
 * ``"private_proportions"``: DP-FERMI publishes the exact group proportions of the
   private data instead of the released noisy ones (the release is still recorded);
 * ``"reuse_seed"``: every secret generator starts from the same seed, so models fitted
-  on neighbouring data sets share their noise and their difference reveals the data.
+  on neighbouring data sets share their noise and their difference reveals the data;
+* ``"unreleased_scores"``: private selection (:mod:`dpfair.selection`) picks the run with the best
+  exact validation score instead of the best released (noisy) one (the scores are still released
+  and recorded), so which run wins reveals the validation part.
 
 The ledger and ``privacy_spent_`` do not change: that is what makes these bugs
 silent. A switch is active only inside ``with planted_bug(...)``, warns, and is
@@ -28,7 +31,7 @@ from dpfair.exceptions import PrivacyLeakWarning
 
 __all__ = ["BUGS", "planted", "planted_bug"]
 
-BUGS = ("halve_noise", "skip_clipping", "private_proportions", "reuse_seed")
+BUGS = ("halve_noise", "skip_clipping", "private_proportions", "reuse_seed", "unreleased_scores")
 
 _ACTIVE: ContextVar[frozenset] = ContextVar("dpfair_planted_bugs", default=frozenset())
 

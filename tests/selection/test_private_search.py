@@ -1,0 +1,182 @@
+"""tune / PrivateSearch: one model out, the whole search on its ledger, every private method, clear errors."""
+
+import math
+
+import dp_accounting as dpa
+import numpy as np
+import pytest
+from dp_accounting.rdp import rdp_privacy_accountant as upstream
+from sklearn.base import clone
+
+from dpfair.algorithms import (
+    DPFERMIClassifier,
+    DPOracleClassifier,
+    DPPostProcessingClassifier,
+    DPSGDClassifier,
+    ERMClassifier,
+    OutputPerturbationClassifier,
+    PFLDClassifier,
+    PrivateDemographicsClassifier,
+    load_estimator,
+)
+from dpfair.datasets import make_synthetic
+from dpfair.exceptions import BudgetExceededError
+from dpfair.privacy import PrivacyBudget, SecretRandom
+from dpfair.selection import PrivateSearch, Repetitions, split_rows, tune
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_synthetic(1500, label_bias=0.3, feature_bias=1.0, random_state=0)
+
+
+def _fermi(**params):
+    return DPFERMIClassifier(**{"epochs": 2, "batch_size": 128, "groups": 2, "classes": 2, "random_state": 0,
+                                **params})
+
+
+def test_tune_returns_the_chosen_model_with_the_searchs_ledger(data):
+    X, y, s = data
+    grid = {"lam": [0.0, 1.0, 4.0]}
+    model = tune(_fermi(), grid, X, y, sensitive_features=s, epsilon=1.0, notion="demographic_parity",
+                 random_state=0)
+    assert isinstance(model, DPFERMIClassifier)
+    eps, delta = model.privacy_spent_
+    assert (1 - 0.005) * 1.0 <= eps <= 1.0 and delta == pytest.approx(1 / 1500**2)
+    assert eps == model.privacy_ledger_.epsilon(delta, "rdp") == model.privacy_ledger_.epsilon(delta, "pld")
+    labels = [e.label for e in model.privacy_ledger_.entries]
+    assert labels[0] == "validation counts" and labels[1].startswith("repeated runs: best of K ~ geometric (mean 6)")
+    selection = model.selection_
+    assert selection["chosen"] in selection["candidates"] and model.lam == selection["chosen"]["lam"]
+    assert model.epsilon == selection["per_model_epsilon"] < 0.6  # what the search leaves each model
+    assert selection["score"]["reference"].startswith("non-private")  # x and y are public under this unit
+    assert math.isfinite(selection["released_score"])
+    assert selection["validation"]["rows"] == 300 and selection["validation"]["fit_rows"] == 1200
+
+
+def test_the_repeated_run_is_the_models_own_plan_and_its_score(data):
+    X, y, s = data
+    search = PrivateSearch(_fermi(), {"lam": [0.0, 2.0]}, epsilon=2.0, random_state=1).fit(X, y, s)
+    run = search.privacy_ledger_.entries[-1].event
+    assert run.mean == pytest.approx(4.0) and run.shape == 1.0
+    fit_rows, _ = split_rows(1500, 0.2, 1)
+    alone = clone(search.best_estimator_).fit(X[fit_rows], y[fit_rows], sensitive_features=s[fit_rows])
+    expected = [e.event if e.count == 1 else dpa.SelfComposedDpEvent(e.event, e.count)
+                for e in alone.privacy_ledger_.entries]
+    assert list(run.event.events[:-1]) == expected
+    assert isinstance(run.event.events[-1], dpa.GaussianDpEvent)  # the score's release
+
+
+def test_the_search_is_charged_to_a_budget_before_it_releases(data):
+    X, y, s = data
+    budget = PrivacyBudget(epsilon=1.5, delta=1 / 1500**2)
+    model = tune(_fermi(), {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, epsilon=1.0, budget=budget,
+                 random_state=0)
+    assert budget.spent()[0] == pytest.approx(model.privacy_spent_[0], rel=1e-9)
+    assert [e.label for e in budget.ledger().entries] == [e.label for e in model.privacy_ledger_.entries]
+    with pytest.raises(BudgetExceededError, match="refused before releasing anything"):
+        tune(_fermi(), {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, epsilon=1.0, budget=budget, random_state=0)
+    assert budget.spent()[0] == pytest.approx(model.privacy_spent_[0], rel=1e-9)
+    # an estimator attached to a budget draws the search from it
+    attached = PrivacyBudget(epsilon=0.5, delta=1 / 1500**2).attach(_fermi())
+    with pytest.raises(BudgetExceededError):
+        tune(attached, {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, epsilon=1.0, random_state=0)
+
+
+@pytest.mark.parametrize("estimator,grid,notion", [
+    (DPSGDClassifier(epochs=2, batch_size=128, groups=2, classes=2), {"learning_rate": [0.05, 0.2]},
+     "demographic_parity"),
+    (PFLDClassifier(epochs=2, batch_size=128, groups=2, classes=2), {"dual_learning_rate": [0.01, 0.1]},
+     "demographic_parity"),
+    (DPPostProcessingClassifier(groups=2, classes=2), {"tolerance": [0.0, 0.05]}, "equalized_odds"),
+    (DPOracleClassifier(n_rounds=3, groups=2, classes=2), {"tolerance": [0.02, 0.1]}, "equalized_odds"),
+    (PrivateDemographicsClassifier(groups=2, max_iter=5), {"difference_bound": [0.02, 0.1]}, "demographic_parity"),
+    (OutputPerturbationClassifier(groups=2, classes=2), {"l2_regularization": [0.01, 0.1]}, "demographic_parity"),
+])
+def test_every_private_method_can_be_tuned(data, estimator, grid, notion):
+    X, y, s = data
+    search = PrivateSearch(estimator, grid, epsilon=2.0, notion=notion, mean_runs=2, random_state=0).fit(X, y, s)
+    model = search.best_estimator_
+    assert type(model) is type(estimator) and search.best_params_ in [dict(zip(grid, v)) for v in zip(*grid.values())]
+    assert model.privacy_spent_[0] <= 2.0 and search.privacy_spent_ == model.privacy_spent_
+    labels = [e.label for e in model.privacy_ledger_.entries]
+    if model.privacy_unit_.value == "record":  # x and y private: the reference error is estimated privately
+        assert any(label.startswith("reference model") for label in labels) and "reference error" in labels
+        assert model.selection_["score"]["reference"].startswith("DP-SGD")
+    else:
+        assert labels == ["validation counts", labels[-1]]
+    assert search.predict(X[:5]).shape == (5,) if not search._predict_needs_sensitive else True
+
+
+def test_a_public_reference_error_is_used_as_given(data):
+    X, y, s = data
+    search = PrivateSearch(DPSGDClassifier(epochs=2, batch_size=128, groups=2, classes=2), {"learning_rate": [0.1]},
+                           epsilon=2.0, notion="demographic_parity", reference_error=0.2, mean_runs=1,
+                           random_state=0).fit(X, y, s)
+    assert search.selection_["score"]["reference_error"] == 0.2
+    assert [e.label for e in search.privacy_ledger_.entries][0] == "validation counts"
+    assert len(search.privacy_ledger_.entries) == 2
+
+
+def test_the_saved_model_keeps_the_searchs_total(data, tmp_path):
+    X, y, s = data
+    model = tune(_fermi(), {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, epsilon=1.0, repetitions="poisson",
+                 random_state=0)
+    model.save(tmp_path / "m.pt")
+    back = load_estimator(tmp_path / "m.pt")
+    assert back.privacy_spent_ == model.privacy_spent_ and back.selection_ == model.selection_
+    assert back.privacy_ledger_.epsilon(back.delta_) == pytest.approx(model.privacy_spent_[0])
+    assert np.array_equal(back.predict(X), model.predict(X))
+
+
+@pytest.mark.parametrize("repetitions,mean", [("geometric", 6.0), ("logarithmic", 6.0), ("poisson", 6.0), (0.5, 4.0)])
+def test_the_number_of_runs_follows_the_law_the_accountant_is_given(repetitions, mean):
+    law = Repetitions.of(repetitions, mean)
+    assert law.mean == pytest.approx(mean, rel=1e-9)
+    draws = np.array([law.draw(SecretRandom(("runs", i))) for i in range(4000)])
+    poisson = repetitions == "poisson"
+    assert draws.min() >= (0 if poisson else 1)
+    # the sample mean within 5 standard errors of the law's mean
+    assert abs(draws.mean() - law.mean) <= 5 * draws.std() / math.sqrt(len(draws))
+    if not poisson:  # dp_accounting recovers γ from the mean at most as large as the γ sampled: its bound holds
+        assert upstream._gamma_truncated_negative_binomial(law.shape, law.mean) <= law.gamma * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(epsilon=0), "epsilon must be > 0"),
+    (dict(param_grid={"lam": []}), "param_grid must be a dict of value lists"),
+    (dict(param_grid=[]), "holds no candidate"),
+    (dict(param_grid={"epsilon": [1.0, 2.0]}), "may not set 'epsilon'"),
+    (dict(param_grid={"speed": [1]}), "no hyper-parameter 'speed'"),
+    (dict(param_grid={"epochs": [2, 3]}), "spend differently per run"),
+    (dict(estimator=ERMClassifier()), "needs a private dpfair estimator"),
+    (dict(estimator=DPPostProcessingClassifier(), param_grid={"tolerance": [0.0]}), "targets equalized_odds"),
+    (dict(notion="fairest"), "notion must be one of"),
+    (dict(validation_size=1.5), "validation_size must lie in"),
+    (dict(repetitions="sometimes"), "repetitions must be one of"),
+    (dict(max_error_increase=-0.1), "max_error_increase must be >= 0"),
+    (dict(reference_error=1.5), "reference_error must lie in"),
+    (dict(score_share=1.0), "score_share must lie in"),
+])
+def test_bad_input_gets_a_clear_error(data, change, match):
+    X, y, s = data
+    params = dict(estimator=_fermi(), param_grid={"lam": [0.0, 1.0]}, notion="demographic_parity", random_state=0)
+    params.update(change)
+    with pytest.raises(ValueError, match=match):
+        PrivateSearch(**params).fit(X, y, s)
+
+
+def test_bad_data_gets_a_clear_error(data):
+    X, y, s = data
+    search = PrivateSearch(_fermi(), {"lam": [0.0]})
+    with pytest.raises(ValueError, match="y has 1499 entries but X has 1500 rows"):
+        search.fit(X, y[:-1], s)
+    with pytest.raises(ValueError, match="sensitive_features=s"):
+        search.fit(X, y)
+    with pytest.raises(ValueError, match="spent before any training"):
+        PrivateSearch(_fermi(), {"lam": [0.0]}, counts_share=0.9, score_share=0.9).fit(X, y, s)
+    # a per-model ε the method refuses is refused before the search releases anything
+    budget = PrivacyBudget(epsilon=1.0, delta=1e-6)
+    with pytest.raises(ValueError, match="is too small for epochs=2"):
+        PrivateSearch(_fermi(), {"lam": [0.0]}, epsilon=0.1, delta=1e-6, mean_runs=10, budget=budget).fit(X, y, s)
+    assert budget.spent()[0] == 0.0

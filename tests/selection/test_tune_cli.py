@@ -1,0 +1,54 @@
+"""``dpfair tune``: one model out, its JSON with the choice, the search's total ε and its parts; one-line errors."""
+
+import json
+
+import pytest
+
+from dpfair.algorithms import load_estimator
+from dpfair.cli import main
+
+FAST = ["--dataset", "synthetic", "--quiet", "--param", "epochs=2"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_tune_writes_the_chosen_model_and_the_searchs_total(tmp_path, capsys):
+    out = tmp_path / "t.json"
+    code, stdout, err = run(capsys, "tune", *FAST, "--epsilon", "1", "--notion", "demographic_parity",
+                            "--max-error-increase", "0.02", "--grid", "lam=0,1,4", "--out", str(out))
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    assert result["command"] == "tune" and result["grid"] == {"lam": [0, 1, 4]}
+    assert result["chosen"]["lam"] in (0, 1, 4) and result["hyperparameters"]["lam"] == result["chosen"]["lam"]
+    assert result["epsilon"] <= 1.0 and result["per_model_epsilon"] < result["epsilon"]
+    assert result["hyperparameters"]["epsilon"] == pytest.approx(result["per_model_epsilon"])
+    labels = [e["label"] for e in result["privacy_ledger"]]
+    assert labels[0] == "validation counts" and labels[1].startswith("repeated runs")
+    assert result["released_scores"] == [{"params": result["chosen"], "score": result["selection"]["released_score"]}]
+    assert set(result["fairness"]) >= {"demographic_parity", "equalized_odds"} and 0 <= result["test_error"] <= 1
+    model = load_estimator(tmp_path / "t.pt")
+    assert model.privacy_spent_[0] == pytest.approx(result["epsilon"])
+    assert "chosen" in stdout and "epsilon spent" in stdout and "repeated runs" in stdout
+    code, stdout, err = run(capsys, "info", str(tmp_path / "t.pt"))
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--epsilon", "0"], "--epsilon must be > 0"),
+    (["--lam", "1"], "--lam fixes λ"),
+    (["--grid", "lam"], "--grid takes KEY=V1,V2,..."),
+    (["--grid", "epsilon=1,2"], "may not set 'epsilon'"),
+    (["--grid", "lam=0,1", "--grid", "epochs=2,3"], "spend differently per run"),
+    (["--max-error-increase", "-1"], "--max-error-increase must be >= 0"),
+    (["--method", "dp-sgd"], "has no default grid; give the candidates with --grid"),
+    (["--method", "erm", "--epsilon", "inf", "--grid", "epochs=1,2"], "is not private"),
+    (["--repetitions", "often"], "repetitions must be one of"),
+])
+def test_bad_tune_arguments_fail_in_one_line(tmp_path, capsys, argv, match):
+    code, stdout, err = run(capsys, "tune", *FAST, *argv, "--out", str(tmp_path / "x.json"))
+    assert code == 2 and match in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "x.json").exists()
