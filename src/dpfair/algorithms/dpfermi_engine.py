@@ -97,9 +97,9 @@ def fermi_loss(logits, target):
     return (a * ce + lam * (torch.softmax(logits, dim=1) * h).sum(1)).sum()
 
 
-def _psi_logit_gradient(proba, h):
-    """∂/∂z of ``Σ_j F_j h_j`` with ``F = softmax(z)``: ``F ⊙ (h − ⟨F, h⟩)``."""
-    return proba * (h - (proba * h).sum(-1, keepdim=True))
+def _psi_logit_gradient(proba, h, dim: int):
+    """∂/∂z of ``Σ_j F_j h_j`` with ``F = softmax(z)`` over ``dim``: ``F ⊙ (h − ⟨F, h⟩)``."""
+    return proba * (h - (proba * h).sum(dim, keepdim=True))
 
 
 class LinearModels:
@@ -112,7 +112,7 @@ class LinearModels:
     ``θ̃ = [weight | bias] (S, G, L, d + 1)`` (``weight`` and ``bias`` are views of it) acting on
     the rows ``(x, 1)`` of :meth:`features`: a logit is one product ``θ̃·(x, 1)`` and the
     per-sample gradients' sum, bias included, one product ``Σ_i δ_i ⊗ (x_i, 1)``. Per-row
-    tensors are laid out ``(S, B, G, ·)`` so that the batched products need no copies.
+    tensors are laid out ``(S, G, ·, B)``, the layout in which the batched products run fastest.
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
@@ -120,7 +120,6 @@ class LinearModels:
         self.n_params = self.L * self.d + self.L
         self.theta = torch.cat([weight, bias[..., None]], dim=-1)
         self.weight, self.bias = self.theta[..., :self.d], self.theta[..., self.d]
-        self._theta_t = self.theta.view(self.S, self.G * self.L, self.d + 1).transpose(1, 2)
 
     @staticmethod
     def features(X: torch.Tensor) -> torch.Tensor:
@@ -132,9 +131,9 @@ class LinearModels:
         """Σ over valid rows of the per-sample gradients of :func:`fermi_loss` (each clipped to ``clip``).
 
         ``Xb (S, B, d)`` (or ``(S, B, d + 1)``, rows of :meth:`features`), ``x_norm (S, B)`` = ``‖(x, 1)‖``,
-        ``valid (S, B)`` (``None``: every row), ``y (S, B)``, ``onehot (S, B, c)`` the rows' cells,
-        ``h_cells (S, c, G, l)`` the ``h`` of each cell, ``with_loss``: add the cross-entropy ``ℓ``
-        (``a = 1``), ``lam (S, G)``. Returns ``(sums (S, G, P), Σ_rows onehot ⊗ F (S, c, G, l))``.
+        ``valid (S, B)`` (``None``: every row), ``y (S, B)`` the label codes (any dtype), ``onehot (S, B, c)``
+        the rows' cells, ``h_cells (S, c, G, l)`` the ``h`` of each cell, ``with_loss``: add the
+        cross-entropy ``ℓ`` (``a = 1``), ``lam (S, G)``. Returns ``(sums (S, G, P), Σ_rows onehot ⊗ F (S, c, G, l))``.
         The loss's logit gradient is closed-form, ``a(F − e_y) + λ F ⊙ (h − ⟨F, h⟩)``;
         the per-sample gradient is ``(x, 1) ⊗ δ`` with norm ``‖(x, 1)‖·‖δ‖``, so
         clipping scales ``δ``. Binary (one logit): ``δ = a(σ − y) + λ σ(1 − σ)(h₁ − h₀)``
@@ -142,37 +141,38 @@ class LinearModels:
         """
         if Xb.shape[-1] == self.d:
             Xb = torch.cat([Xb, torch.ones(*Xb.shape[:-1], 1, dtype=Xb.dtype, device=Xb.device)], dim=-1)
-        z = torch.bmm(Xb, self._theta_t)  # (S, B, G·L)
-        S, B, G, L = z.shape[0], z.shape[1], self.G, self.L
+        S, B, G, L = Xb.shape[0], Xb.shape[1], self.G, self.L
+        z = torch.bmm(self.theta.view(S, G * L, self.d + 1), Xb.transpose(1, 2))  # (S, G·L, B)
+        rows_t = onehot.transpose(1, 2)  # (S, c, B)
         if L == 1:
             p = z.sigmoid_()
-            h_diff = (h_cells[..., 1] - h_cells[..., 0]).mul_(lam[:, None, :])
-            delta = torch.addcmul(p, p, p, value=-1.0).mul_(torch.bmm(onehot, h_diff))  # λ σ(1 − σ)(h₁ − h₀)
-            if with_loss:
+            h_diff = (h_cells[..., 1] - h_cells[..., 0]).mul_(lam[:, None, :])  # (S, c, G)
+            delta = torch.addcmul(p, p, p, value=-1.0).mul_(torch.bmm(h_diff.transpose(1, 2), rows_t))
+            if with_loss:  # λ σ(1 − σ)(h₁ − h₀) + σ − y
                 delta += p
-                delta -= y[:, :, None]
+                delta -= y[:, None, :]
             if clip is not None:
-                r = (clip / x_norm if valid is None else clip * valid / x_norm)[:, :, None]
+                r = (clip / x_norm if valid is None else clip * valid / x_norm)[:, None, :]
                 delta = delta.clamp_(min=-r, max=r)
             elif valid is not None:
-                delta *= valid[:, :, None]
-            on1 = torch.bmm(onehot.transpose(1, 2), p)
+                delta *= valid[:, None, :]
+            on1 = torch.bmm(rows_t, p.transpose(1, 2))  # (S, c, G)
             cell_F = torch.stack([onehot.sum(1)[:, :, None] - on1, on1], dim=-1)
         else:
-            proba = torch.softmax(z.view(S, B, G, L), dim=-1)
-            h = torch.bmm(onehot, h_cells.reshape(S, -1, G * L)).view(S, B, G, L)
-            delta = lam[:, None, :, None] * _psi_logit_gradient(proba, h)
+            proba = torch.softmax(z.view(S, G, L, B), dim=2)
+            h = torch.bmm(h_cells.permute(0, 2, 3, 1).reshape(S, G * L, -1), rows_t).view(S, G, L, B)
+            delta = lam[:, :, None, None] * _psi_logit_gradient(proba, h, dim=2)
             if with_loss:
-                delta = delta + (proba - F.one_hot(y, L).to(proba.dtype)[:, :, None])
-            weight = None if valid is None else valid[:, :, None].to(z.dtype)
+                delta = delta + (proba - F.one_hot(y.long(), L).to(proba.dtype).transpose(1, 2)[:, None])
+            weight = None if valid is None else valid[:, None, :].to(z.dtype)
             if clip is not None:
-                norms = x_norm[:, :, None] * delta.norm(dim=-1)
+                norms = x_norm[:, None, :] * delta.norm(dim=2)
                 scale = (clip / norms.clamp_min(torch.finfo(norms.dtype).tiny)).clamp(max=1.0)
                 weight = scale if weight is None else weight * scale
             if weight is not None:
-                delta = delta * weight[..., None]
-            cell_F = torch.bmm(onehot.transpose(1, 2), proba.view(S, B, G * L)).view(S, -1, G, L)
-        sums = torch.bmm(delta.view(S, B, G * L).transpose(1, 2), Xb)  # (S, G·L, d + 1): [weight | bias] rows
+                delta = delta * weight[:, :, None, :]
+            cell_F = torch.bmm(rows_t, proba.view(S, G * L, B).transpose(1, 2)).view(S, -1, G, L)
+        sums = torch.bmm(delta.view(S, G * L, B), Xb)  # (S, G·L, d + 1): [weight | bias] rows
         if L == 1:
             return sums.view(S, G, self.n_params), cell_F
         sums = sums.view(S, G, L, self.d + 1)
@@ -278,16 +278,20 @@ class PublicBatches:
 
 @dataclass
 class RowTables:
-    """What a step reads of the training rows, laid out once per fit so that a batch is two gathers and ``y``.
+    """What a step reads of the training rows, laid out once per fit so that a batch costs one or three gathers.
 
-    ``features``: the model's input rows (:meth:`LinearModels.features`: ``(x, 1)``); ``aux (n, 1 + m·k + m)``:
-    ``‖(x, 1)‖``, the one-hot of the row's (W block, group) cell (the secret part's), and the one-hot of its
-    W block alone (the public part's, whose ``h = −Σ_s W_{c,s}²`` is the same in every group of a block, so it
-    never reads s); rows without a W (``c = −1``) are zero in both one-hots.
+    Per row: the model's input (:meth:`LinearModels.features`: ``(x, 1)``), ``‖(x, 1)‖``, ``y``, the one-hot of
+    the row's (W block, group) cell (the secret part's) and the one-hot of its W block alone (the public
+    part's, whose ``h = −Σ_s W_{c,s}²`` is the same in every group of a block, so it never reads s); rows
+    without a W (``c = −1``) are zero in both one-hots. For :class:`LinearModels`, whose input rows are a
+    copy already, all of it is one ``table`` (one gather a batch: a row's cache lines bring everything);
+    otherwise the inputs stay as they are and the rest is ``aux (1 + m·k + m, n)``, one row per quantity
+    (a gather of columns is fast, of narrow rows slow), with ``y`` apart.
     """
 
-    features: torch.Tensor
-    aux: torch.Tensor
+    table: torch.Tensor  #: the input rows, with the per-row columns appended when ``aux`` is None
+    width: int  #: the input rows' width
+    aux: torch.Tensor | None
     y: torch.Tensor
     n_cells: int
 
@@ -296,16 +300,25 @@ class RowTables:
         active = (data.cells >= 0)[:, None]
         block = data.cells.clamp(min=0)
         mk = data.n_cells * data.n_groups
-        aux = torch.cat([torch.sqrt((data.X.flatten(1) ** 2).sum(1) + 1.0)[:, None],
-                         F.one_hot(block * data.n_groups + data.s, mk).to(torch.float32) * active,
-                         F.one_hot(block, data.n_cells).to(torch.float32) * active], dim=1)
-        return cls(models.features(data.X), aux, data.y, mk)
+        x_norm = torch.sqrt((data.X.flatten(1) ** 2).sum(1) + 1.0)[:, None]
+        onehots = [F.one_hot(block * data.n_groups + data.s, mk).to(torch.float32) * active,
+                   F.one_hot(block, data.n_cells).to(torch.float32) * active]
+        features = models.features(data.X)
+        if isinstance(models, LinearModels):
+            table = torch.cat([features, x_norm, data.y[:, None].to(features.dtype), *onehots], dim=1)
+            return cls(table, features.shape[1], None, data.y, mk)
+        return cls(features, features.shape[1], torch.cat([x_norm, *onehots], dim=1).T.contiguous(), data.y, mk)
 
     def take(self, idx: torch.Tensor, public: bool):
         """``(features, x_norm, y, one-hot)`` of the rows ``idx (S, B)``: cells (secret) or blocks (``public``)."""
-        aux = _rows(self.aux, idx)
-        onehot = aux[..., 1 + self.n_cells:] if public else aux[..., 1:1 + self.n_cells]
-        return _rows(self.features, idx), aux[..., 0], _rows(self.y, idx), onehot
+        if self.aux is None:
+            rows = _rows(self.table, idx)
+            Xb, x_norm, y, onehot = (rows[..., :self.width], rows[..., self.width], rows[..., self.width + 1],
+                                     rows[..., self.width + 2:])
+        else:
+            aux = self.aux.index_select(1, idx.reshape(-1)).view(-1, *idx.shape)
+            Xb, x_norm, y, onehot = _rows(self.table, idx), aux[0], _rows(self.y, idx), aux[1:].permute(1, 2, 0)
+        return Xb, x_norm, y, onehot[..., self.n_cells:] if public else onehot[..., :self.n_cells]
 
 
 def _h_cells(W, inv_sqrt_p, quadratic: bool):
