@@ -492,16 +492,28 @@ def _conv_geometry(m: nn.Module) -> dict:
             "dilation": tuple(m.dilation)}
 
 
+#: examples per grouped convolution in :func:`_conv_per_example`: one fixed shape per layer, so that the
+#: convolution library builds its kernel once (a new group count for every Poisson batch size cost up to
+#: a second each)
+CONV_CHUNK = 32
+
+
 def _conv_per_example(a: torch.Tensor, d: torch.Tensor, geometry: dict) -> torch.Tensor:
-    """Every example's weight gradient of a 2-D convolution, ``(B, C_out, C_in, *kernel)``: one
-    convolution-weight backward with the batch as groups (input ``(1, B·C_in, …)``, output gradient
-    ``(1, B·C_out, …)``)."""
+    """Every example's weight gradient of a 2-D convolution, ``(B, C_out, C_in, *kernel)``: convolution-weight
+    backwards with :data:`CONV_CHUNK` examples as groups (input ``(1, chunk·C_in, …)``, output gradient
+    ``(1, chunk·C_out, …)``), the last chunk padded with zero examples."""
     n, c_in, c_out = a.shape[0], a.shape[1], d.shape[1]
-    g = torch.nn.grad.conv2d_weight(
-        a.reshape(1, n * c_in, *a.shape[2:]), (n * c_out, c_in, *geometry["kernel_size"]),
-        d.reshape(1, n * c_out, *d.shape[2:]), stride=geometry["stride"], padding=geometry["padding"],
-        dilation=geometry["dilation"], groups=n)
-    return g.view(n, c_out, c_in, *geometry["kernel_size"])
+    pad = -n % CONV_CHUNK
+    if pad:
+        a = torch.cat([a, a.new_zeros(pad, *a.shape[1:])])
+        d = torch.cat([d, d.new_zeros(pad, *d.shape[1:])])
+    size = (CONV_CHUNK * c_out, c_in, *geometry["kernel_size"])
+    chunks = [torch.nn.grad.conv2d_weight(
+        a[i:i + CONV_CHUNK].reshape(1, CONV_CHUNK * c_in, *a.shape[2:]), size,
+        d[i:i + CONV_CHUNK].reshape(1, CONV_CHUNK * c_out, *d.shape[2:]), stride=geometry["stride"],
+        padding=geometry["padding"], dilation=geometry["dilation"], groups=CONV_CHUNK)
+        for i in range(0, n + pad, CONV_CHUNK)]
+    return torch.cat(chunks).view(n + pad, c_out, c_in, *geometry["kernel_size"])[:n]
 
 
 def _patch_norms(a: torch.Tensor, geometry: dict) -> torch.Tensor:
