@@ -557,8 +557,8 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         # a tuple, not dp_accounting's usual list: the event is hashed as a ledger entry (budgets, plan checks)
         one_run = dpa.ComposedDpEvent(tuple(e.event if e.count == 1 else dpa.SelfComposedDpEvent(e.event, e.count)
                                             for e in run.entries) + (gaussian_event(sigma_score),))
-        ledger.record(law.event(one_run), f"repeated runs: best of K ~ {law.describe()['distribution']} "
-                                          f"(mean {law.mean:.4g}) runs of {method} + {SCORE}")
+        ledger.record(law.event(one_run), f"repeated runs of {method} (K ~ {law.describe()['distribution']}, "
+                                          f"mean {law.mean:.4g})")
         return ledger
 
     def _per_model_epsilon(self, base, candidates, Xf, yf, sf, target, delta, law, unit, sigma_counts, sigma_score,

@@ -45,7 +45,7 @@ def test_tune_returns_the_chosen_model_with_the_searchs_ledger(data):
     assert (1 - 0.005) * 1.0 <= eps <= 1.0 and delta == pytest.approx(1 / 1500**2)
     assert eps == model.privacy_ledger_.epsilon(delta, "rdp") == model.privacy_ledger_.epsilon(delta, "pld")
     labels = [e.label for e in model.privacy_ledger_.entries]
-    assert labels[0] == "validation counts" and labels[1].startswith("repeated runs: best of K ~ geometric (mean 6)")
+    assert labels[0] == "validation counts" and labels[1] == "repeated runs of DPFERMIClassifier (K ~ geometric, mean 6)"
     selection = model.selection_
     assert selection["chosen"] in selection["candidates"] and model.lam == selection["chosen"]["lam"]
     assert model.epsilon == selection["per_model_epsilon"] < 0.6  # what the search leaves each model
