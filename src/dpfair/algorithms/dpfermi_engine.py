@@ -416,7 +416,7 @@ def _cat(parts: list):
 class SeedShares(contextlib.ExitStack):
     """The seed groups of a step split between worker threads, each computing its share on one core.
 
-    With several seed groups of :class:`LinearModels` and several torch threads, each of
+    With several seed groups of :class:`LinearModels` on the CPU and several torch threads, each of
     ``torch.get_num_threads()`` workers computes a share of the groups with one torch thread (the batched
     products of tens of models run faster on one core per share than spread over all of them, and a busy
     core slows one share instead of stalling every product); otherwise one share, on the calling thread.
@@ -426,7 +426,8 @@ class SeedShares(contextlib.ExitStack):
     def __init__(self, models, hp: FermiModels):
         super().__init__()
         S = hp.lam.shape[0]
-        workers = min(torch.get_num_threads(), S) if isinstance(models, LinearModels) and S > 1 else 1
+        split = isinstance(models, LinearModels) and S > 1 and models.theta.device.type == "cpu"
+        workers = min(torch.get_num_threads(), S) if split else 1
         self.pool = None
         if workers == 1:
             self.parts = [(models, hp, slice(None))]
