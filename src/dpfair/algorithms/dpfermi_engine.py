@@ -36,6 +36,7 @@ per-sample gradients through ``torch.func``).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import math
 from concurrent.futures import ThreadPoolExecutor
@@ -443,7 +444,8 @@ class SeedShares(contextlib.ExitStack):
         calling thread while the shares are computed."""
         if self.pool is None:
             return fn(*self.parts[0]), meanwhile()
-        running = [self.pool.submit(fn, *part) for part in self.parts]
+        # each task in a copy of this thread's context: test switches (reproducible noise, planted bugs) hold
+        running = [self.pool.submit(contextvars.copy_context().run, fn, *part) for part in self.parts]
         extra = meanwhile()
         return _cat([task.result() for task in running]), extra
 
