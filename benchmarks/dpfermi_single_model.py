@@ -239,8 +239,9 @@ def markdown(rows: list[dict], info: dict, meta: dict) -> str:
     lines += [
         "",
         "`fit, other`: the fit's checks, the group counts' release, initialisation and the ε of the ledger; "
-        "`exit`: the interpreter's shutdown; `other`: the command's parsing, estimator set-up and printing. Peak memory: the `dpfair train` process's maximum "
-        "resident set.",
+        "`exit`: the interpreter's shutdown (mostly Python's last garbage collection of torch's objects); "
+        "`other`: the command's parsing, estimator set-up and printing. Peak memory: the maximum resident set "
+        "of the instrumented `dpfair train` process.",
         "",
     ]
     return "\n".join(lines)

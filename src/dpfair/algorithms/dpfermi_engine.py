@@ -21,7 +21,7 @@ Per step ``t`` (see :mod:`dpfair.algorithms.dpfermi` for the privacy argument):
    (one Gaussian event per model and step on that model's ledger);
 3. (sensitive unit) on an independent public minibatch of ``b`` rows (epochs
    of a shuffled order): the exact gradients of the parts that depend on
-   ``(x, y)`` only;
+   ``(x, y)`` only (computed without reading s at all);
 4. ``θ ← θ − η_θ (noisy_θ/(q n) + public_θ/b)``,
    ``W ← Π_{‖W‖_F ≤ R}(W + η_w (noisy_W/(q n) + public_W/b))``;
 5. optionally, θ is averaged over the last steps (tail averaging, post-processing).
@@ -31,6 +31,13 @@ regression; per-sample gradients in closed form, ``x̃_i ⊗ ∂ℓ_i/∂z_i`` w
 ``‖x̃_i‖·‖∂ℓ_i/∂z_i‖``, so a step of ``S·G`` models is a few batched matrix
 products) and :class:`ModuleModel` (any ``torch.nn.Module``, one model,
 per-sample gradients through ``torch.func``).
+
+Speed: what a step reads of a row is laid out once per fit (:class:`RowTables`), so
+that a batch costs one gather for logistic models; per-row tensors are laid out
+``(S, G, ·, B)``; the parameters and W are updated in place; and a grid's seed
+groups are split between worker threads (:class:`SeedShares`) while the calling
+thread draws the next step's batches. None of it changes what is computed or who
+draws which randomness.
 """
 
 from __future__ import annotations
@@ -145,7 +152,8 @@ class LinearModels:
         ``Xb (S, B, d)`` (or ``(S, B, d + 1)``, rows of :meth:`features`), ``x_norm (S, B)`` = ``‖(x, 1)‖``,
         ``valid (S, B)`` (``None``: every row), ``y (S, B)`` the label codes (any dtype), ``onehot (S, B, c)``
         the rows' cells, ``h_cells (S, c, G, l)`` the ``h`` of each cell, ``with_loss``: add the
-        cross-entropy ``ℓ`` (``a = 1``), ``lam (S, G)``. Returns ``(sums (S, G, P), Σ_rows onehot ⊗ F (S, c, G, l))``.
+        cross-entropy ``ℓ`` (``a = 1``), ``lam (S, G)``. Returns ``(sums (S, G, P), Σ_rows onehot ⊗ F
+        (S, c, G, l))``.
         The loss's logit gradient is closed-form, ``a(F − e_y) + λ F ⊙ (h − ⟨F, h⟩)``;
         the per-sample gradient is ``(x, 1) ⊗ δ`` with norm ``‖(x, 1)‖·‖δ‖``, so
         clipping scales ``δ``. Binary (one logit): ``δ = a(σ − y) + λ σ(1 − σ)(h₁ − h₀)``
