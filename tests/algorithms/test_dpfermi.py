@@ -108,6 +108,22 @@ def test_module_release_sensitivity_mlp():
     assert max_neighbour_distance(f, X, y, s, unit="sensitive", n_groups=k) <= 2.0 + 1e-5
 
 
+def test_module_secret_part_at_lambda_zero_is_zero_without_per_sample_work(monkeypatch):
+    """Sensitive unit, λ = 0: the secret θ-sum λ·2u·F is identically zero, so no per-sample pass is run."""
+    X, y, s = _data(n=12, k=2, d=4, seed=3)
+    model = engine.ModuleModel(make_model("mlp", 4, 2, hidden=(5,), seed=0))
+    Xb, yb = torch.tensor(X, dtype=torch.float32)[None], torch.tensor(y)[None]
+    onehot = torch.nn.functional.one_hot(torch.tensor(s), 2).float()[None]
+    h_cells = torch.randn(1, 2, 1, 2)
+    args = (Xb, None, None, yb, onehot, h_cells, False)
+    full, cells = model.gradient_sum(*args, torch.full((1, 1), 1e-9), 1.0)
+    assert full.abs().max() > 0  # a tiny λ still runs the clipped pass
+    monkeypatch.setattr(engine, "clipped_gradient_sum", lambda *a, **k: pytest.fail("per-sample pass at λ = 0"))
+    zero, cells0 = model.gradient_sum(*args, torch.zeros(1, 1), 1.0)
+    assert zero.shape == full.shape and not zero.any()
+    torch.testing.assert_close(cells0, cells)  # the W part's Σ onehot ⊗ F is still computed
+
+
 # ---- noise and accounting ------------------------------------------------------------------------------------
 
 def test_added_noise_has_the_calibrated_standard_deviation(replay):

@@ -237,7 +237,10 @@ class ModuleModel:
         X1, y1, h1 = Xb[0][rows], y[0][rows], (onehot[0] @ h_cells[0, :, 0])[rows]
         a = torch.full((len(X1),), 1.0 if with_loss else 0.0, device=X1.device)
         target = (y1, h1, a, torch.full_like(a, float(lam[0, 0])))
-        if clip is not None:
+        if not with_loss and float(lam[0, 0]) == 0.0:
+            # the sensitive unit's secret part at λ = 0 is λ·2u·F: identically zero (λ is public)
+            flat = torch.zeros(self.n_params, device=X1.device)
+        elif clip is not None:
             sums, _ = clipped_gradient_sum(self.module, fermi_loss, X1, target, clip)
             flat = torch.cat([sums[n].reshape(-1) for n in self.names])
         else:
