@@ -127,7 +127,7 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
 
 def markdown(summary: pd.DataFrame, command: str, lambdas) -> str:
     intro = (
-        f"Command: `{command}`. Per data set (dp-fermi preset), notion and total ε, the mean over seeds of: the "
+        f"Commands: `{command}` (the `seeds` column says how many ran). Per data set (dp-fermi preset), notion and total ε, the mean over seeds of: the "
         "privately tuned model's test error and violation (`dpfair.selection.PrivateSearch`: λ among "
         f"{lambdas}, validation error at most the non-private logistic regression's + {SLACK}, the whole search "
         "within ε); the model the curve picks on the same split with no accounting (least test violation within "
@@ -193,6 +193,8 @@ def main() -> None:
     parser.add_argument("--mean-runs", type=float, default=None, help="default: twice the candidates")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the searches already in OUT/selection.csv and run only the others")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -200,11 +202,21 @@ def main() -> None:
     lambdas = [float(v) for v in args.lambdas.split(",")]
     models = pd.read_csv(CURVE / "models.csv")
     points = pd.read_csv(CURVE / "points.csv")
-    rows = []
+    command = "python benchmarks/private_selection.py " + " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
+        if k not in ("out", "threads", "resume") and v is not None)
+    log = out / "commands.txt"  # every invocation whose searches the CSV holds (a resumed run appends)
+    commands = [*(log.read_text().splitlines() if args.resume and log.is_file() else []), command]
+    log.write_text("\n".join(commands) + "\n")
+    done = pd.read_csv(out / "selection.csv") if args.resume and (out / "selection.csv").is_file() else None
+    rows = [] if done is None else done.to_dict("records")
+    seen = {(r["dataset"], r["notion"], float(r["epsilon"]), int(r["seed"])) for r in rows}
     for dataset in args.datasets.split(","):
         for notion in args.notions.split(","):
             for epsilon in (float(e) for e in args.epsilons.split(",")):
                 for seed in range(args.seeds):
+                    if (dataset, notion, epsilon, seed) in seen:
+                        continue
                     row, data = search(dataset, notion, epsilon, seed, lambdas, args.mean_runs)
                     choice = curve_choice(models, dataset, notion, epsilon, seed, lambdas)
                     row.update(choice)
@@ -218,11 +230,9 @@ def main() -> None:
     runs = pd.DataFrame(rows)
     summary = summarise(runs)
     summary.to_csv(out / "summary.csv", index=False)
-    command = "python benchmarks/private_selection.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "threads") and v is not None)
-    (out / "summary.md").write_text(markdown(summary, command, lambdas))
+    (out / "summary.md").write_text(markdown(summary, "`; `".join(commands), lambdas))
     figure(runs, models, out / "tradeoff.png")
-    print(markdown(summary, command, lambdas))
+    print(markdown(summary, "`; `".join(commands), lambdas))
 
 
 if __name__ == "__main__":
