@@ -644,8 +644,12 @@ def _signature(model, loss_fn, X, y, named, calls, layers) -> tuple:
     (which module, with which trainable parameters, on what input shape), the trainable set, the loss,
     the input and target shapes and dtypes, train/eval mode and the forward methods."""
     leaves = [] if y is None else ([y] if isinstance(y, torch.Tensor) else list(y))
+    try:  # held weakly: a loss closing over the model must not keep it (the cache's key) alive
+        loss = weakref.ref(loss_fn)
+    except TypeError:
+        loss = loss_fn
     return (
-        loss_fn, model.training, getattr(model.forward, "__func__", model.forward),
+        loss, model.training, getattr(model.forward, "__func__", model.forward),
         tuple((id(m), tuple(a.shape[1:]), a.dtype, w is not None, b is not None) for m, w, b, a, _ in calls),
         tuple(id(p) for p in named.values()), tuple(X.shape[1:]), X.dtype,
         tuple((tuple(t.shape[1:]), t.dtype) for t in leaves),
