@@ -167,8 +167,9 @@ class LinearModels:
         if L == 1:
             p = z.sigmoid_()
             h_diff = (h_cells[..., 1] - h_cells[..., 0]).mul_(lam[:, None, :])  # (S, c, G)
-            delta = torch.addcmul(p, p, p, value=-1.0).mul_(torch.bmm(h_diff.transpose(1, 2), rows_t))
-            if with_loss:  # λ σ(1 − σ)(h₁ − h₀) + σ − y
+            delta = torch.bmm(h_diff.transpose(1, 2), rows_t).mul_(p)
+            delta.addcmul_(delta, p, value=-1.0)  # λ σ(1 − σ)(h₁ − h₀)
+            if with_loss:  # + σ − y
                 delta += p
                 delta -= y[:, None, :]
             if clip is not None:
