@@ -228,7 +228,8 @@ def main() -> None:
         f"FairDP's MNIST CNN shape (423,798 parameters, float32), 28x28 inputs. {info['date']}, "
         f"{info['cpus']} CPUs, load {info['load_before']} before and {info['load_after']} after, "
         f"Python {info['python']}. Command: `python benchmarks/private_step.py "
-        f"--device {args.device} --batches {' '.join(map(str, args.batches))} --rounds {args.rounds}` "
+        f"--device {args.device} --batches {' '.join(map(str, args.batches))} --rounds {args.rounds} "
+        f"--threads {args.threads}` "
         "(each cell the fastest of its rounds).",
         "",
         "## Time per step relative to SGD (same run)",
