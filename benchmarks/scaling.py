@@ -5,8 +5,8 @@ correlated with the first feature), demographic parity, ε = ∞ and the group p
 training loop alone (secret Poisson batches, clipped per-sample sums, public minibatches, updates);
 calibration and accounting depend on the privacy plan, not on n, d or the batch, and drawing the
 noise costs O(models · parameters) a step (both are in ``results/speed/dpfermi_sweep.csv``). The cost of an epoch is the
-marginal cost: ``(time(E₂ epochs) − time(E₁ epochs)) / (E₂ − E₁)`` for the same fit otherwise, which
-removes preparation and the one-off accounting; the peak memory is the peak resident memory of the
+marginal cost: ``(time(E₂ epochs) − time(E₁ epochs)) / (E₂ − E₁)`` for the same fit otherwise (each the
+fastest of ``--repeats`` fits), which removes preparation; the peak memory is the peak resident memory of the
 longer fit above what the process held before it (Linux ``VmHWM`` after resetting it). One axis varies
 at a time around the base point (n = 16,384, d = 64, 1 model, batch 512); each axis gets the
 least-squares slope ``k`` of log(time) on log(size): time ∝ size^k. The private CNN step's scaling with
@@ -66,7 +66,8 @@ def fit_seconds(X, y, s, models: int, batch: int, epochs: int) -> tuple[float, f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int, nargs=2, default=[2, 6], metavar=("E1", "E2"))
+    parser.add_argument("--epochs", type=int, nargs=2, default=[2, 32], metavar=("E1", "E2"))
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args()
@@ -79,8 +80,10 @@ def main() -> None:
         for value in values:
             point = {**BASE, axis: value}
             X, y, s = synthetic(point["n"], point["d"])
-            short, _ = fit_seconds(X, y, s, point["models"], point["batch"], e1)
-            long, peak = fit_seconds(X, y, s, point["models"], point["batch"], e2)
+            # the fastest of --repeats fits of each length (the least disturbed by other load)
+            short = min(fit_seconds(X, y, s, point["models"], point["batch"], e1)[0] for _ in range(args.repeats))
+            runs = [fit_seconds(X, y, s, point["models"], point["batch"], e2) for _ in range(args.repeats)]
+            long, peak = min(r[0] for r in runs), max(r[1] for r in runs)
             rows.append({"axis": axis, **point, "ms_per_epoch": 1e3 * (long - short) / (e2 - e1),
                          "peak_mb": peak})
             print(rows[-1], flush=True)
@@ -100,9 +103,11 @@ def main() -> None:
         f"# DP-FERMI (logistic) training cost against n, d, models and batch size (CPU, {args.threads} threads)",
         "",
         f"{info['date']}, {info['cpus']} CPUs, load {info['load_before']} before and {info['load_after']} after, "
-        f"Python {info['python']}. Command: `python benchmarks/scaling.py --epochs {e1} {e2}`. Base point "
+        f"Python {info['python']}. Command: `python benchmarks/scaling.py --epochs {e1} {e2} --repeats {args.repeats} "
+        f"--threads {args.threads}` (each length the fastest of its repeats). Base point "
         f"n = {BASE['n']}, d = {BASE['d']}, {BASE['models']} model, batch {BASE['batch']}; one axis varied at a "
-        "time; marginal time of an epoch; peak resident memory of the fit above the process's before it.",
+        "time; marginal time of an epoch; peak resident memory of the fit above the process's before it (growth "
+        "only: memory the allocator already holds from earlier fits is reused and not counted).",
         "",
         "## Fitted exponents (time ∝ size^k)",
         "",
