@@ -25,6 +25,7 @@ machine: ``nice -n 19 python benchmarks/private_selection.py`` (``--help`` for s
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -164,10 +165,15 @@ def figure(runs: pd.DataFrame, models: pd.DataFrame, path: Path) -> None:
 
     from dpfair.plot import tradeoff
 
-    panels = list(runs.groupby(["dataset", "notion"], sort=False).groups)
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.0), squeeze=False)
-    for ax, (dataset, notion) in zip(axes[0], panels):
+    datasets, notions = list(dict.fromkeys(runs.dataset)), list(dict.fromkeys(runs.notion))
+    fig, axes = plt.subplots(len(datasets), len(notions), figsize=(5.2 * len(notions), 4.0 * len(datasets)),
+                             squeeze=False)
+    for (row, dataset), (col, notion) in itertools.product(enumerate(datasets), enumerate(notions)):
+        ax = axes[row][col]
         tuned = runs[(runs.dataset == dataset) & (runs.notion == notion)]
+        if tuned.empty:
+            ax.set_visible(False)
+            continue
         for i, (eps, g) in enumerate(tuned.groupby("epsilon")):
             color = f"C{i}"
             curve = models[(models.dataset == dataset) & (models.notion == notion) & (models.method == "dp-fermi")
@@ -175,10 +181,12 @@ def figure(runs: pd.DataFrame, models: pd.DataFrame, path: Path) -> None:
             tradeoff(curve, x="error", y="violation", by="lam", hue="epsilon", pareto=True, spread=None, ax=ax,
                      markersize=3, color=color)
             ax.scatter(g.error, g.violation, marker="x", s=30, color=color, label=f"tuned, total ε = {eps:g}")
+        base = float(tuned.erm_error.mean())
+        ax.set_xlim(base - 0.01, base + 0.04)  # the region of the error budget; the CSV has the points beyond
         ax.set_title(f"{dataset}, {notion.replace('_', ' ')}")
         ax.legend(fontsize=6)
     fig.suptitle("Curves: the reproduction's models (seed means, Pareto fronts; no selection cost). "
-                 "Crosses: one privately tuned model per seed", fontsize=8)
+                 "Crosses: one privately tuned model per seed (error axis: ERM's error − 0.01 to + 0.04)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
 
@@ -206,8 +214,7 @@ def main() -> None:
         f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
         if k not in ("out", "threads", "resume") and v is not None)
     log = out / "commands.txt"  # every invocation whose searches the CSV holds (a resumed run appends)
-    commands = [*(log.read_text().splitlines() if args.resume and log.is_file() else []), command]
-    log.write_text("\n".join(commands) + "\n")
+    commands = log.read_text().splitlines() if args.resume and log.is_file() else []
     done = pd.read_csv(out / "selection.csv") if args.resume and (out / "selection.csv").is_file() else None
     rows = [] if done is None else done.to_dict("records")
     seen = {(r["dataset"], r["notion"], float(r["epsilon"]), int(r["seed"])) for r in rows}
@@ -217,6 +224,9 @@ def main() -> None:
                 for seed in range(args.seeds):
                     if (dataset, notion, epsilon, seed) in seen:
                         continue
+                    if command not in commands:
+                        commands.append(command)
+                        log.write_text("\n".join(commands) + "\n")
                     row, data = search(dataset, notion, epsilon, seed, lambdas, args.mean_runs)
                     choice = curve_choice(models, dataset, notion, epsilon, seed, lambdas)
                     row.update(choice)
