@@ -34,19 +34,13 @@ per-sample gradients through ``torch.func``).
 
 Speed: what a step reads of a row is laid out once per fit (:class:`RowTables`), so
 that a batch costs one gather for logistic models; per-row tensors are laid out
-``(S, G, ·, B)``; the parameters and W are updated in place; and a grid's seed
-groups are split between worker threads (:class:`SeedShares`) while the calling
-thread draws the next step's batches. None of it changes what is computed or who
-draws which randomness.
+``(S, G, ·, B)``; the parameters and W are updated in place. None of it changes
+what is computed or who draws which randomness.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import dataclasses
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,14 +125,6 @@ class LinearModels:
         self.n_params = self.L * self.d + self.L
         self.theta = torch.cat([weight, bias[..., None]], dim=-1)
         self.weight, self.bias = self.theta[..., :self.d], self.theta[..., self.d]
-
-    def seeds(self, groups: slice) -> LinearModels:
-        """The models of the seed groups ``groups``, sharing this one's parameters (updated in place)."""
-        view = object.__new__(LinearModels)
-        view.theta = self.theta[groups]
-        view.S, view.G, view.L, view.d, view.n_params = len(view.theta), self.G, self.L, self.d, self.n_params
-        view.weight, view.bias = view.theta[..., :self.d], view.theta[..., self.d]
-        return view
 
     @staticmethod
     def features(X: torch.Tensor) -> torch.Tensor:
@@ -406,62 +392,6 @@ def public_sums(models, hp: FermiModels, W, pub, rows: RowTables):
     return theta, (-2.0 * W).mul_(block_F.permute(0, 2, 1, 3)[:, :, :, None])
 
 
-@contextlib.contextmanager
-def _intra_op_threads(count: int):
-    """torch's intra-op threads set to ``count`` inside the block (then restored)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _cat(parts: list):
-    """Concatenate along the seed axis the matching tensors of several shares' (nested tuple) results."""
-    if parts[0] is None:
-        return None
-    if isinstance(parts[0], torch.Tensor):
-        return torch.cat(parts)
-    return tuple(_cat(list(same)) for same in zip(*parts))
-
-
-class SeedShares(contextlib.ExitStack):
-    """The seed groups of a step split between worker threads, each computing its share on one core.
-
-    With several seed groups of :class:`LinearModels` on the CPU and several torch threads, each of
-    ``torch.get_num_threads()`` workers computes a share of the groups with one torch thread (the batched
-    products of tens of models run faster on one core per share than spread over all of them, and a busy
-    core slows one share instead of stalling every product); otherwise one share, on the calling thread.
-    Only sums are computed on the workers: every draw of secret randomness stays on the calling thread.
-    """
-
-    def __init__(self, models, hp: FermiModels):
-        super().__init__()
-        S = hp.lam.shape[0]
-        split = isinstance(models, LinearModels) and S > 1 and models.theta.device.type == "cpu"
-        workers = min(torch.get_num_threads(), S) if split else 1
-        self.pool = None
-        if workers == 1:
-            self.parts = [(models, hp, slice(None))]
-            return
-        cuts = [slice(i * S // workers, (i + 1) * S // workers) for i in range(workers)]
-        self.parts = [(models.seeds(c), FermiModels(*(getattr(hp, f.name)[c] for f in dataclasses.fields(hp))), c)
-                      for c in cuts]
-        self.enter_context(_intra_op_threads(1))
-        self.pool = self.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="dpfermi"))
-
-    def map(self, fn, meanwhile):
-        """``(fn(models, hp, groups) of every share concatenated, meanwhile())``; ``meanwhile`` runs on the
-        calling thread while the shares are computed."""
-        if self.pool is None:
-            return fn(*self.parts[0]), meanwhile()
-        # each task in a copy of this thread's context: test switches (reproducible noise, planted bugs) hold
-        running = [self.pool.submit(contextvars.copy_context().run, fn, *part) for part in self.parts]
-        extra = meanwhile()
-        return _cat([task.result() for task in running]), extra
-
-
 def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, samplers, release,
           public_generators, on_epoch=None, bar: Progress = SILENT) -> torch.Tensor:
     """Run Algorithm 1 for every model; returns the last ``W (S, G, m, k, l)``.
@@ -471,9 +401,7 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, sam
     ledger per model) that draws every model's noise; ``public_generators``: one
     public torch generator per seed group (its public minibatch order).
     ``on_epoch(step, W)`` is called after each (expected) epoch of steps; ``bar``
-    (:mod:`dpfair.progress`) advances by one per step. The seed groups' sums may be
-    computed on worker threads (:class:`SeedShares`); the next step's Poisson batches
-    are drawn, on this thread, while they are.
+    (:mod:`dpfair.progress`) advances by one per step.
     """
     dev = data.X.device
     S, G = hp.lam.shape
@@ -491,38 +419,28 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, sam
     batch_sources = [(secret, q) for secret in samplers]
     average_from, average = schedule.average_from, None
 
-    def next_batch(step):
-        return poisson_batch(n, batch_sources, dev) if step < schedule.n_steps else None
-
-    with SeedShares(models, hp) as shares:
-        upcoming = next_batch(0)
-        for step in range(schedule.n_steps):
-            (idx, valid), pub = upcoming, None if record else public.next()
-
-            def sums(models_c, hp_c, c, W=W, idx=idx, valid=valid, pub=pub):
-                secret = secret_sums(models_c, data, schedule, hp_c, W[c], idx[c],
-                                     None if valid is None else valid[c], rows)
-                return secret, None if pub is None else public_sums(models_c, hp_c, W[c], pub[c], rows)
-
-            ((theta_sum, w_sum), pub_sums), upcoming = shares.map(sums, lambda after=step + 1: next_batch(after))
-            grad_theta, grad_w = release.noisy_sum([theta_sum, w_sum], scale=scales)
-            grad_theta /= expected
-            grad_w /= expected
-            if not record:
-                theta_pub, w_pub = pub_sums
-                grad_theta += theta_pub.div_(pub.shape[1])
-                grad_w += w_pub.div_(pub.shape[1])
-            models.step(grad_theta.mul_(lr))
-            if average_from is not None and step >= average_from:
-                count = step - average_from + 1
-                current = models.flat()
-                average = current if count == 1 else average.add_(current.sub_(average).div_(count))
-            W += grad_w.mul_(wlr)
-            W *= (radius / W.flatten(3).norm(dim=-1).clamp_min_(1e-12)).clamp_(max=1.0)[..., None, None]
-            bar.update()
-            if on_epoch is not None and ((step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps):
-                release.flush()
-                on_epoch(step + 1, W)
+    for step in range(schedule.n_steps):
+        idx, valid = poisson_batch(n, batch_sources, dev)
+        theta_sum, w_sum = secret_sums(models, data, schedule, hp, W, idx, valid, rows)
+        grad_theta, grad_w = release.noisy_sum([theta_sum, w_sum], scale=scales)
+        grad_theta /= expected
+        grad_w /= expected
+        if not record:
+            pub = public.next()
+            theta_pub, w_pub = public_sums(models, hp, W, pub, rows)
+            grad_theta += theta_pub.div_(pub.shape[1])
+            grad_w += w_pub.div_(pub.shape[1])
+        models.step(grad_theta.mul_(lr))
+        if average_from is not None and step >= average_from:
+            count = step - average_from + 1
+            current = models.flat()
+            average = current if count == 1 else average.add_(current.sub_(average).div_(count))
+        W += grad_w.mul_(wlr)
+        W *= (radius / W.flatten(3).norm(dim=-1).clamp_min_(1e-12)).clamp_(max=1.0)[..., None, None]
+        bar.update()
+        if on_epoch is not None and ((step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps):
+            release.flush()
+            on_epoch(step + 1, W)
     release.flush()
     if average is not None:
         models.load(average)
