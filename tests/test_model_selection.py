@@ -16,6 +16,7 @@ from dpfair.exceptions import BudgetExceededError, PrivacyLeakWarning
 from dpfair.fairness import error_scorer, fairness_scorer, violation_scorer
 from dpfair.model_selection import GridSearchCV, cross_validate
 from dpfair.privacy import PrivacyBudget
+from dpfair.privacy.calibration import CALIBRATION_RTOL
 
 DELTA = 1e-5
 POST = dict(delta=DELTA, groups=2, classes=2, random_state=0)
@@ -33,12 +34,12 @@ def data():
 def test_search_reports_the_total_of_its_fits_and_warns(data):
     X, y, s = data
     search = GridSearchCV(DPPostProcessingClassifier(epsilon=1.0, **POST), {"tolerance": [0.0, 0.05]}, cv=2)
-    with pytest.warns(PrivacyLeakWarning, match=r"the fits spent ε = 5 .*further use of the data"):
+    with pytest.warns(PrivacyLeakWarning, match=r"the fits spent ε = (5|4\.9\d*) .*further use of the data"):
         search.fit(X, y, sensitive_features=s)
     # 2 candidates × 2 folds + the refit, each a pure ε = 1 release: they compose to (at most) 5
     eps, delta = search.privacy_spent_
     assert 4.95 < eps <= 5.0 and delta == DELTA
-    assert search.best_estimator_.privacy_spent_[0] == pytest.approx(1.0, rel=1e-3)  # one fit's, not the total
+    assert 1 - CALIBRATION_RTOL <= search.best_estimator_.privacy_spent_[0] <= 1.0  # one fit's, not the total
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()  # score(X, y, sensitive_features=s)
     pickle.dumps(search.best_estimator_)  # detached from the budget
     assert "_budget" not in vars(search.estimator)  # the user's estimator is left as it was
@@ -49,7 +50,7 @@ def test_search_draws_from_a_given_budget_and_stops_when_refused(data):
     budget = PrivacyBudget(4.0, DELTA)
     search = GridSearchCV(DPPostProcessingClassifier(epsilon=1.0, **POST), {"tolerance": [0.0, 0.05]}, cv=2,
                           budget=budget)
-    with pytest.raises(BudgetExceededError, match="PrivacyBudget of ε = 4 that has spent ε = 4: together ε = 5"):
+    with pytest.raises(BudgetExceededError, match=r"PrivacyBudget of ε = 4 that has spent ε = (4|3\.9\d*): together ε = (5|4\.9\d*) > 4"):
         search.fit(X, y, sensitive_features=s)
     assert 3.9 < budget.spent()[0] <= 4.0  # the four CV fits; the refit was refused
     with pytest.raises(BudgetExceededError):  # without budget=, the estimator's attached budget
@@ -87,7 +88,7 @@ def test_a_fairness_scorer_picks_a_fairer_lambda_than_accuracy(data):
 def test_cross_validate_post_processing_gives_scores_and_its_total(data):
     X, y, s = data
     est = DPPostProcessingClassifier(epsilon=1.0, **POST)
-    with pytest.warns(PrivacyLeakWarning, match="cross_validate: the fits spent ε = 3"):
+    with pytest.warns(PrivacyLeakWarning, match=r"cross_validate: the fits spent ε = (3|2\.9\d*) "):
         result = cross_validate(est, X, y, sensitive_features=s, cv=3)
     assert np.isfinite(result["test_score"]).all() and (result["test_score"] > 0.6).all()
     eps, delta = result["privacy_spent"]

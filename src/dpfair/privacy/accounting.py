@@ -166,8 +166,8 @@ class RDPAccountant(_ReplaceAwareMixin, AccountantHook, RdpAccountantBase):
     """dp_accounting's RDP accountant with unsampled REPLACE_ONE mechanisms made consistent, and Poisson-sampled
     Gaussians under REPLACE_ONE accounted (:mod:`dpfair.privacy.subsampled_rdp`)."""
 
-    def __init__(self, neighboring_relation=_ADD_REMOVE):
-        super().__init__(neighboring_relation=neighboring_relation)
+    def __init__(self, neighboring_relation=_ADD_REMOVE, orders=None):
+        super().__init__(orders, neighboring_relation)
 
     def compose_event(self, event, count, do_compose):
         if (self.neighboring_relation is _REPLACE and isinstance(event, dpa.PoissonSampledDpEvent)
@@ -185,13 +185,14 @@ class RDPAccountant(_ReplaceAwareMixin, AccountantHook, RdpAccountantBase):
         absorb_rdp(self, helper)
 
 
-def make_accountant(accountant: str = "pld", relation="record"):
-    """A fresh accountant of kind ``"pld"`` or ``"rdp"`` for a privacy unit or relation."""
+def make_accountant(accountant: str = "pld", relation="record", orders=None):
+    """A fresh accountant of kind ``"pld"`` or ``"rdp"`` for a privacy unit or relation (``orders``: the RDP
+    accountant's Rényi orders, default dp_accounting's)."""
     rel = relation_of(relation)
     if accountant == "pld":
         return PLDAccountant(rel)
     if accountant == "rdp":
-        return RDPAccountant(rel)
+        return RDPAccountant(rel, orders)
     raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
 
 
@@ -213,7 +214,7 @@ def epsilon_of(event: dpa.DpEvent, delta: float, relation="record", accountant: 
             _EPSILON_CACHE.clear()
         stored = read_epsilon(key[0], key[1], key[2].name, accountant) if persist else None
         if stored is None:
-            with _absl_quiet():
+            with absl_quiet():
                 stored, as_asked = _epsilon_uncached(event, *key[1:])
             if persist and as_asked:  # an RDP fallback depends on this machine's memory: not kept
                 write_epsilon(key[0], key[1], key[2].name, accountant, stored)
@@ -222,7 +223,7 @@ def epsilon_of(event: dpa.DpEvent, delta: float, relation="record", accountant: 
 
 
 @contextlib.contextmanager
-def _absl_quiet():
+def absl_quiet():
     """dp_accounting's absl warnings off: RDP orders whose series does not converge are dropped (the bound
     stays valid) and each drop is logged (``_compute_log_a_frac failed to converge``), dozens of lines per
     fit. Every accounting in dpfair runs through :func:`epsilon_of`, so this is the one place to silence it."""

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import dp_accounting as dpa
 
-from dpfair.privacy.accounting import epsilon_of, make_accountant
+from dpfair.privacy.accounting import absl_quiet, epsilon_of, make_accountant
 from dpfair.privacy.mechanisms import gaussian_event
 from dpfair.progress import progress
 from dpfair.validation import check_delta, check_epsilon, check_positive
@@ -59,54 +59,129 @@ def calibrate_noise(
 
 def _search(plan, target: float, delta: float, relation, accountant: str, rtol: float, max_noise: float,
             bar) -> float:
-    """The search of :func:`calibrate_noise`; ``bar`` counts the ε evaluations."""
-    cache: dict[tuple[float, str], float] = {}
+    """The search of :func:`calibrate_noise`; ``bar`` counts the ε evaluations.
 
-    def eps(sigma: float, kind: str = accountant) -> float:
-        if (sigma, kind) not in cache:
-            cache[sigma, kind] = epsilon_of(plan(sigma), delta, relation, kind, persist=True)
+    Where RDP supports the plan, a cheap RDP bound on :data:`GUESS_ORDERS` (a handful of orders: still an
+    upper bound on ε, a loose one) is solved first, to a coarse tolerance; its σ starts the search on the
+    accountant asked for, whose every evaluation decides. Each ε is memoised (and, on disk, cached).
+    """
+    cache: dict[float, float] = {}
+
+    def eps(sigma: float) -> float:
+        if sigma not in cache:
+            cache[sigma] = epsilon_of(plan(sigma), delta, relation, accountant, persist=True)
             bar.update()
-        return cache[sigma, kind]
+        return cache[sigma]
 
-    hi = 1.0
+    start = 1.0
     if accountant == "pld" and make_accountant("rdp", relation).supports(plan(1.0)):
-        try:  # RDP is cheaper and never below PLD's ε: its bracket is one for PLD too
-            hi = _bracket_above(lambda sigma: eps(sigma, "rdp"), target, max_noise, delta)
-        except ValueError:  # RDP's finite orders cannot reach a very small ε (≲ 0.01); PLD can
-            hi = 1.0
-    hi = _bracket_above(eps, target, max_noise, delta, start=hi)
-    lo = hi / 2.0
-    while eps(lo) <= target:
-        hi, lo = lo, lo / 2.0
-        if lo < 1e-4:
-            return hi
-    # Invariant: eps(lo) > target >= eps(hi). Safeguarded regula falsi on log σ against
-    # log ε (nearly linear there), kept at least a tenth of the bracket away from its ends.
-    for _ in range(60):
-        if eps(hi) >= (1.0 - rtol) * target:
-            break
+        guess = _Solver(lambda sigma: _guess_epsilon(plan(sigma), delta, relation), target, GUESS_RTOL,
+                        max_noise, delta)
+        try:
+            start = guess.solve(1.0)
+            slope = guess.slope
+        except ValueError:  # a few RDP orders cannot reach a very small ε (≲ 0.01); PLD can
+            slope = None
+    else:
+        slope = None
+    return _Solver(eps, target, rtol, max_noise, delta, slope).solve(start)
+
+
+#: Rényi orders of the first, coarse RDP solve of a PLD calibration (any set of orders bounds ε).
+GUESS_ORDERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0, 128.0, 256.0, 512.0, 1024.0)
+
+#: Relative tolerance of that coarse solve: it only places the start of the search that decides.
+GUESS_RTOL = 0.05
+
+
+def _guess_epsilon(event: dpa.DpEvent, delta: float, relation) -> float:
+    """ε of ``event`` on the RDP accountant restricted to :data:`GUESS_ORDERS` (memoised by the event's repr)."""
+    key = (repr(event), delta, relation)
+    if key not in _GUESSES:
+        if len(_GUESSES) >= 4096:
+            _GUESSES.clear()
+        accountant = make_accountant("rdp", relation, orders=GUESS_ORDERS)
+        with absl_quiet():
+            accountant.compose(event)
+            _GUESSES[key] = float(accountant.get_epsilon(delta))
+    return _GUESSES[key]
+
+
+_GUESSES: dict[tuple, float] = {}
+
+
+class _Solver:
+    """The smallest σ with ``eps(σ) ≤ target``, to ``eps(σ) ≥ (1 − rtol)·target``: secant steps on log σ against
+    log ε (nearly linear there), aimed at the middle of that window (the next step then rarely overshoots).
+
+    Before a bracket exists, a step follows the slope of the last two points (or ``slope``, or −1: ε of a
+    Gaussian falls as 1/σ) and moves σ by at most a factor :data:`MAX_FACTOR`; once a σ above and one below
+    the target are known, each step is a regula falsi kept a tenth of the bracket from its ends, so the
+    bracket shrinks geometrically. Only σ with ``eps(σ) ≤ target`` are returned.
+    """
+
+    MAX_FACTOR = 8.0
+
+    def __init__(self, eps, target: float, rtol: float, max_noise: float, delta: float,
+                 slope: float | None = None):
+        self.eps, self.target, self.rtol, self.max_noise, self.delta = eps, target, rtol, max_noise, delta
+        self.slope = slope if slope is not None and slope < 0 else -1.0
+        self.aim = math.log((1.0 - rtol / 2.0) * target)
+
+    def solve(self, start: float) -> float:
+        lo = hi = None  # the largest σ seen above the target, the smallest at or below it
+        points: list[tuple[float, float]] = []
+        sigma = start
+        for _ in range(100):
+            e = self.eps(sigma)
+            if e <= self.target:
+                hi = sigma if hi is None else min(hi, sigma)
+                if e >= (1.0 - self.rtol) * self.target:
+                    return sigma
+            else:
+                lo = sigma if lo is None else max(lo, sigma)
+            points.append((math.log(sigma), math.log(max(e, 1e-300)) if math.isfinite(e) else math.inf))
+            if lo is not None and hi is not None:
+                sigma = self._inside(lo, hi)
+                continue
+            if hi is not None and hi < 1e-4:  # a huge ε: (almost) no noise reaches it
+                return hi
+            sigma = self._step(points)
+            if lo is None and sigma >= hi:
+                sigma = hi / 2.0
+            elif hi is None and sigma <= lo:
+                sigma = lo * 2.0
+            if sigma > self.max_noise:
+                if lo is not None and self.max_noise > lo:
+                    sigma = self.max_noise
+                else:
+                    raise ValueError(
+                        f"no noise multiplier up to {self.max_noise:g} reaches epsilon={self.target:g} at "
+                        f"delta={self.delta:g}; raise epsilon or delta, or release less (fewer steps, a smaller "
+                        "sampling rate)")
+        if hi is None:
+            raise RuntimeError("noise calibration found no noise multiplier within its budget; please report this")
+        return hi
+
+    def _step(self, points) -> float:
+        """The next σ from one side of the target: a secant on the last two points, bounded."""
+        (a, fa) = points[-1]
+        if not math.isfinite(fa):
+            return math.exp(a) * self.MAX_FACTOR
+        if len(points) >= 2 and math.isfinite(points[-2][1]) and points[-2][0] != a:
+            b, fb = points[-2]
+            if fb != fa:
+                self.slope = min((fa - fb) / (a - b), -0.05)
+        move = (self.aim - fa) / self.slope
+        move = min(max(move, -math.log(self.MAX_FACTOR)), math.log(self.MAX_FACTOR))
+        return math.exp(a + move)
+
+    def _inside(self, lo: float, hi: float) -> float:
+        """Regula falsi between ``lo`` (ε above the target) and ``hi`` (at or below it), kept off the ends."""
         a, b = math.log(lo), math.log(hi)
-        fa, fb = (math.log(max(eps(x), 1e-300)) for x in (lo, hi))  # a large δ can make ε exactly 0
-        t = (fa - math.log(target)) / (fa - fb) if math.isfinite(fa) else 0.5
-        mid = math.exp(a + min(max(t, 0.1), 0.9) * (b - a))
-        if eps(mid) <= target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-def _bracket_above(eps, target: float, max_noise: float, delta: float, start: float = 1.0) -> float:
-    """A noise multiplier whose ε is at most the target, by doubling from ``start``."""
-    hi = start
-    while eps(hi) > target:
-        hi *= 2.0
-        if hi > max_noise:
-            raise ValueError(
-                f"no noise multiplier up to {max_noise:g} reaches epsilon={target:g} at delta={delta:g}; "
-                "raise epsilon or delta, or release less (fewer steps, a smaller sampling rate)"
-            )
-    return hi
+        fa, fb = (math.log(max(self.eps(x), 1e-300)) for x in (lo, hi))  # memoised: no new evaluation
+        t = (fa - self.aim) / (fa - fb) if math.isfinite(fa) and fa != fb else 0.5
+        return math.exp(a + min(max(t, 0.1), 0.9) * (b - a))
 
 
 def dpsgd_event(noise_multiplier: float, sampling_probability: float, steps: int) -> dpa.DpEvent:
