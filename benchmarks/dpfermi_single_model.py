@@ -16,7 +16,7 @@ pays it).
 accounting cache (``DPFAIR_CACHE_DIR`` a fresh folder: σ is calibrated on the PLD accountant), then
 again with that cache warm (the same plan: σ read back, :mod:`dpfair.privacy.accounting_cache`); the
 result JSON gives ``fit_seconds`` and the epochs. Each is followed by the same command run in-process
-(``dpfair.cli.main``, in a fresh interpreter) with timers around the library calls, which splits the wall
+(``dpfair.cli.console_main``, in a fresh interpreter) with timers around the library calls, which splits the wall
 time into interpreter start, imports, data loading, calibration, the training loop, the rest of the fit
 (checks, the group counts' release, initialisation, the ledger's ε), evaluation, writing and the rest
 (printing), and reports the interpreter's peak resident memory.
@@ -164,7 +164,7 @@ def phases_of_train(argv: list[str], report: Path) -> None:
     timed(experiments, "evaluate", "evaluation")
     timed(cli, "_write_atomic", "writing")
     with contextlib.redirect_stdout(io.StringIO()):
-        if cli.main(argv) != 0:
+        if cli.console_main(argv) != 0:
             raise SystemExit("dpfair train failed")
     spent["fit, other"] = spent.pop("fit") - spent["calibration"] - spent["training loop"]
     report.write_text(json.dumps({**spent, "started_at": WALL_AT_START, "finished_at": time.time(),
@@ -239,7 +239,7 @@ def markdown(rows: list[dict], info: dict, meta: dict) -> str:
     lines += [
         "",
         "`fit, other`: the fit's checks, the group counts' release, initialisation and the ε of the ledger; "
-        "`exit`: the interpreter's shutdown (mostly Python's last garbage collection of torch's objects); "
+        "`exit`: the interpreter's shutdown (the command freezes the garbage collector first, `dpfair.cli.console_main`); "
         "`other`: the command's parsing, estimator set-up and printing. Peak memory: the maximum resident set "
         "of the instrumented `dpfair train` process.",
         "",

@@ -2,6 +2,6 @@
 
 import sys
 
-from dpfair.cli import main
+from dpfair.cli import console_main
 
-sys.exit(main())
+sys.exit(console_main())

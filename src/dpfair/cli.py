@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import math
 import os
@@ -1036,5 +1037,18 @@ def main(argv=None) -> int:
         return 130
 
 
+def console_main(argv=None) -> int:
+    """The ``dpfair`` command: :func:`main`, then every object moved out of the garbage collector's sight.
+
+    Python's last collections at exit would traverse every object torch and the command built (about
+    0.5 s of a 4 s ``dpfair train``); ``gc.freeze()`` skips that, and the process's memory goes back
+    to the system anyway. Only the command does this: :func:`main` called in a program leaves the
+    collector as it was.
+    """
+    code = main(argv)
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())
