@@ -1,6 +1,7 @@
 """DP-FERMI's engine as laid out for speed: the public part reads no s."""
 
 import numpy as np
+import pytest
 import torch
 
 from dpfair.algorithms import dpfermi_engine as engine
@@ -31,3 +32,43 @@ def test_public_sums_do_not_read_the_sensitive_attribute():
         sums.append(engine.public_sums(models, hp, W, pub, engine.RowTables.of(data, models)))
     for a, b in zip(*sums):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def _one_hot_data(n=400, seed=0):
+    """Two numeric columns and four one-hot encoded categoricals of 8 levels: 6 of 35 columns non-zero a row."""
+    rng = np.random.default_rng(seed)
+    levels = rng.integers(0, 8, (n, 4))
+    X = np.concatenate([rng.normal(size=(n, 2)), *[np.eye(8)[levels[:, j]] for j in range(4)]], axis=1)
+    s = rng.integers(0, 2, n)
+    y = (X[:, 0] + levels[:, 0] / 4 + 0.5 * s + rng.normal(size=n) > 1.5).astype(int)
+    return engine.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
+                            torch.zeros(n, dtype=torch.long), 1, 2, 2)
+
+
+@pytest.mark.parametrize("classes", [1, 3])
+def test_sparse_rows_give_the_dense_products(monkeypatch, classes):
+    """A one-hot encoded table is multiplied through its non-zeros: the same sums as the dense rows, to rounding."""
+    data = _one_hot_data()
+    g = torch.Generator().manual_seed(0)
+    weight, bias = torch.randn(3, 4, classes, 34, generator=g), torch.randn(3, 4, classes, generator=g)
+    l = max(classes, 2)
+    W = torch.randn(3, 4, 1, 2, l, generator=g)
+    hp = stack_hyperparameters([[[lam, 0.1, 0.1, 3.0, 1.0, 1.0, 3.0] for lam in (0.0, 1.0, 4.0, 9.0)]] * 3,
+                               torch.rand(3, 4, 1, 2) + 1, "cpu")
+    if classes > 1:
+        data.y = data.y + torch.randint(0, 2, data.y.shape, generator=g)
+        data.n_classes = l
+    idx, valid = torch.randint(0, 400, (3, 90), generator=g), torch.rand(3, 90, generator=g) < 0.9
+    sums = []
+    for share in (engine.SPARSE_SHARE, 0.0):
+        monkeypatch.setattr(engine, "SPARSE_SHARE", share)
+        models = engine.LinearModels(weight.clone(), bias.clone())
+        rows = engine.RowTables.of(data, models)
+        assert (rows.cols is not None) == (share > 0)
+        for unit in (False, True):
+            schedule = engine.FermiSchedule(0.2, 1, 90, unit, 0.5)
+            sums += engine.secret_sums(models, data, schedule, hp, W, idx, valid, rows)
+        sums += engine.public_sums(models, hp, W, idx, rows)
+    half = len(sums) // 2
+    for sparse, dense in zip(sums[:half], sums[half:]):
+        torch.testing.assert_close(sparse, dense, rtol=1e-5, atol=1e-5)

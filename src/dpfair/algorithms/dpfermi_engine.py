@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse
 import torch
 import torch.nn.functional as F
 
@@ -135,54 +136,55 @@ class LinearModels:
     def gradient_sum(self, Xb, x_norm, valid, y, onehot, h_cells, with_loss: bool, lam, clip):
         """Σ over valid rows of the per-sample gradients of :func:`fermi_loss` (each clipped to ``clip``).
 
-        ``Xb (S, B, d)`` (or ``(S, B, d + 1)``, rows of :meth:`features`), ``x_norm (S, B)`` = ``‖(x, 1)‖``,
-        ``valid (S, B)`` (``None``: every row), ``y (S, B)`` the label codes (any dtype), ``onehot (S, B, c)``
-        the rows' cells, ``h_cells (S, c, G, l)`` the ``h`` of each cell, ``with_loss``: add the
-        cross-entropy ``ℓ`` (``a = 1``), ``lam (S, G)``. Returns ``(sums (S, G, P), Σ_rows onehot ⊗ F
-        (S, c, G, l))``.
+        ``Xb``: the rows, :class:`DenseRows` / :class:`SparseRows` or a tensor ``(S, B, d)`` (or ``(S, B, d + 1)``,
+        rows of :meth:`features`); ``x_norm (S, B)`` = ``‖(x, 1)‖``, ``valid (S, B)`` (``None``: every row),
+        ``y (S, B)`` the label codes (any dtype), ``onehot (S, B, c)`` the rows' cells, ``h_cells (S, c, G, l)``
+        the ``h`` of each cell, ``with_loss``: add the cross-entropy ``ℓ`` (``a = 1``), ``lam (S, G)``. Returns
+        ``(sums (S, G, P), Σ_rows onehot ⊗ F (S, c, G, l))``.
         The loss's logit gradient is closed-form, ``a(F − e_y) + λ F ⊙ (h − ⟨F, h⟩)``;
         the per-sample gradient is ``(x, 1) ⊗ δ`` with norm ``‖(x, 1)‖·‖δ‖``, so
         clipping scales ``δ``. Binary (one logit): ``δ = a(σ − y) + λ σ(1 − σ)(h₁ − h₀)``
-        and clipping is ``clamp(δ, ±C/‖(x, 1)‖)``.
+        and clipping is ``clamp(δ, ±C/‖(x, 1)‖)``. Per-row tensors are laid out ``(S, B, G, L)``.
         """
-        if Xb.shape[-1] == self.d:
-            Xb = torch.cat([Xb, torch.ones(*Xb.shape[:-1], 1, dtype=Xb.dtype, device=Xb.device)], dim=-1)
-        S, B, G, L = Xb.shape[0], Xb.shape[1], self.G, self.L
-        z = torch.bmm(self.theta.view(S, G * L, self.d + 1), Xb.transpose(1, 2))  # (S, G·L, B)
-        rows_t = onehot.transpose(1, 2)  # (S, c, B)
+        if isinstance(Xb, torch.Tensor):
+            if Xb.shape[-1] == self.d:
+                Xb = torch.cat([Xb, torch.ones(*Xb.shape[:-1], 1, dtype=Xb.dtype, device=Xb.device)], dim=-1)
+            Xb = DenseRows(Xb)
+        S, B, G, L = onehot.shape[0], onehot.shape[1], self.G, self.L
+        z = Xb.logits(self.theta.view(S, G * L, self.d + 1))  # (S, B, G·L)
         if L == 1:
             p = z.sigmoid_()
             h_diff = (h_cells[..., 1] - h_cells[..., 0]).mul_(lam[:, None, :])  # (S, c, G)
-            delta = torch.bmm(h_diff.transpose(1, 2), rows_t).mul_(p)
+            delta = torch.bmm(onehot, h_diff).mul_(p)
             delta.addcmul_(delta, p, value=-1.0)  # λ σ(1 − σ)(h₁ − h₀)
             if with_loss:  # + σ − y
                 delta += p
-                delta -= y[:, None, :]
+                delta -= y[:, :, None]
             if clip is not None:
-                r = (clip / x_norm if valid is None else clip * valid / x_norm)[:, None, :]
-                delta = delta.clamp_(min=-r, max=r)
+                r = (clip / x_norm if valid is None else clip * valid / x_norm)[:, :, None].expand(S, B, G)
+                delta = torch.clamp(delta, min=-r.contiguous(), max=r.contiguous(), out=delta)
             elif valid is not None:
-                delta *= valid[:, None, :]
-            on1 = torch.bmm(rows_t, p.transpose(1, 2))  # (S, c, G)
+                delta *= valid[:, :, None]
+            on1 = torch.bmm(onehot.transpose(1, 2), p)  # (S, c, G)
             cell_F = torch.stack([onehot.sum(1)[:, :, None] - on1, on1], dim=-1)
         else:
-            proba = torch.softmax(z.view(S, G, L, B), dim=2)
-            h = torch.bmm(h_cells.permute(0, 2, 3, 1).reshape(S, G * L, -1), rows_t).view(S, G, L, B)
-            delta = lam[:, :, None, None] * _psi_logit_gradient(proba, h, dim=2)
+            proba = torch.softmax(z.view(S, B, G, L), dim=3)
+            h = torch.bmm(onehot, h_cells.reshape(S, -1, G * L)).view(S, B, G, L)
+            delta = lam[:, None, :, None] * _psi_logit_gradient(proba, h, dim=3)
             if with_loss:
-                delta = delta + (proba - F.one_hot(y.long(), L).to(proba.dtype).transpose(1, 2)[:, None])
-            weight = None if valid is None else valid[:, None, :].to(z.dtype)
+                delta = delta + (proba - F.one_hot(y.long(), L).to(proba.dtype)[:, :, None])
+            weight = None if valid is None else valid[:, :, None].to(z.dtype)
             if clip is not None:
-                norms = x_norm[:, None, :] * delta.norm(dim=2)
+                norms = x_norm[:, :, None] * delta.norm(dim=3)
                 scale = (clip / norms.clamp_min(torch.finfo(norms.dtype).tiny)).clamp(max=1.0)
                 weight = scale if weight is None else weight * scale
             if weight is not None:
-                delta = delta * weight[:, :, None, :]
-            cell_F = torch.bmm(rows_t, proba.view(S, G * L, B).transpose(1, 2)).view(S, -1, G, L)
-        sums = torch.bmm(delta.view(S, G * L, B), Xb)  # (S, G·L, d + 1): [weight | bias] rows
+                delta = delta * weight[..., None]
+            cell_F = torch.bmm(onehot.transpose(1, 2), proba.view(S, B, G * L)).view(S, -1, G, L)
+        sums = Xb.sums(delta.view(S, B, G * L)).view(S, self.d + 1, G, L)  # [weight | bias] rows
         if L == 1:
-            return sums.view(S, G, self.n_params), cell_F
-        sums = sums.view(S, G, L, self.d + 1)
+            return sums.view(S, self.d + 1, G).transpose(1, 2).contiguous(), cell_F
+        sums = sums.permute(0, 2, 3, 1)
         return torch.cat([sums[..., :self.d].flatten(2), sums[..., self.d]], dim=-1), cell_F
 
     def step(self, update):
@@ -286,6 +288,53 @@ class PublicBatches:
         return batch
 
 
+class DenseRows:
+    """Rows ``(x, 1)`` of a batch as a dense tensor ``(S, B, D)``: the two products of a step are batched GEMMs."""
+
+    def __init__(self, X: torch.Tensor):
+        self.X = X
+
+    def logits(self, theta: torch.Tensor) -> torch.Tensor:
+        """``θ̃·(x, 1)`` of every row and model: ``(S, B, G·L)`` from ``theta (S, G·L, D)``."""
+        return torch.bmm(self.X, theta.transpose(1, 2))
+
+    def sums(self, delta: torch.Tensor) -> torch.Tensor:
+        """``Σ_i (x_i, 1) ⊗ δ_i``: ``(S, D, G·L)`` from ``delta (S, B, G·L)``."""
+        return torch.bmm(self.X.transpose(1, 2), delta)
+
+
+class SparseRows:
+    """Rows ``(x, 1)`` of a batch with at most ``K`` non-zeros each: ``cols (S, B, K)`` (int32) and ``vals (S, B, K)``
+    (padding entries have value 0), of width ``D``.
+
+    The products cost ``K/D`` of the dense ones (one-hot encoded tables): the logits are one ``embedding_bag`` (the
+    weighted sum of each row's ``K`` columns of θ̃), the gradient sums one sparse-transposed × dense product
+    (scipy's, on the CPU). The seed groups' columns are offset by ``s·D`` so that every group's θ̃ is one table.
+    """
+
+    def __init__(self, cols: torch.Tensor, vals: torch.Tensor, width: int):
+        S, B, K = cols.shape
+        self.shape, self.width = (S, B, K), width
+        offsets = torch.arange(0, S * width, width, dtype=cols.dtype, device=cols.device)
+        self.cols = (cols + offsets[:, None, None]).view(S * B, K) if S > 1 else cols.view(B, K)
+        self.vals = vals.reshape(S * B, K)
+
+    def logits(self, theta: torch.Tensor) -> torch.Tensor:
+        S, B, _ = self.shape
+        table = theta.transpose(1, 2).reshape(S * self.width, -1)
+        return F.embedding_bag(self.cols, table, per_sample_weights=self.vals, mode="sum").view(S, B, -1)
+
+    def sums(self, delta: torch.Tensor) -> torch.Tensor:
+        S, B, K = self.shape
+        rows = scipy.sparse.csr_matrix((self.vals.numpy().ravel(), self.cols.numpy().ravel(),
+                                        np.arange(0, S * B * K + 1, K)), shape=(S * B, S * self.width))
+        return torch.from_numpy(rows.T @ delta.reshape(S * B, -1).numpy()).view(S, self.width, -1)
+
+
+#: a row table is multiplied sparse (on the CPU) when its rows have at most this share of non-zeros
+SPARSE_SHARE = 1 / 3
+
+
 @dataclass
 class RowTables:
     """What a step reads of the training rows, laid out once per fit so that a batch costs one or three gathers.
@@ -294,16 +343,20 @@ class RowTables:
     the row's (W block, group) cell (the secret part's) and the one-hot of its W block alone (the public
     part's, whose ``h = −Σ_s W_{c,s}²`` is the same in every group of a block, so it never reads s); rows
     without a W (``c = −1``) are zero in both one-hots. For :class:`LinearModels`, whose input rows are a
-    copy already, all of it is one ``table`` (one gather a batch: a row's cache lines bring everything);
-    otherwise the inputs stay as they are and the rest is ``aux (1 + m·k + m, n)``, one row per quantity
-    (a gather of columns is fast, of narrow rows slow), with ``y`` apart.
+    copy already, all of it is one ``table`` (one gather a batch: a row's cache lines bring everything); on the
+    CPU, rows with few non-zeros (at most :data:`SPARSE_SHARE` of them, one-hot encoded tables) are stored as
+    their non-zero values in ``table`` and their columns in ``cols`` (:class:`SparseRows`). Otherwise the
+    inputs stay as they are and the rest is ``aux (1 + m·k + m, n)``, one row per quantity (a gather of columns
+    is fast, of narrow rows slow), with ``y`` apart.
     """
 
-    table: torch.Tensor  #: the input rows, with the per-row columns appended when ``aux`` is None
-    width: int  #: the input rows' width
+    table: torch.Tensor  #: the input rows (or their non-zero values), with the per-row columns appended
+    width: int  #: the input rows' width in ``table``
     aux: torch.Tensor | None
     y: torch.Tensor
     n_cells: int
+    cols: torch.Tensor | None = None  #: sparse rows: the columns of the values in ``table`` (int32)
+    dim: int = 0  #: sparse rows: their full width
 
     @classmethod
     def of(cls, data: FermiData, models) -> RowTables:
@@ -314,17 +367,29 @@ class RowTables:
         onehots = [F.one_hot(block * data.n_groups + data.s, mk).to(torch.float32) * active,
                    F.one_hot(block, data.n_cells).to(torch.float32) * active]
         features = models.features(data.X)
-        if isinstance(models, LinearModels):
-            table = torch.cat([features, x_norm, data.y[:, None].to(features.dtype), *onehots], dim=1)
-            return cls(table, features.shape[1], None, data.y, mk)
-        return cls(features, features.shape[1], torch.cat([x_norm, *onehots], dim=1).T.contiguous(), data.y, mk)
+        if not isinstance(models, LinearModels):
+            return cls(features, features.shape[1], torch.cat([x_norm, *onehots], dim=1).T.contiguous(), data.y, mk)
+        rest = [x_norm, data.y[:, None].to(features.dtype), *onehots]
+        nonzero = features != 0
+        K = int(nonzero.sum(1).max())
+        if features.device.type != "cpu" or K > SPARSE_SHARE * features.shape[1]:
+            return cls(torch.cat([features, *rest], dim=1), features.shape[1], None, data.y, mk)
+        # each row's non-zero columns first (a stable sort keeps their order), padded with zeros of column 0
+        order = torch.sort(nonzero.to(torch.int8), dim=1, descending=True, stable=True).indices[:, :K]
+        vals = features.gather(1, order)
+        cols = torch.where(vals != 0, order, 0).to(torch.int32)
+        return cls(torch.cat([vals, *rest], dim=1), K, None, data.y, mk, cols, features.shape[1])
 
     def take(self, idx: torch.Tensor, public: bool):
-        """``(features, x_norm, y, one-hot)`` of the rows ``idx (S, B)``: cells (secret) or blocks (``public``)."""
+        """``(rows, x_norm, y, one-hot)`` of the rows ``idx (S, B)``: cells (secret) or blocks (``public``).
+
+        ``rows``: :class:`DenseRows` or :class:`SparseRows` for logistic models, the input tensor otherwise.
+        """
         if self.aux is None:
             rows = _rows(self.table, idx)
             Xb, x_norm, y, onehot = (rows[..., :self.width], rows[..., self.width], rows[..., self.width + 1],
                                      rows[..., self.width + 2:])
+            Xb = DenseRows(Xb) if self.cols is None else SparseRows(_rows(self.cols, idx), Xb, self.dim)
         else:
             aux = self.aux.index_select(1, idx.reshape(-1)).view(-1, *idx.shape)
             Xb, x_norm, y, onehot = _rows(self.table, idx), aux[0], _rows(self.y, idx), aux[1:].permute(1, 2, 0)
