@@ -10,7 +10,8 @@ train/test split is) into a *fit* part and a *validation* part. Then
 
 1. the validation part's group sizes (per constraint cell of the notion) are released once with
    Gaussian noise (``counts_share`` of ε, calibrated alone) and floored: the public denominators of the
-   score;
+   score, and, for DP-FERMI (unless the user gave public ``group_proportions``), every run's group
+   proportions, so that no run releases its own;
 2. a number of runs K is drawn from the secret generator (:class:`~dpfair.privacy.SecretRandom`, never a
    seed anyone knows) from a truncated negative binomial of shape η and mean μ (``repetitions``:
    ``"geometric"``, η = 1, Liu & Talwar's random stopping; ``"logarithmic"``, η = 0; ``"poisson"``,
@@ -53,8 +54,9 @@ defines it; for binary labels the positive class's rates) with each rate's denom
 count of its (cell, group), so that every denominator is public.
 
 **Sensitivity** (a brute-force test enumerates the neighbours of small data sets). For a fixed model
-(the run's training is accounted by its own plan; a person in the fit part does not enter the score given
-the model), let m be the released (floored) counts and n_val the validation size (public, as n is):
+(the run's training is accounted by its own plan, and the score is released after it: adaptive
+composition, so the score's sensitivity is that of a fixed model even where the scored rows were also
+fitted, as with ``validation_size=0``), let m be the released (floored) counts and n_val the validation size (public, as n is):
 
 * sensitive unit (one person's s changes, x and y fixed): the person moves from group a to group b in
   their cell; one outcome count at a falls by one and one at b rises by one (the same outcome unless the
@@ -135,14 +137,20 @@ _PER_MODEL: dict[tuple, tuple[float, PrivacyLedger]] = {}
 
 
 def split_rows(n: int, validation_size: float, random_state) -> tuple[np.ndarray, np.ndarray]:
-    """``(fit rows, validation rows)``: a public random split of ``range(n)`` seeded by ``random_state``."""
-    size = check_positive(validation_size, "validation_size")
+    """``(fit rows, validation rows)``: a public random split of ``range(n)`` seeded by ``random_state``.
+
+    ``validation_size = 0``: no held-out part; every row is both fitted and scored.
+    """
+    size = check_positive(validation_size, "validation_size", allow_zero=True)
     if size >= 1.0:
-        raise ValueError(f"validation_size must lie in (0, 1), got {validation_size!r}")
+        raise ValueError(f"validation_size must lie in [0, 1), got {validation_size!r}")
+    if size == 0.0:
+        rows = np.arange(n)
+        return rows, rows
     n_val = round(size * n)
     if n_val < 1 or n_val > n - 2:
         raise ValueError(f"validation_size={size:g} of {n} rows leaves {n_val} validation and {n - n_val} fit "
-                         "rows; give more rows or another validation_size")
+                         "rows; give more rows or another validation_size (0: score on the fitted rows)")
     order = np.random.default_rng(random_state).permutation(n)
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
@@ -351,7 +359,9 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
     repetitions : the law of the number of runs: "geometric" (Liu & Talwar), "logarithmic", "poisson", or a
         truncated negative binomial's shape η ≥ 0 (Papernot & Steinke).
     mean_runs : its mean (``None``: twice the number of candidates).
-    validation_size : share of the rows scored rather than fitted.
+    validation_size : share of the rows held out to be scored rather than fitted; 0 fits and scores every row. A
+        held-out part guards against a score flattered by over-fitting (a large model); without one each run
+        trains on more rows, so it needs less noise for the same ε.
     counts_share, score_share, reference_share : shares of ε the validation counts, each run's score and
         (record unit, no ``reference_error``) the private reference spend, each calibrated alone; the
         per-model ε takes what is left of the total.
@@ -469,6 +479,10 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         if "classes" in fixed and fixed["classes"] is None:
             fixed["classes"] = classes.tolist()
         base = PrivacyBudget.detach(clone(base).set_params(**fixed, delta=delta, verbose=False))
+        n_cells = _cells(notion, y_codes[:1], len(classes))[1]
+        shares_released = _takes_released_shares(base)
+        if shares_released:  # planned with placeholder shares: a plan depends on whether they are public, not on them
+            base.set_params(group_proportions=_shares(np.ones((n_cells, len(groups)))))
         fit_rows, val_rows = split_rows(len(y), self.validation_size, self.random_state)
         Xf, yf, sf = X[fit_rows], y[fit_rows], s[fit_rows]
         Xv, sv = X[val_rows], s[val_rows]
@@ -502,6 +516,8 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
             counts = cell_counts(notion, yv_codes, sv_codes, len(classes), len(groups))
             noisy = Release(Part(COUNTS), sigma_counts, secret, ledger).noisy_sum(counts, bound=_counts_bound(unit))
             denominators = floor_counts(noisy, sigma_counts * _counts_bound(unit))
+            if shares_released:
+                base.set_params(group_proportions=_shares(denominators))
             if ref_plan is not None:
                 reference = self._private_reference(ref_plan, Xf, yf, sf, Xv, y[val_rows], sv, n_val, secret, ledger)
             score = SelectionScore(notion, float(reference) + float(self.max_error_increase), float(self.penalty),
@@ -665,6 +681,20 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         self.privacy_ledger_, self.privacy_spent_ = ledger, best.privacy_spent_
         self.selection_ = selection
         self.classes_ = best.classes_
+
+
+def _takes_released_shares(base) -> bool:
+    """Whether the runs take their group proportions from the search's released counts: DP-FERMI's, unless the
+    user gave public ones (its per-cell shares are the counts' rows, normalised; each run then releases none)."""
+    from dpfair.algorithms import DPFERMIClassifier
+
+    return isinstance(base, DPFERMIClassifier) and base.group_proportions is None
+
+
+def _shares(counts: np.ndarray) -> list:
+    """Per-cell group shares from (released, floored: positive) counts ``(cells, groups)``; one row as ``(k,)``."""
+    shares = counts / counts.sum(axis=1, keepdims=True)
+    return (shares[0] if len(shares) == 1 else shares).tolist()
 
 
 def _distinct(secret: SecretRandom, k: int) -> list[int]:

@@ -67,6 +67,26 @@ def test_the_repeated_run_is_the_models_own_plan_and_its_score(data):
     assert isinstance(run.event.events[-1], dpa.GaussianDpEvent)  # the score's release
 
 
+@pytest.mark.parametrize("notion", ["demographic_parity", "equalized_odds"])
+def test_dpfermi_runs_take_their_group_proportions_from_the_released_counts(data, notion):
+    X, y, s = data
+    search = PrivateSearch(_fermi(), {"lam": [0.0, 2.0]}, epsilon=2.0, notion=notion, validation_size=0.0,
+                           random_state=1).fit(X, y, s)
+    best = search.best_estimator_
+    counts = np.array(search.selection_["validation"]["released_counts"])
+    shares = counts / counts.sum(axis=1, keepdims=True)
+    assert np.allclose(best.group_proportions, shares[0] if notion == "demographic_parity" else shares)
+    assert search.selection_["validation"]["rows"] == search.selection_["validation"]["fit_rows"] == 1500
+    run = search.privacy_ledger_.entries[-1].event.event  # one run: the model's plan and its score's release
+    alone = clone(best).fit(X, y, sensitive_features=s)  # all rows fitted and scored; public proportions
+    assert [e.label for e in alone.privacy_ledger_.entries] == ["dp-fermi step"]  # no run releases counts of its own
+    assert list(run.events[:-1]) == [dpa.SelfComposedDpEvent(e.event, e.count) for e in alone.privacy_ledger_.entries]
+    # user-given public proportions are kept
+    given = PrivateSearch(_fermi(group_proportions=[0.5, 0.5]), {"lam": [0.0]}, epsilon=2.0, validation_size=0.0,
+                          random_state=1).fit(X, y, s)
+    assert given.best_estimator_.group_proportions == [0.5, 0.5]
+
+
 def test_the_search_is_charged_to_a_budget_before_it_releases(data):
     X, y, s = data
     budget = PrivacyBudget(epsilon=1.5, delta=1 / 1500**2)
