@@ -191,7 +191,7 @@ def main() -> None:
     from _machine import load_average, machine_info
 
     load = load_average()
-    runs = []
+    runs, failed = [], set()
     for round_ in range(args.rounds):
         for batch in args.batches:
             for method in args.methods:
@@ -199,8 +199,10 @@ def main() -> None:
                        "--device", args.device, "--threads", str(args.threads)]
                 done = subprocess.run(cmd, capture_output=True, text=True,
                                       env={**os.environ, "PYTHONWARNINGS": "ignore"})
-                if done.returncode:
-                    raise SystemExit(f"{method} at batch {batch} failed:\n{done.stderr[-2000:]}")
+                if done.returncode:  # recorded, and the other cells still run
+                    print(f"{method} at batch {batch} failed:\n{done.stderr[-2000:]}", file=sys.stderr, flush=True)
+                    failed.add((method, batch))
+                    continue
                 runs.append({**json.loads(done.stdout.strip().splitlines()[-1]), "round": round_})
                 print(runs[-1], flush=True)
     # per cell, the round with the fastest median step (the least disturbed by other load)
@@ -217,6 +219,12 @@ def main() -> None:
 
     frame.to_csv(out / f"{stem}.csv", index=False)
     info = machine_info(load)
+    where = f"{info['cpus']} CPUs"
+    if args.device == "cuda":
+        import torch
+
+        where += f" and an {torch.cuda.get_device_name()} (torch {torch.__version__})"
+    missing = sorted(f"{m} at {b}" for m, b in failed if not ((frame.method == m) & (frame.batch == b)).any())
     wide = frame.pivot(index="method", columns="batch", values="x_sgd").reindex(args.methods)
     ms = frame.pivot(index="method", columns="batch", values="ms_per_step").reindex(args.methods)
     mem = frame.pivot(index="method", columns="batch", values="peak_mb").reindex(args.methods)
@@ -226,12 +234,14 @@ def main() -> None:
         f"# A private CNN step against SGD ({args.device}, {args.threads} torch threads)",
         "",
         f"FairDP's MNIST CNN shape (423,798 parameters, float32), 28x28 inputs. {info['date']}, "
-        f"{info['cpus']} CPUs, load {info['load_before']} before and {info['load_after']} after, "
+        f"{where}, load {info['load_before']} before and {info['load_after']} after, "
         f"Python {info['python']}. Command: `python benchmarks/private_step.py "
         f"--device {args.device} --batches {' '.join(map(str, args.batches))} --rounds {args.rounds} "
         f"--threads {args.threads}` "
         "(each cell the fastest of its rounds).",
         "",
+        *([f"Failed in every round (stderr above the table in the run's log): {', '.join(missing)}.", ""]
+          if missing else []),
         "## Time per step relative to SGD (same run)",
         "",
         wide.to_markdown(),

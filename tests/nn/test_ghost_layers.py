@@ -87,6 +87,25 @@ def test_ghost_matches_torch_func_for_every_layer_type(name, max_norm):
     assert_same(ghost, clipped_gradient_sum(model, ce, X, y, max_norm, method="vmap"))
 
 
+@pytest.mark.parametrize("conv", [
+    nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(2, 3, (3, 2), stride=(2, 1), padding=(1, 0)),
+    nn.Conv2d(2, 2, 3, padding="same", dilation=2), nn.Conv2d(1, 16, 5), nn.Conv1d(3, 2, 3, stride=2, dilation=2)])
+def test_per_example_convolution_gradients_unfolded_equal_the_grouped_backward(conv):
+    """An accelerator's form (one batched product over unfolded patches) against the CPU's (grouped
+    convolution-weight backwards in chunks), on 37 examples: a chunk and a padded one."""
+    conv = conv.double()
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(37, conv.in_channels, *((11,) if type(conv) is nn.Conv1d else (9, 10)), generator=g,
+                    dtype=torch.float64)
+    d = torch.randn(conv(a).shape, generator=g, dtype=torch.float64)
+    if type(conv) is nn.Conv1d:
+        a, d = a.unsqueeze(2), d.unsqueeze(2)
+    geometry = ps._conv_geometry(conv)
+    chunked = ps._conv_per_example(a, d, geometry)
+    assert chunked.shape == (37, conv.out_channels, conv.in_channels, *geometry["kernel_size"])
+    torch.testing.assert_close(ps._conv_per_example_unfolded(a, d, geometry), chunked, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", ["conv2d_valid_stack", "groupnorm", "cnn_group", "layernorm_2d_shape"])
 def test_per_layer_clipping_on_the_ghost_path(name):
     model, X, y = case(name)

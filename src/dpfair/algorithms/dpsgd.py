@@ -215,11 +215,11 @@ class DPSGDClassifier(TorchClassifier):
             opt.step()
             # Only post-processing of released values is logged: history_ is saved with the model.
             rule.observe(noisy_stats)
-            running += float(torch.sqrt(sum((g**2).sum() for g in grads.values())))
+            running += torch.sqrt(sum((g**2).sum() for g in grads.values())).detach()  # no sync with a device
             seen += 1
             bar.update()
             if (step + 1) % steps_per_epoch == 0 or step + 1 == self.n_steps_:
-                row = {"step": step + 1, "noisy_gradient_norm": running / seen}
+                row = {"step": step + 1, "noisy_gradient_norm": float(running) / seen}
                 if rule.by != "none":
                     row["clipping_bounds"] = self._by_key(rule._bounds)
                 row.update({k: self._by_key(v) if isinstance(v, np.ndarray) else v

@@ -499,9 +499,15 @@ CONV_CHUNK = 32
 
 
 def _conv_per_example(a: torch.Tensor, d: torch.Tensor, geometry: dict) -> torch.Tensor:
-    """Every example's weight gradient of a 2-D convolution, ``(B, C_out, C_in, *kernel)``: convolution-weight
-    backwards with :data:`CONV_CHUNK` examples as groups (input ``(1, chunk·C_in, …)``, output gradient
-    ``(1, chunk·C_out, …)``), the last chunk padded with zero examples."""
+    """Every example's weight gradient of a 2-D convolution, ``(B, C_out, C_in, *kernel)``.
+
+    On the CPU: convolution-weight backwards with :data:`CONV_CHUNK` examples as groups (input
+    ``(1, chunk·C_in, …)``, output gradient ``(1, chunk·C_out, …)``), the last chunk padded with zero
+    examples. On an accelerator, where a loop of small kernels costs more than memory:
+    :func:`_conv_per_example_unfolded`.
+    """
+    if a.device.type != "cpu":
+        return _conv_per_example_unfolded(a, d, geometry)
     n, c_in, c_out = a.shape[0], a.shape[1], d.shape[1]
     pad = -n % CONV_CHUNK
     if pad:
@@ -514,6 +520,15 @@ def _conv_per_example(a: torch.Tensor, d: torch.Tensor, geometry: dict) -> torch
         padding=geometry["padding"], dilation=geometry["dilation"], groups=CONV_CHUNK)
         for i in range(0, n + pad, CONV_CHUNK)]
     return torch.cat(chunks).view(n + pad, c_out, c_in, *geometry["kernel_size"])[:n]
+
+
+def _conv_per_example_unfolded(a: torch.Tensor, d: torch.Tensor, geometry: dict) -> torch.Tensor:
+    """:func:`_conv_per_example` as one batched product: ``G_i = D_i A_iᵀ`` with ``A_i (C_in·k, T)`` the unfolded
+    input patches and ``D_i (C_out, T)`` the output gradient (``B·C_in·k·T`` values held at once)."""
+    n, c_in, c_out = a.shape[0], a.shape[1], d.shape[1]
+    patches = F.unfold(a, **geometry)  # (B, C_in·k, T)
+    g = torch.bmm(d.reshape(n, c_out, -1), patches.transpose(1, 2))
+    return g.view(n, c_out, c_in, *geometry["kernel_size"])
 
 
 def _patch_norms(a: torch.Tensor, geometry: dict) -> torch.Tensor:

@@ -12,6 +12,13 @@ exponential mechanism — comes from a :class:`SecretRandom`:
 - never stored, printed or saved: it refuses to be pickled or copied, its
   ``repr`` shows nothing, and estimators drop it when ``fit`` ends.
 
+**On an accelerator** (noise shaped like a CUDA tensor), Gaussian and Laplace draws
+come from a Philox generator on that device, made for this ``SecretRandom`` and keyed
+from it: a 64-bit seed and a 64-bit counter offset, both secret draws of the
+128-bit generator above, so that ~126 secret bits fix the device stream (a seed
+search stays out of reach). The noise then never crosses the host bus and its draw
+runs beside the step's kernels; it lives and dies with its ``SecretRandom``.
+
 ``random_state`` seeds only *public* randomness (model initialisation, the
 order of public minibatches, data splits), which an attacker may know.
 
@@ -92,7 +99,7 @@ class SecretRandom:
     discrete noise itself); Poisson samples stay on the 128-bit generator.
     """
 
-    __slots__ = ("_gen", "secure", "reproducible")
+    __slots__ = ("_gen", "_devices", "secure", "reproducible")
 
     def __init__(self, key=(), *, secure: bool = False):
         seed = _TEST_SEED.get()
@@ -111,6 +118,7 @@ class SecretRandom:
         else:
             entropy = secrets.randbits(ENTROPY_BITS)
         self._gen = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(entropy)))
+        self._devices: dict[torch.device, torch.Generator] = {}
 
     # ---- never revealed ---------------------------------------------------------------
     def __repr__(self) -> str:
@@ -133,18 +141,41 @@ class SecretRandom:
     def _dtype(self, like):
         return np.float32 if isinstance(like, torch.Tensor) and like.dtype == torch.float32 else np.float64
 
+    def _on_device(self, like) -> torch.Generator | None:
+        """The device generator for noise shaped like ``like`` (a tensor on an accelerator), else ``None``.
+
+        Philox on the device, keyed by a secret 63-bit seed and a secret counter offset (a multiple of 4,
+        as the generator requires) drawn from this generator: see the module docstring.
+        """
+        if not isinstance(like, torch.Tensor) or like.device.type == "cpu":
+            return None
+        if like.device not in self._devices:
+            gen = torch.Generator(device=like.device)
+            gen.manual_seed(int(self._gen.integers(0, 2**63)))
+            gen.set_offset(4 * int(self._gen.integers(0, 2**61)))
+            self._devices[like.device] = gen
+        return self._devices[like.device]
+
     def normal(self, shape, like=None):
-        """Standard normal draws of ``shape`` (a torch tensor on ``like``'s device when ``like`` is one).
+        """Standard normal draws of ``shape`` (a torch tensor on ``like``'s device when ``like`` is one; drawn
+        there on an accelerator).
 
         Under ``secure`` the noise of a release is drawn by :class:`~dpfair.privacy.Release`
         itself (rounded sum plus exact discrete noise), never by scaling these floats.
         """
         self._no_float_noise("Gaussian")
+        gen = self._on_device(like)
+        if gen is not None:
+            return torch.randn(tuple(shape), generator=gen, device=like.device, dtype=like.dtype)
         return self._as(self._gen.standard_normal(tuple(shape), dtype=self._dtype(like)), like)
 
     def laplace(self, shape, like=None):
-        """Laplace(0, 1) draws of ``shape``."""
+        """Laplace(0, 1) draws of ``shape`` (on an accelerator: the difference of two unit exponentials)."""
         self._no_float_noise("Laplace")
+        gen = self._on_device(like)
+        if gen is not None:
+            pair = torch.empty((2, *shape), device=like.device, dtype=like.dtype).exponential_(generator=gen)
+            return pair[0] - pair[1]
         return self._as(self._gen.laplace(0.0, 1.0, tuple(shape)).astype(self._dtype(like)), like)
 
     def _no_float_noise(self, kind: str) -> None:
