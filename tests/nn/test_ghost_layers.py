@@ -92,7 +92,8 @@ def test_ghost_matches_torch_func_for_every_layer_type(name, max_norm):
     nn.Conv2d(2, 2, 3, padding="same", dilation=2), nn.Conv2d(1, 16, 5), nn.Conv1d(3, 2, 3, stride=2, dilation=2)])
 def test_per_example_convolution_gradients_unfolded_equal_the_grouped_backward(conv):
     """An accelerator's form (one batched product over unfolded patches) against the CPU's (grouped
-    convolution-weight backwards in chunks), on 37 examples: a chunk and a padded one."""
+    convolution-weight backwards in chunks), on 37 examples: a chunk and a padded one; the patches as
+    F.unfold gives them."""
     conv = conv.double()
     g = torch.Generator().manual_seed(0)
     a = torch.randn(37, conv.in_channels, *((11,) if type(conv) is nn.Conv1d else (9, 10)), generator=g,
@@ -101,6 +102,7 @@ def test_per_example_convolution_gradients_unfolded_equal_the_grouped_backward(c
     if type(conv) is nn.Conv1d:
         a, d = a.unsqueeze(2), d.unsqueeze(2)
     geometry = ps._conv_geometry(conv)
+    torch.testing.assert_close(ps._unfold(a, geometry), F.unfold(a, **geometry), rtol=0, atol=0)
     chunked = ps._conv_per_example(a, d, geometry)
     assert chunked.shape == (37, conv.out_channels, conv.in_channels, *geometry["kernel_size"])
     torch.testing.assert_close(ps._conv_per_example_unfolded(a, d, geometry), chunked, rtol=1e-10, atol=1e-12)

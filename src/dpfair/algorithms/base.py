@@ -464,6 +464,15 @@ class TorchClassifier(FairEstimator):
     def _tensor(self, a, dtype=torch.float32) -> torch.Tensor:
         return torch.as_tensor(a, dtype=dtype, device=self.device_)
 
+    def _rows(self, rows: np.ndarray) -> torch.Tensor:
+        """A batch's row indices on the model's device. To an accelerator through pinned memory without
+        blocking: a copy from pageable memory would wait for every kernel queued, so that the host could
+        not prepare the next step while the device runs this one."""
+        rows = torch.from_numpy(rows)
+        if self.device_.type == "cpu":
+            return rows
+        return rows.pin_memory().to(self.device_, non_blocking=True)
+
     def _predict_proba(self, X) -> np.ndarray:
         model = self.model_
         dev = next(model.parameters()).device

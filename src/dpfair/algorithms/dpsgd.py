@@ -196,7 +196,7 @@ class DPSGDClassifier(TorchClassifier):
         self.model_.train()
         bar = self._progress(self.n_steps_)
         for step in range(self.n_steps_):
-            idx = torch.from_numpy(release.sample(n)).to(self.device_)
+            idx = self._rows(release.sample(n))
             yb, sb = yt[idx], None if st is None else st[idx]
             bound = self._release_bound()
             bounds = self._per_sample_bounds(step, idx, yb, sb)

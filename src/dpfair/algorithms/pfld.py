@@ -403,7 +403,7 @@ class PFLDClassifier(TorchClassifier):
             ref_coef = torch.zeros(len(cells_n), len(columns), device=self.device_).index_add_(
                 0, data.cell_of_group, lam * sign)
             for _ in range(self.steps_per_epoch_):
-                idx = torch.from_numpy(primal.sample(n)).to(self.device_)
+                idx = self._rows(primal.sample(n))
                 if len(public_order) < self.batch_size:
                     public_order = torch.cat([public_order, torch.randperm(n, generator=self._torch_rng,
                                                                            device=self.device_)])

@@ -13,11 +13,12 @@ exponential mechanism — comes from a :class:`SecretRandom`:
   ``repr`` shows nothing, and estimators drop it when ``fit`` ends.
 
 **On an accelerator** (noise shaped like a CUDA tensor), Gaussian and Laplace draws
-come from a Philox generator on that device, made for this ``SecretRandom`` and keyed
-from it: a 64-bit seed and a 64-bit counter offset, both secret draws of the
-128-bit generator above, so that ~126 secret bits fix the device stream (a seed
-search stays out of reach). The noise then never crosses the host bus and its draw
-runs beside the step's kernels; it lives and dies with its ``SecretRandom``.
+come from two Philox generators on that device, made for this ``SecretRandom`` and
+seeded by two secret 63-bit draws of the 128-bit generator above; a Gaussian is
+``(Z₁ + Z₂)/√2`` and a Laplace ``E₁ − E₂`` (unit exponentials), one term from each, so
+that predicting the noise takes both seeds (126 secret bits: a seed search stays out
+of reach). The noise then never crosses the host bus and its draw runs beside the
+step's kernels; the generators live and die with their ``SecretRandom``.
 
 ``random_state`` seeds only *public* randomness (model initialisation, the
 order of public minibatches, data splits), which an attacker may know.
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import secrets
 import warnings
 import zlib
@@ -141,19 +143,16 @@ class SecretRandom:
     def _dtype(self, like):
         return np.float32 if isinstance(like, torch.Tensor) and like.dtype == torch.float32 else np.float64
 
-    def _on_device(self, like) -> torch.Generator | None:
-        """The device generator for noise shaped like ``like`` (a tensor on an accelerator), else ``None``.
-
-        Philox on the device, keyed by a secret 63-bit seed and a secret counter offset (a multiple of 4,
-        as the generator requires) drawn from this generator: see the module docstring.
-        """
+    def _on_device(self, like) -> tuple[torch.Generator, torch.Generator] | None:
+        """The two device generators for noise shaped like ``like`` (a tensor on an accelerator), else ``None``;
+        each seeded by a secret 63-bit draw of this generator (module docstring)."""
         if not isinstance(like, torch.Tensor) or like.device.type == "cpu":
             return None
         if like.device not in self._devices:
-            gen = torch.Generator(device=like.device)
-            gen.manual_seed(int(self._gen.integers(0, 2**63)))
-            gen.set_offset(4 * int(self._gen.integers(0, 2**61)))
-            self._devices[like.device] = gen
+            pair = tuple(torch.Generator(device=like.device) for _ in range(2))
+            for gen in pair:
+                gen.manual_seed(int(self._gen.integers(0, 2**63)))
+            self._devices[like.device] = pair
         return self._devices[like.device]
 
     def normal(self, shape, like=None):
@@ -164,18 +163,20 @@ class SecretRandom:
         itself (rounded sum plus exact discrete noise), never by scaling these floats.
         """
         self._no_float_noise("Gaussian")
-        gen = self._on_device(like)
-        if gen is not None:
-            return torch.randn(tuple(shape), generator=gen, device=like.device, dtype=like.dtype)
+        pair = self._on_device(like)
+        if pair is not None:
+            z = [torch.randn(tuple(shape), generator=gen, device=like.device, dtype=like.dtype) for gen in pair]
+            return z[0].add_(z[1]).mul_(math.sqrt(0.5))
         return self._as(self._gen.standard_normal(tuple(shape), dtype=self._dtype(like)), like)
 
     def laplace(self, shape, like=None):
         """Laplace(0, 1) draws of ``shape`` (on an accelerator: the difference of two unit exponentials)."""
         self._no_float_noise("Laplace")
-        gen = self._on_device(like)
-        if gen is not None:
-            pair = torch.empty((2, *shape), device=like.device, dtype=like.dtype).exponential_(generator=gen)
-            return pair[0] - pair[1]
+        pair = self._on_device(like)
+        if pair is not None:
+            e = [torch.empty(tuple(shape), device=like.device, dtype=like.dtype).exponential_(generator=gen)
+                 for gen in pair]
+            return e[0].sub_(e[1])
         return self._as(self._gen.laplace(0.0, 1.0, tuple(shape)).astype(self._dtype(like)), like)
 
     def _no_float_noise(self, kind: str) -> None:
