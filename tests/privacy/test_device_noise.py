@@ -27,6 +27,7 @@ def test_gaussian_and_laplace_draws_stay_on_the_device_with_their_law():
     assert abs(float(lap.mean())) < se * math.sqrt(2) and abs(float(lap.var()) - 2.0) < se * math.sqrt(20)
 
 
+@pytest.mark.secret_noise
 def test_every_secret_generator_has_its_own_device_stream():
     like = torch.zeros(1000, device="cuda")
     a, b = SecretRandom(), SecretRandom()
