@@ -237,7 +237,8 @@ def main() -> None:
         f"{where}, load {info['load_before']} before and {info['load_after']} after, "
         f"Python {info['python']}. Command: `python benchmarks/private_step.py "
         f"--device {args.device} --batches {' '.join(map(str, args.batches))} --rounds {args.rounds} "
-        f"--threads {args.threads}` "
+        f"--threads {args.threads}"
+        + ("" if args.methods == list(METHODS) else f" --methods {' '.join(args.methods)}") + "` "
         "(each cell the fastest of its rounds).",
         "",
         *([f"Failed in every round (stderr above the table in the run's log): {', '.join(missing)}.", ""]
