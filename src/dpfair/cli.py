@@ -319,6 +319,16 @@ def _grid(args) -> dict:
     return grid
 
 
+def _validation_size_arg(text: str):
+    """``--validation-size``: ``auto`` or a number."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto or a share in [0, 1), got {text!r}") from None
+
+
 def cmd_tune(args) -> int:
     from dpfair.experiments import evaluate
     from dpfair.selection import PrivateSearch
@@ -877,8 +887,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repetitions", default="geometric",
                    help="law of the secret number of runs: geometric (default), logarithmic, poisson, or a shape")
     p.add_argument("--mean-runs", type=float, default=None, help="its mean (default: twice the candidates)")
-    p.add_argument("--validation-size", type=float, default=0.2,
-                   help="share of the train part that scores the runs (default 0.2)")
+    p.add_argument("--validation-size", type=_validation_size_arg, default="auto",
+                   help="share of the train part held out to score the runs; 0 scores the fitted rows (default auto: "
+                        "0 for a logistic model, else 0.2)")
     _add_output_arguments(p, "JSON result file; the model is saved beside it as .pt")
     p.set_defaults(func=cmd_tune)
 

@@ -361,7 +361,10 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
     mean_runs : its mean (``None``: twice the number of candidates).
     validation_size : share of the rows held out to be scored rather than fitted; 0 fits and scores every row. A
         held-out part guards against a score flattered by over-fitting (a large model); without one each run
-        trains on more rows, so it needs less noise for the same ε.
+        trains on more rows, and the score's denominators are the whole train part's counts, so its noise
+        is several times smaller for the same ε (on adult, 0.0028 against 0.014 with a fifth held out).
+        ``"auto"`` (default): 0 for a linear model (``model="logistic"``, which a private fit does not
+        over-fit), else 0.2.
     counts_share, score_share, reference_share : shares of ε the validation counts, each run's score and
         (record unit, no ``reference_error``) the private reference spend, each calibrated alone; the
         per-model ε takes what is left of the total.
@@ -376,7 +379,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=None, notion=None, max_error_increase=0.01,
-                 reference_error=None, penalty=10.0, repetitions="geometric", mean_runs=None, validation_size=0.2,
+                 reference_error=None, penalty=10.0, repetitions="geometric", mean_runs=None, validation_size="auto",
                  counts_share=0.05, score_share=0.25, reference_share=0.1, budget=None, random_state=None):
         self.estimator = estimator
         self.param_grid = param_grid
@@ -483,7 +486,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         shares_released = _takes_released_shares(base)
         if shares_released:  # planned with placeholder shares: a plan depends on whether they are public, not on them
             base.set_params(group_proportions=_shares(np.ones((n_cells, len(groups)))))
-        fit_rows, val_rows = split_rows(len(y), self.validation_size, self.random_state)
+        fit_rows, val_rows = split_rows(len(y), _validation_size(self.validation_size, base), self.random_state)
         Xf, yf, sf = X[fit_rows], y[fit_rows], s[fit_rows]
         Xv, sv = X[val_rows], s[val_rows]
         yv_codes, sv_codes, n_val = y_codes[val_rows], s_codes[val_rows], len(val_rows)
@@ -681,6 +684,13 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         self.privacy_ledger_, self.privacy_spent_ = ledger, best.privacy_spent_
         self.selection_ = selection
         self.classes_ = best.classes_
+
+
+def _validation_size(size, base) -> float:
+    """``validation_size``, with ``"auto"`` resolved: 0 for a logistic model, 0.2 for any other."""
+    if isinstance(size, str) and size == "auto":
+        return 0.0 if base.get_params().get("model") == "logistic" else 0.2
+    return size
 
 
 def _takes_released_shares(base) -> bool:

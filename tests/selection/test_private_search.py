@@ -39,7 +39,7 @@ def test_tune_returns_the_chosen_model_with_the_searchs_ledger(data):
     X, y, s = data
     grid = {"lam": [0.0, 1.0, 4.0]}
     model = tune(_fermi(), grid, X, y, sensitive_features=s, epsilon=1.0, notion="demographic_parity",
-                 random_state=0)
+                 validation_size=0.2, random_state=0)
     assert isinstance(model, DPFERMIClassifier)
     eps, delta = model.privacy_spent_
     assert (1 - 0.005) * 1.0 <= eps <= 1.0 and delta == pytest.approx(1 / 1500**2)
@@ -56,7 +56,8 @@ def test_tune_returns_the_chosen_model_with_the_searchs_ledger(data):
 
 def test_the_repeated_run_is_the_models_own_plan_and_its_score(data):
     X, y, s = data
-    search = PrivateSearch(_fermi(), {"lam": [0.0, 2.0]}, epsilon=2.0, random_state=1).fit(X, y, s)
+    search = PrivateSearch(_fermi(), {"lam": [0.0, 2.0]}, epsilon=2.0, validation_size=0.2,
+                           random_state=1).fit(X, y, s)
     run = search.privacy_ledger_.entries[-1].event
     assert run.mean == pytest.approx(4.0) and run.shape == 1.0
     fit_rows, _ = split_rows(1500, 0.2, 1)
@@ -85,6 +86,14 @@ def test_dpfermi_runs_take_their_group_proportions_from_the_released_counts(data
     given = PrivateSearch(_fermi(group_proportions=[0.5, 0.5]), {"lam": [0.0]}, epsilon=2.0, validation_size=0.0,
                           random_state=1).fit(X, y, s)
     assert given.best_estimator_.group_proportions == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("model, rows", [("logistic", 1500), ("mlp", 300)])
+def test_auto_validation_holds_out_a_fifth_unless_the_model_is_linear(data, model, rows):
+    X, y, s = data
+    search = PrivateSearch(_fermi(model=model), {"lam": [1.0]}, epsilon=2.0, random_state=0).fit(X, y, s)
+    assert search.selection_["validation"]["rows"] == rows
+    assert search.selection_["validation"]["fit_rows"] == (1500 if rows == 1500 else 1200)
 
 
 def test_the_search_is_charged_to_a_budget_before_it_releases(data):
