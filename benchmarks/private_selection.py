@@ -3,8 +3,9 @@
 For each data set (the ``dp-fermi`` preset: adult, credit, parkinsons), notion (demographic parity,
 equalized odds), total ε and seed, :class:`dpfair.selection.PrivateSearch` picks λ of DP-FERMI (the
 reproduction's set-up: logistic regression, 200 epochs, batch 1024, the λ list of the
-``dp-fermi-figures`` spec) on 80 % of the train part, scoring on the other 20 %, with the whole search
-within ε; the chosen model's test error and violation are compared with
+``dp-fermi-figures`` spec) with the search's default validation, with the whole search within ε. Since
+34f7df0 that default holds out no part for this logistic model: every run trains and is scored on the
+whole train part (before, 80 % and 20 %). The chosen model's test error and violation are compared with
 
 * the curve's own choice on the same split (seed): the ``dp-fermi-figures`` sweep's models of that seed
   at per-model ε (each model trained on the whole train part), the one of least test violation among
