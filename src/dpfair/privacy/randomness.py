@@ -120,7 +120,7 @@ class SecretRandom:
         else:
             entropy = secrets.randbits(ENTROPY_BITS)
         self._gen = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(entropy)))
-        self._devices: dict[torch.device, torch.Generator] = {}
+        self._devices: dict[torch.device, tuple[torch.Generator, torch.Generator]] = {}
 
     # ---- never revealed ---------------------------------------------------------------
     def __repr__(self) -> str:
