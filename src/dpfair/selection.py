@@ -56,7 +56,8 @@ count of its (cell, group), so that every denominator is public.
 **Sensitivity** (a brute-force test enumerates the neighbours of small data sets). For a fixed model
 (the run's training is accounted by its own plan, and the score is released after it: adaptive
 composition, so the score's sensitivity is that of a fixed model even where the scored rows were also
-fitted, as with ``validation_size=0``), let m be the released (floored) counts and n_val the validation size (public, as n is):
+fitted, as with ``validation_size=0``), let m be the released (floored) counts and n_val the validation
+size (public, as n is):
 
 * sensitive unit (one person's s changes, x and y fixed): the person moves from group a to group b in
   their cell; one outcome count at a falls by one and one at b rises by one (the same outcome unless the

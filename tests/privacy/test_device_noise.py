@@ -1,6 +1,7 @@
 """Noise drawn on an accelerator: secret, fresh for every fit, the law it claims (needs CUDA; skipped without it)."""
 
 import math
+import pickle
 
 import pytest
 import torch
@@ -35,7 +36,6 @@ def test_every_secret_generator_has_its_own_device_stream():
     assert not torch.equal(first, b.normal(like.shape, like))
     assert not torch.equal(first, a.normal(like.shape, like))  # the stream moves on
     with pytest.raises(TypeError):
-        import pickle
         pickle.dumps(a)
 
 

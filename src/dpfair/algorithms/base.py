@@ -469,8 +469,8 @@ class TorchClassifier(FairEstimator):
         blocking: a copy from pageable memory would wait for every kernel queued, so that the host could
         not prepare the next step while the device runs this one."""
         rows = torch.from_numpy(rows)
-        if self.device_.type == "cpu":
-            return rows
+        if self.device_.type != "cuda":
+            return rows.to(self.device_)
         return rows.pin_memory().to(self.device_, non_blocking=True)
 
     def _predict_proba(self, X) -> np.ndarray:

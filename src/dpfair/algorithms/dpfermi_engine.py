@@ -161,8 +161,8 @@ class LinearModels:
                 delta += p
                 delta -= y[:, :, None]
             if clip is not None:
-                r = (clip / x_norm if valid is None else clip * valid / x_norm)[:, :, None].expand(S, B, G)
-                delta = torch.clamp(delta, min=-r.contiguous(), max=r.contiguous(), out=delta)
+                r = (clip / x_norm if valid is None else clip * valid / x_norm)[:, :, None].expand(S, B, G).contiguous()
+                delta.clamp_(min=-r, max=r)
             elif valid is not None:
                 delta *= valid[:, :, None]
             on1 = torch.bmm(onehot.transpose(1, 2), p)  # (S, c, G)
@@ -316,7 +316,7 @@ class SparseRows:
         S, B, K = cols.shape
         self.shape, self.width = (S, B, K), width
         offsets = torch.arange(0, S * width, width, dtype=cols.dtype, device=cols.device)
-        self.cols = (cols + offsets[:, None, None]).view(S * B, K) if S > 1 else cols.view(B, K)
+        self.cols = (cols + offsets[:, None, None]).view(S * B, K)
         self.vals = vals.reshape(S * B, K)
 
     def logits(self, theta: torch.Tensor) -> torch.Tensor:

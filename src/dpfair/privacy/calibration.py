@@ -95,7 +95,8 @@ GUESS_RTOL = 0.05
 
 
 def _guess_epsilon(event: dpa.DpEvent, delta: float, relation) -> float:
-    """ε of ``event`` on the RDP accountant restricted to :data:`GUESS_ORDERS` (memoised by the event's repr)."""
+    """ε of ``event`` on the RDP accountant restricted to :data:`GUESS_ORDERS`, memoised by the event's repr
+    (a composed event holds a list, so events are not all hashable)."""
     key = (repr(event), delta, relation)
     if key not in _GUESSES:
         if len(_GUESSES) >= 4096:
