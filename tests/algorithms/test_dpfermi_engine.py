@@ -72,3 +72,27 @@ def test_sparse_rows_give_the_dense_products(monkeypatch, classes):
     half = len(sums) // 2
     for sparse, dense in zip(sums[:half], sums[half:]):
         torch.testing.assert_close(sparse, dense, rtol=1e-5, atol=1e-5)
+
+
+def test_the_fused_kernel_sums_the_same_whatever_the_number_of_threads():
+    """Each seed group is summed by one thread in row order: 1 thread and 3 give the same bits."""
+    data = _one_hot_data()
+    g = torch.Generator().manual_seed(1)
+    models = engine.LinearModels(torch.randn(5, 3, 1, 34, generator=g), torch.randn(5, 3, 1, generator=g))
+    W = torch.randn(5, 3, 1, 2, 2, generator=g)
+    hp = stack_hyperparameters([[[lam, 0.1, 0.1, 3.0, 1.0, 1.0, 3.0] for lam in (0.0, 2.0, 8.0)]] * 5,
+                               torch.rand(5, 3, 1, 2) + 1, "cpu")
+    rows = engine.RowTables.of(data, models)
+    assert rows.cols is not None  # sparse rows: the fused path
+    idx, valid = torch.randint(0, 400, (5, 70), generator=g), torch.rand(5, 70, generator=g) < 0.8
+    schedule = engine.FermiSchedule(0.2, 1, 70, False, 0.5)
+    before, sums = torch.get_num_threads(), []
+    try:
+        for threads in (1, 3):
+            torch.set_num_threads(threads)
+            sums.append([*engine.secret_sums(models, data, schedule, hp, W, idx, valid, rows),
+                         *engine.public_sums(models, hp, W, idx, rows)])
+    finally:
+        torch.set_num_threads(before)
+    for one, three in zip(*sums):
+        torch.testing.assert_close(one, three, rtol=0, atol=0)

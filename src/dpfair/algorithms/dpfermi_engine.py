@@ -155,6 +155,8 @@ class LinearModels:
         if L == 1:
             p = z.sigmoid_()
             h_diff = (h_cells[..., 1] - h_cells[..., 0]).mul_(lam[:, None, :])  # (S, c, G)
+            if isinstance(Xb, SparseRows):  # the same, fused into one pass (dpfermi_kernel)
+                return self._fused_binary_sums(Xb, p, h_diff, x_norm, valid, y, onehot, with_loss, clip)
             delta = torch.bmm(onehot, h_diff).mul_(p)
             delta.addcmul_(delta, p, value=-1.0)  # λ σ(1 − σ)(h₁ − h₀)
             if with_loss:  # + σ − y
@@ -186,6 +188,19 @@ class LinearModels:
             return sums.view(S, self.d + 1, G).transpose(1, 2).contiguous(), cell_F
         sums = sums.permute(0, 2, 3, 1)
         return torch.cat([sums[..., :self.d].flatten(2), sums[..., self.d]], dim=-1), cell_F
+
+    @staticmethod
+    def _fused_binary_sums(Xb, p, h_diff, x_norm, valid, y, onehot, with_loss: bool, clip):
+        """:meth:`gradient_sum` of a binary model on :class:`SparseRows`, by :func:`.dpfermi_kernel.binary_sums`."""
+        from dpfair.algorithms import dpfermi_kernel
+
+        if clip is not None:
+            r = clip / x_norm if valid is None else clip * valid / x_norm
+        else:
+            r = torch.full_like(x_norm, math.inf) if valid is None else torch.where(valid, math.inf, 0.0)
+        sums, on1 = dpfermi_kernel.binary_sums(p, onehot, h_diff, y, r, with_loss, Xb.cols, Xb.vals, Xb.width)
+        cell_F = torch.stack([onehot.sum(1)[:, :, None] - on1, on1], dim=-1)
+        return sums.transpose(1, 2).contiguous(), cell_F
 
     def step(self, update):
         """``θ ← θ − update`` for a flat ``update (S, G, P)``."""
