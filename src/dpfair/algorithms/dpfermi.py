@@ -263,8 +263,7 @@ class DPFERMIClassifier(TorchClassifier):
 
     def _release_proportions(self, cells, s, m, k) -> np.ndarray:
         active = cells >= 0
-        counts = np.zeros((m, k))
-        np.add.at(counts, (cells[active], s[active]), 1.0)
+        counts = np.bincount(cells[active] * k + s[active], minlength=m * k).reshape(m, k).astype(np.float64)
         bound = counts_bound(self.privacy_unit_)
         noisy = self._release(COUNTS).noisy_sum(counts, bound=bound)
         if planted("private_proportions"):

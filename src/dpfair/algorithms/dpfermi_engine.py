@@ -324,7 +324,8 @@ class SparseRows:
 
     The products cost ``K/D`` of the dense ones (one-hot encoded tables): the logits are one ``embedding_bag`` (the
     weighted sum of each row's ``K`` columns of θ̃), the gradient sums one sparse-transposed × dense product
-    (scipy's, on the CPU). The seed groups' columns are offset by ``s·D`` so that every group's θ̃ is one table.
+    (scipy's, on the CPU; binary models sum in :mod:`.dpfermi_kernel`, fused with the rest of the step's per-row
+    work). The seed groups' columns are offset by ``s·D`` so that every group's θ̃ is one table.
     """
 
     def __init__(self, cols: torch.Tensor, vals: torch.Tensor, width: int):
@@ -360,7 +361,8 @@ class RowTables:
     without a W (``c = −1``) are zero in both one-hots. For :class:`LinearModels`, whose input rows are a
     copy already, all of it is one ``table`` (one gather a batch: a row's cache lines bring everything); on the
     CPU, rows with few non-zeros (at most :data:`SPARSE_SHARE` of them, one-hot encoded tables) are stored as
-    their non-zero values in ``table`` and their columns in ``cols`` (:class:`SparseRows`). Otherwise the
+    their non-zero values, and their columns (int32, bit-cast to float32) last, in ``table`` (:class:`SparseRows`;
+    still one gather a batch). Otherwise the
     inputs stay as they are and the rest is ``aux (1 + m·k + m, n)``, one row per quantity (a gather of columns
     is fast, of narrow rows slow), with ``y`` apart.
     """
@@ -370,7 +372,7 @@ class RowTables:
     aux: torch.Tensor | None
     y: torch.Tensor
     n_cells: int
-    cols: torch.Tensor | None = None  #: sparse rows: the columns of the values in ``table`` (int32)
+    n_cols: int = 0  #: sparse rows: how many columns (bit-cast int32) end each row of ``table``
     dim: int = 0  #: sparse rows: their full width
 
     @classmethod
@@ -392,8 +394,8 @@ class RowTables:
         # each row's non-zero columns first (a stable sort keeps their order), padded with zeros of column 0
         order = torch.sort(nonzero.to(torch.int8), dim=1, descending=True, stable=True).indices[:, :K]
         vals = features.gather(1, order)
-        cols = torch.where(vals != 0, order, 0).to(torch.int32)
-        return cls(torch.cat([vals, *rest], dim=1), K, None, data.y, mk, cols, features.shape[1])
+        cols = torch.where(vals != 0, order, 0).to(torch.int32).view(torch.float32)
+        return cls(torch.cat([vals, *rest, cols], dim=1), K, None, data.y, mk, K, features.shape[1])
 
     def take(self, idx: torch.Tensor, public: bool):
         """``(rows, x_norm, y, one-hot)`` of the rows ``idx (S, B)``: cells (secret) or blocks (``public``).
@@ -402,9 +404,10 @@ class RowTables:
         """
         if self.aux is None:
             rows = _rows(self.table, idx)
+            end = rows.shape[-1] - self.n_cols
             Xb, x_norm, y, onehot = (rows[..., :self.width], rows[..., self.width], rows[..., self.width + 1],
-                                     rows[..., self.width + 2:])
-            Xb = DenseRows(Xb) if self.cols is None else SparseRows(_rows(self.cols, idx), Xb, self.dim)
+                                     rows[..., self.width + 2:end])
+            Xb = SparseRows(rows[..., end:].view(torch.int32), Xb, self.dim) if self.n_cols else DenseRows(Xb)
         else:
             aux = self.aux.index_select(1, idx.reshape(-1)).view(-1, *idx.shape)
             Xb, x_norm, y, onehot = _rows(self.table, idx), aux[0], _rows(self.y, idx), aux[1:].permute(1, 2, 0)
