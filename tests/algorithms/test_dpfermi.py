@@ -476,3 +476,16 @@ def test_a_grid_fitted_one_model_at_a_time_composes_its_models():
     assert not ests.shared_batches  # each model sampled its own batches: the joint ε is their composition
     both = PrivacyLedger.combined(e.privacy_ledger_ for e in ests).epsilon(ests[0].delta_)
     assert ests.privacy_spent[0] == pytest.approx(both, rel=1e-2)
+
+
+def test_a_grid_checks_its_features_once_and_still_refuses_nan(monkeypatch):
+    import dpfair.validation as validation
+
+    calls, check = [], validation._check_features
+    monkeypatch.setattr(validation, "_check_features", lambda X, name: calls.append(name) or check(X, name))
+    X, y, s = _data()
+    fit_dpfermi_grid(X, y, s, {"lam": [0.0, 1.0, 2.0]}, batch_size=64, epochs=1, groups=3)
+    assert calls == ["X"]
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        fit_dpfermi_grid(X, y, s, {"lam": [0.0, 1.0]}, batch_size=64, epochs=1, groups=3)

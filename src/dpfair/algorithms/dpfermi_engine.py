@@ -40,6 +40,7 @@ what is computed or who draws which randomness.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -198,7 +199,8 @@ class LinearModels:
             r = clip / x_norm if valid is None else clip * valid / x_norm
         else:
             r = torch.full_like(x_norm, math.inf) if valid is None else torch.where(valid, math.inf, 0.0)
-        sums, on1 = dpfermi_kernel.binary_sums(p, onehot, h_diff, y, r, with_loss, Xb.cols, Xb.vals, Xb.width)
+        sums, on1 = dpfermi_kernel.binary_sums(p, onehot, h_diff, y, r, with_loss, Xb.cols, Xb.vals, Xb.width,
+                                               Xb.threads)
         cell_F = torch.stack([onehot.sum(1)[:, :, None] - on1, on1], dim=-1)
         return sums.transpose(1, 2).contiguous(), cell_F
 
@@ -328,9 +330,9 @@ class SparseRows:
     work). The seed groups' columns are offset by ``s·D`` so that every group's θ̃ is one table.
     """
 
-    def __init__(self, cols: torch.Tensor, vals: torch.Tensor, width: int):
+    def __init__(self, cols: torch.Tensor, vals: torch.Tensor, width: int, threads: int | None = None):
         S, B, K = cols.shape
-        self.shape, self.width = (S, B, K), width
+        self.shape, self.width, self.threads = (S, B, K), width, threads
         offsets = torch.arange(0, S * width, width, dtype=cols.dtype, device=cols.device)
         self.cols = (cols + offsets[:, None, None]).view(S * B, K)
         self.vals = vals.reshape(S * B, K)
@@ -374,6 +376,7 @@ class RowTables:
     n_cells: int
     n_cols: int = 0  #: sparse rows: how many columns (bit-cast int32) end each row of ``table``
     dim: int = 0  #: sparse rows: their full width
+    threads: int | None = None  #: the threads of the fused kernel (None: PyTorch's count; see :func:`_kernel_threads`)
 
     @classmethod
     def of(cls, data: FermiData, models) -> RowTables:
@@ -407,7 +410,8 @@ class RowTables:
             end = rows.shape[-1] - self.n_cols
             Xb, x_norm, y, onehot = (rows[..., :self.width], rows[..., self.width], rows[..., self.width + 1],
                                      rows[..., self.width + 2:end])
-            Xb = SparseRows(rows[..., end:].view(torch.int32), Xb, self.dim) if self.n_cols else DenseRows(Xb)
+            Xb = (SparseRows(rows[..., end:].view(torch.int32), Xb, self.dim, self.threads) if self.n_cols
+                  else DenseRows(Xb))
         else:
             aux = self.aux.index_select(1, idx.reshape(-1)).view(-1, *idx.shape)
             Xb, x_norm, y, onehot = _rows(self.table, idx), aux[0], _rows(self.y, idx), aux[1:].permute(1, 2, 0)
@@ -475,6 +479,27 @@ def public_sums(models, hp: FermiModels, W, pub, rows: RowTables):
     return theta, (-2.0 * W).mul_(block_F.permute(0, 2, 1, 3)[:, :, :, None])
 
 
+@contextlib.contextmanager
+def _kernel_threads(models, rows: RowTables):
+    """While the fused kernel serves the steps (binary models on sparse rows): PyTorch's ops on one thread and the
+    kernel on the threads PyTorch had (restored after).
+
+    PyTorch's idle OpenMP threads spin for a while after each parallel op; on 2 cores that took the second core
+    from the kernel and doubled its time (0.52 → 1.0 ms a call, measured), while the step's PyTorch ops are small.
+    """
+    if not (isinstance(models, LinearModels) and models.L == 1 and rows.n_cols):
+        yield
+        return
+    threads = torch.get_num_threads()
+    rows.threads = threads
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        rows.threads = None
+
+
 def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, samplers, release,
           public_generators, on_epoch=None, bar: Progress = SILENT) -> torch.Tensor:
     """Run Algorithm 1 for every model; returns the last ``W (S, G, m, k, l)``.
@@ -502,28 +527,29 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, sam
     batch_sources = [(secret, q) for secret in samplers]
     average_from, average = schedule.average_from, None
 
-    for step in range(schedule.n_steps):
-        idx, valid = poisson_batch(n, batch_sources, dev)
-        theta_sum, w_sum = secret_sums(models, data, schedule, hp, W, idx, valid, rows)
-        grad_theta, grad_w = release.noisy_sum([theta_sum, w_sum], scale=scales)
-        grad_theta /= expected
-        grad_w /= expected
-        if not record:
-            pub = public.next()
-            theta_pub, w_pub = public_sums(models, hp, W, pub, rows)
-            grad_theta += theta_pub.div_(pub.shape[1])
-            grad_w += w_pub.div_(pub.shape[1])
-        models.step(grad_theta.mul_(lr))
-        if average_from is not None and step >= average_from:
-            count = step - average_from + 1
-            current = models.flat()
-            average = current if count == 1 else average.add_(current.sub_(average).div_(count))
-        W += grad_w.mul_(wlr)
-        W *= (radius / W.flatten(3).norm(dim=-1).clamp_min_(1e-12)).clamp_(max=1.0)[..., None, None]
-        bar.update()
-        if on_epoch is not None and ((step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps):
-            release.flush()
-            on_epoch(step + 1, W)
+    with _kernel_threads(models, rows):
+        for step in range(schedule.n_steps):
+            idx, valid = poisson_batch(n, batch_sources, dev)
+            theta_sum, w_sum = secret_sums(models, data, schedule, hp, W, idx, valid, rows)
+            grad_theta, grad_w = release.noisy_sum([theta_sum, w_sum], scale=scales)
+            grad_theta /= expected
+            grad_w /= expected
+            if not record:
+                pub = public.next()
+                theta_pub, w_pub = public_sums(models, hp, W, pub, rows)
+                grad_theta += theta_pub.div_(pub.shape[1])
+                grad_w += w_pub.div_(pub.shape[1])
+            models.step(grad_theta.mul_(lr))
+            if average_from is not None and step >= average_from:
+                count = step - average_from + 1
+                current = models.flat()
+                average = current if count == 1 else average.add_(current.sub_(average).div_(count))
+            W += grad_w.mul_(wlr)
+            W *= (radius / W.flatten(3).norm(dim=-1).clamp_min_(1e-12)).clamp_(max=1.0)[..., None, None]
+            bar.update()
+            if on_epoch is not None and ((step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps):
+                release.flush()
+                on_epoch(step + 1, W)
     release.flush()
     if average is not None:
         models.load(average)

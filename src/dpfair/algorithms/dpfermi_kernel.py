@@ -67,13 +67,13 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(workers, thread_name_prefix="dpfair-kernel")
 
 
-def binary_sums(p, onehot, hd, y, r, with_loss: bool, cols, vals, width: int):
+def binary_sums(p, onehot, hd, y, r, with_loss: bool, cols, vals, width: int, threads: int | None = None):
     """``(sums (S, width, G), cell sums of σ (S, c, G))`` for binary models on sparse rows (module docstring).
 
     ``p (S, B, G)``: σ of every row and model; ``onehot (S, B, c)``: the rows' cells (zero: none);
     ``hd (S, c, G)``: ``λ(h₁ − h₀)`` per cell; ``y``, ``r (S, B)``: labels and clamp radii; ``with_loss``:
     ``a = 1`` (else 0); ``cols``, ``vals (S, B, K)``: each row's non-zero columns (offset by ``s·width``) and
-    values. The seed groups are split among ``torch.get_num_threads()`` threads.
+    values. The seed groups are split among ``threads`` threads (``None``: ``torch.get_num_threads()``).
     """
     S, B, G = p.shape
     arrays = [t.detach().numpy() for t in (p, onehot, hd, y, r)]
@@ -81,11 +81,10 @@ def binary_sums(p, onehot, hd, y, r, with_loss: bool, cols, vals, width: int):
     sums = np.zeros((S * width, G), dtype=np.float32)
     cell_p = np.zeros((S, onehot.shape[2], G), dtype=np.float32)
     args = (*arrays, np.float32(1.0 if with_loss else 0.0), cols, vals, sums, cell_p)
-    workers = min(torch.get_num_threads(), S)
-    if workers <= 1:
-        _binary_sums(*args, 0, S)
-    else:
-        bounds = np.linspace(0, S, workers + 1).round().astype(int)
-        for job in [_pool(workers).submit(_binary_sums, *args, int(lo), int(hi)) for lo, hi in zip(bounds, bounds[1:])]:
-            job.result()
+    threads = torch.get_num_threads() if threads is None else threads
+    bounds = np.linspace(0, S, min(threads, S) + 1).round().astype(int).tolist()
+    jobs = [_pool(len(bounds) - 2).submit(_binary_sums, *args, lo, hi) for lo, hi in zip(bounds[1:-1], bounds[2:])]
+    _binary_sums(*args, bounds[0], bounds[1])  # the first share in this thread
+    for job in jobs:
+        job.result()
     return torch.from_numpy(sums).view(S, width, G), torch.from_numpy(cell_p)

@@ -40,6 +40,7 @@ from dpfair.nn import LogisticRegression
 from dpfair.privacy import PrivacyLedger, Release, SecretRandom, epsilon_of, gaussian_event
 from dpfair.privacy.budget import charging_grid, planned_ledger, planning
 from dpfair.progress import progress
+from dpfair.validation import reusing_checked_features
 
 
 class GridFit(list):
@@ -88,7 +89,7 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list] | list[dict
             try:
                 if charge is not None:  # the joint plan, before anything is released
                     _claim_joint(charge, _planned(estimators, X, y, sensitive_features))
-                with progress(len(estimators), "preparing", "model") as preparing:
+                with progress(len(estimators), "preparing", "model") as preparing, reusing_checked_features():
                     for est in estimators:
                         Xc, yc, sc = est._start_fit(X, y, sensitive_features)
                         shared = preps[0].data if preps and est.notion == estimators[0].notion else None
@@ -125,16 +126,17 @@ def _planned(estimators, X, y, sensitive_features) -> list[SimpleNamespace]:
     """What :func:`joint_event` reads of each model, from its calibrated plan, before anything is released: each
     model's fit preamble runs up to its calibration (:func:`~dpfair.privacy.budget.planning`) and is undone."""
     planned = []
-    for est in estimators:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the fit repeats the preamble and its warnings
-            with planning():
-                est._prepare(*est._start_fit(X, y, sensitive_features))
-        planned.append(SimpleNamespace(random_state_=est.random_state_, delta_=est.delta_,
-                                       noise_multiplier_=est._sigmas[STEP],
-                                       sampling_probability_=est.sampling_probability_, n_steps_=est.n_steps_,
-                                       privacy_ledger_=planned_ledger(est)))
-        est._unfit()
+    with reusing_checked_features():
+        for est in estimators:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the fit repeats the preamble and its warnings
+                with planning():
+                    est._prepare(*est._start_fit(X, y, sensitive_features))
+            planned.append(SimpleNamespace(random_state_=est.random_state_, delta_=est.delta_,
+                                           noise_multiplier_=est._sigmas[STEP],
+                                           sampling_probability_=est.sampling_probability_, n_steps_=est.n_steps_,
+                                           privacy_ledger_=planned_ledger(est)))
+            est._unfit()
     return planned
 
 
