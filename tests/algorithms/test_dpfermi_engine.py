@@ -16,21 +16,32 @@ def _data(n=300, k=3, d=4, seed=0):
     return X, y, s
 
 
-def test_public_sums_do_not_read_the_sensitive_attribute():
-    X, y, s = _data()
+@pytest.mark.parametrize("one_hot", [False, True])
+def test_public_sums_do_not_read_the_sensitive_attribute(one_hot):
+    """Dense rows (PyTorch) and one-hot rows (the fused kernel): the public sums are the same whatever s is."""
+    if one_hot:
+        data = _one_hot_data()
+        X, y, s, d = data.X.numpy(), data.y.numpy(), data.s.numpy(), 34
+        cells, m, k = np.zeros(len(y), dtype=np.int64), 1, 2
+    else:
+        X, y, s = _data()
+        d, cells, m, k = 4, y, 2, 3  # equalized odds: a W per label
     other = np.random.default_rng(1).permutation(s)  # everyone's group changed, the rest kept
     g = torch.Generator().manual_seed(0)
-    models = engine.LinearModels(torch.randn(2, 3, 1, 4, generator=g), torch.randn(2, 3, 1, generator=g))
-    W = torch.randn(2, 3, 2, 3, 2, generator=g)  # equalized odds: a W per label
+    models = engine.LinearModels(torch.randn(2, 3, 1, d, generator=g), torch.randn(2, 3, 1, generator=g))
+    W = torch.randn(2, 3, m, k, 2, generator=g)
     hp = stack_hyperparameters([[[lam, 0.1, 0.1, 3.0, 1.0, 1.0, 3.0] for lam in (0.0, 1.0, 4.0)]] * 2,
-                               torch.rand(2, 3, 2, 3) + 1, "cpu")
-    pub = torch.randint(0, 300, (2, 64), generator=g)
+                               torch.rand(2, 3, m, k) + 1, "cpu")
+    pub = torch.randint(0, len(y), (2, 64), generator=g)
     sums = []
     for groups in (s, other):
         data = engine.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(groups),
-                                torch.tensor(y), 2, 3, 2)
-        sums.append(engine.public_sums(models, hp, W, pub, engine.RowTables.of(data, models)))
+                                torch.tensor(cells), m, k, 2)
+        rows = engine.RowTables.of(data, models)
+        assert bool(rows.n_cols) == one_hot
+        sums.append(engine.public_sums(models, hp, W, pub, rows))
     for a, b in zip(*sums):
+        assert a.abs().max() > 0
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
