@@ -91,21 +91,24 @@ def composed_epsilon(data, n_models: int, epsilon: float, delta: float) -> float
     return epsilon_of(dpa.SelfComposedDpEvent(event, n_models), delta, "sensitive")
 
 
-def search(dataset: str, notion: str, epsilon: float, seed: int, lambdas, mean_runs) -> tuple[dict, object]:
+def search(dataset: str, notion: str, epsilon: float, seed: int, lambdas, mean_runs, strategy: str
+           ) -> tuple[dict, object]:
     data = load_dataset(dataset, preset="dp-fermi", random_state=seed, test_size=0.25)
     est = declared_estimator(DPFERMIClassifier, {**PARAMS, "notion": notion, "random_state": seed}, data)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         found = PrivateSearch(est, {"lam": lambdas}, epsilon=epsilon, notion=notion, max_error_increase=SLACK,
-                              mean_runs=mean_runs, random_state=seed).fit(data.X_train, data.y_train, data.s_train)
+                              mean_runs=mean_runs, strategy=strategy, random_state=seed)
+        found.fit(data.X_train, data.y_train, data.s_train)
     seconds = time.perf_counter() - t0
     best = found.best_estimator_
     result = evaluate(best, data.X_test, data.y_test, data.s_test)
     selection = best.selection_
     return {"dataset": dataset, "notion": notion, "epsilon": epsilon, "seed": seed,
             "epsilon_total": best.privacy_spent_[0], "delta": best.privacy_spent_[1],
-            "per_model_epsilon": selection["per_model_epsilon"], "lam": best.lam,
+            "strategy": selection.get("strategy", "random_stopping"),
+            "per_model_epsilon": selection["per_model_epsilon"], "lam": best.lam_,
             "released_score": selection["released_score"], "reference_error": selection["score"]["reference_error"],
             "error": result["error"], "violation": result["fairness"][notion], "seconds": seconds}, data
 
@@ -130,9 +133,10 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
 def markdown(summary: pd.DataFrame, command: str, lambdas) -> str:
     intro = (
         f"Commands: `{command}` (the `seeds` column says how many ran). Per data set (dp-fermi preset), notion and total ε, the mean over seeds of: the "
-        "privately tuned model's test error and violation (`dpfair.selection.PrivateSearch`: λ among "
-        f"{lambdas}, validation error at most the non-private logistic regression's + {SLACK}, the whole search "
-        "within ε); the model the curve picks on the same split with no accounting (least test violation within "
+        "privately tuned model's test error and violation (`dpfair.selection.PrivateSearch` with the command's "
+        f"strategy: `constrained`, one fit at the whole ε whose λ follows training error ≤ the non-private logistic "
+        f"regression's + {SLACK} by dual ascent on the public error; `random_stopping`, λ among {lambdas} with "
+        f"validation error at most that + {SLACK}, the whole search within ε); the model the curve picks on the same split with no accounting (least test violation within "
         f"{SLACK} of ERM's test error, each model at per-model ε = ε; its total is its models composed, plus a "
         "choice no ledger counts). `curve at tuned error`: the seed-averaged Pareto front of "
         "`results/experiments/dp-fermi-figures` at ε, interpolated at each tuned model's test error; `beats` "
@@ -200,6 +204,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (the reproduction's splits)")
     parser.add_argument("--lambdas", default=",".join(f"{v:g}" for v in LAMBDAS))
     parser.add_argument("--mean-runs", type=float, default=None, help="default: twice the candidates")
+    parser.add_argument("--strategy", default="auto", choices=["auto", "random_stopping", "constrained"],
+                        help="PrivateSearch's strategy (auto: constrained, λ following the public error)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--resume", action="store_true",
@@ -228,7 +234,7 @@ def main() -> None:
                     if command not in commands:
                         commands.append(command)
                         log.write_text("\n".join(commands) + "\n")
-                    row, data = search(dataset, notion, epsilon, seed, lambdas, args.mean_runs)
+                    row, data = search(dataset, notion, epsilon, seed, lambdas, args.mean_runs, args.strategy)
                     choice = curve_choice(models, dataset, notion, epsilon, seed, lambdas)
                     row.update(choice)
                     row["curve_epsilon"] = (composed_epsilon(data, choice["curve_models"], epsilon, choice["curve_delta"])

@@ -349,7 +349,8 @@ def cmd_tune(args) -> int:
     search = PrivateSearch(est, grid, epsilon=est.epsilon, delta=est.delta, notion=args.notion,
                            max_error_increase=args.max_error_increase, reference_error=args.reference_error,
                            repetitions=_parse_value(args.repetitions), mean_runs=args.mean_runs,
-                           validation_size=args.validation_size, random_state=args.seed)
+                           strategy=args.strategy.replace("-", "_"), validation_size=args.validation_size,
+                           random_state=args.seed)
     t0 = time.perf_counter()
     search.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
     seconds = time.perf_counter() - t0
@@ -363,7 +364,9 @@ def cmd_tune(args) -> int:
         "n_test": evaluation["n"],
         "grid": grid,
         "chosen": search.best_params_,
-        "released_scores": [{"params": search.best_params_, "score": search.released_score_}],
+        "strategy": best.selection_.get("strategy", "random_stopping"),
+        "released_scores": ([] if search.released_score_ is None
+                            else [{"params": search.best_params_, "score": search.released_score_}]),
         "test_error": evaluation["error"],
         "fairness": evaluation["fairness"],
         "per_group_accuracy": evaluation["per_group_accuracy"],
@@ -385,9 +388,14 @@ def cmd_tune(args) -> int:
     print(f"{args.method} on {data.name} (sensitive: {data.sensitive}, groups: {', '.join(data.group_names)}), "
           f"tuned privately over {', '.join(grid)}")
     chosen = ", ".join(f"{k} = {v}" for k, v in search.best_params_.items())
-    rows = [("chosen", chosen), ("released score", f"{search.released_score_:.4f}"),
-            ("error threshold", (f"{selection['score']['threshold']:.4f} (reference "
-                                 f"{selection['score']['reference_error']:.4f} + {args.max_error_increase:g})"))]
+    rows = [("chosen", chosen)]
+    if search.released_score_ is None:  # the constrained strategy: λ followed the public error, no score released
+        rows += [("strategy", "constrained: one fit, λ by the public training error (from "
+                              f"{selection['lam_start']:g})")]
+    else:
+        rows += [("released score", f"{search.released_score_:.4f}")]
+    rows += [("error threshold", (f"{selection['score']['threshold']:.4f} (reference "
+                                  f"{selection['score']['reference_error']:.4f} + {args.max_error_increase:g})"))]
     rows += _evaluation_rows(evaluation) + _privacy_rows(best)
     rows += [(f"  {e['label'][:60]}", f"×{e['count']}") for e in best.privacy_ledger_.to_records()]
     rows += [("per-model ε", f"{selection['per_model_epsilon']:.4f}"), ("search time", f"{seconds:.1f} s"),
@@ -873,8 +881,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Private selection (random stopping, Liu & Talwar; Papernot & Steinke): a secret number of runs, "
                     "each training a random candidate of --grid on part of the train set and releasing its noisy "
                     "score on the rest (the fairness violation, penalised beyond error <= reference + "
-                    "--max-error-increase); the best released score wins. --epsilon is the budget of the whole "
-                    "search, and the printed ledger lists its parts.")
+                    "--max-error-increase); the best released score wins. For dp-fermi under the sensitive unit "
+                    "with a grid of lam alone (--strategy auto's choice), one fit instead, its lam following the "
+                    "public training error to the constraint at no privacy cost. --epsilon is the budget of the "
+                    "whole search, and the printed ledger lists its parts.")
     _add_estimator_arguments(p)
     p.add_argument("--max-error-increase", type=float, default=0.01,
                    help="X in the constraint error <= reference + X (default 0.01)")
@@ -884,6 +894,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference-error", type=float, default=None,
                    help="a public proxy of the non-private error (default: the non-private model's on public (x, y) "
                         "under the sensitive unit, a private estimate under the record unit)")
+    p.add_argument("--strategy", choices=["auto", "constrained", "random-stopping"], default="auto",
+                   help="constrained: one dp-fermi fit whose lam follows the public error constraint (sensitive "
+                        "unit, a lam grid); random-stopping: the candidates of --grid; auto (default): constrained "
+                        "where it applies")
     p.add_argument("--repetitions", default="geometric",
                    help="law of the secret number of runs: geometric (default), logarithmic, poisson, or a shape")
     p.add_argument("--mean-runs", type=float, default=None, help="its mean (default: twice the candidates)")

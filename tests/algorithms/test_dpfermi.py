@@ -347,6 +347,10 @@ def test_scikit_learn_tools():
     (dict(proportions_budget=1.5), "proportions_budget"),
     (dict(epsilon=0.0), "epsilon"),
     (dict(delta=1.5), "delta"),
+    (dict(target_error=1.5), "target_error must lie in"),
+    (dict(target_error=0.2, lam_rate=0.0), "lam_rate must be > 0"),
+    (dict(target_error=0.2, lam=0.0), "must start above 0"),
+    (dict(target_error=0.2, privacy_unit="record", classes=2), "public only under privacy_unit='sensitive'"),
 ])
 def test_bad_hyperparameters_name_the_argument(params, match):
     X, y, s = _data()
@@ -489,3 +493,38 @@ def test_a_grid_checks_its_features_once_and_still_refuses_nan(monkeypatch):
     X[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         fit_dpfermi_grid(X, y, s, {"lam": [0.0, 1.0]}, batch_size=64, epochs=1, groups=3)
+
+
+# ---- λ following a target error -----------------------------------------------------------------------------
+
+def test_adapt_lambda_raises_lambda_below_its_target_error_and_lowers_it_above():
+    X, y, _ = _data(n=200, k=2, d=3)
+    X1 = engine.LinearModels.features(torch.tensor(X, dtype=torch.float32))
+    yt = torch.tensor(y)
+    g = torch.Generator().manual_seed(0)
+    models = engine.LinearModels(torch.randn(1, 3, 1, 3, generator=g), torch.randn(1, 3, 1, generator=g))
+    errors = models.errors(X1, yt)
+    manual = [float(np.mean((X1.numpy() @ models.theta[0, j, 0].numpy() > 0) != y)) for j in range(3)]
+    assert errors[0].tolist() == pytest.approx(manual)
+    hp = stack_hyperparameters([[[2.0, 0.1, 0.1, 3.0, 1.0, 1.0, 3.0, target, 10.0]
+                                 for target in (float(errors[0, 0]) + 0.1, float(errors[0, 1]) - 0.1, math.nan)]],
+                               torch.ones(1, 3, 1, 2), "cpu")
+    engine.adapt_lambda(models, X1, yt, hp)
+    assert hp.lam[0].tolist() == pytest.approx([2.0 * math.exp(1.0), 2.0 * math.exp(-1.0), 2.0])  # NaN: fixed
+
+
+def test_a_target_error_moves_lambda_at_no_privacy_cost(replay):
+    """The plan and the ledger are those of a fixed λ; λ moves towards the constraint, its path in history_."""
+    X, y, s = _data()
+    params = dict(FAST, epochs=6, random_state=0)
+    with replay(0):
+        fixed = DPFERMIClassifier(**params).fit(X, y, sensitive_features=s)
+    erm = float(np.mean(fixed.predict(X) != y))
+    with replay(0):
+        raised = DPFERMIClassifier(**params, target_error=min(erm + 0.2, 0.9)).fit(X, y, sensitive_features=s)
+        lowered = DPFERMIClassifier(**params, target_error=0.01).fit(X, y, sensitive_features=s)
+    for est in (raised, lowered):
+        assert est.privacy_ledger_.to_records() == fixed.privacy_ledger_.to_records()
+        assert est.privacy_spent_ == fixed.privacy_spent_
+        assert [h["lam"] for h in est.history_][-1] == est.lam_
+    assert fixed.lam_ == 1.0 and raised.lam_ > 1.0 > lowered.lam_

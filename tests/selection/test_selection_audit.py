@@ -38,7 +38,7 @@ def test_selection_on_unreleased_scores_is_caught_and_the_correct_search_is_not(
     X, y, s, canary = _game()
     search = PrivateSearch(DPFERMIClassifier(epochs=2, batch_size=64, groups=2, classes=2), {"lam": [0.0]},
                            epsilon=1.0, notion="demographic_parity", max_error_increase=1.0, mean_runs=20,
-                           random_state=0)
+                           strategy="random_stopping", random_state=0)
     correct = audit_epsilon(search, X, y, s, runs=400, canary=canary)
     assert correct.unit == "sensitive" and correct.epsilon_claimed <= 1.0
     assert correct.epsilon_lower_bound <= correct.epsilon_claimed
@@ -47,3 +47,14 @@ def test_selection_on_unreleased_scores_is_caught_and_the_correct_search_is_not(
     assert broken.epsilon_claimed == correct.epsilon_claimed  # the ledger does not change
     assert broken.epsilon_lower_bound > broken.epsilon_claimed
     assert broken.bound.statistic == "canary margin"
+
+
+def test_the_constrained_search_is_audited_within_its_claim():
+    """λ following the public error: one fit at the whole ε, whose canary bound stays under what it claims."""
+    X, y, s, canary = _game()
+    search = PrivateSearch(DPFERMIClassifier(epochs=2, batch_size=64, groups=2, classes=2), {"lam": [1.0, 4.0]},
+                           epsilon=1.0, notion="demographic_parity", max_error_increase=0.05, strategy="constrained",
+                           random_state=0)
+    result = audit_epsilon(search, X, y, s, runs=400, canary=canary)
+    assert result.unit == "sensitive" and result.epsilon_claimed <= 1.0
+    assert result.epsilon_lower_bound <= result.epsilon_claimed

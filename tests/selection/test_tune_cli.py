@@ -19,10 +19,12 @@ def run(capsys, *argv):
 def test_tune_writes_the_chosen_model_and_the_searchs_total(tmp_path, capsys):
     out = tmp_path / "t.json"
     code, stdout, err = run(capsys, "tune", *FAST, "--epsilon", "1", "--notion", "demographic_parity",
-                            "--max-error-increase", "0.02", "--grid", "lam=0,1,4", "--out", str(out))
+                            "--max-error-increase", "0.02", "--grid", "lam=0,1,4", "--strategy", "random-stopping",
+                            "--out", str(out))
     assert code == 0, err
     result = json.loads(out.read_text())
     assert result["command"] == "tune" and result["grid"] == {"lam": [0, 1, 4]}
+    assert result["strategy"] == "random_stopping"
     assert result["chosen"]["lam"] in (0, 1, 4) and result["hyperparameters"]["lam"] == result["chosen"]["lam"]
     assert result["epsilon"] <= 1.0 and result["per_model_epsilon"] < result["epsilon"]
     assert result["hyperparameters"]["epsilon"] == pytest.approx(result["per_model_epsilon"])
@@ -37,6 +39,25 @@ def test_tune_writes_the_chosen_model_and_the_searchs_total(tmp_path, capsys):
     assert code == 0, err
 
 
+def test_tune_follows_the_error_constraint_with_one_fit_by_default(tmp_path, capsys):
+    """dp-fermi under the sensitive unit, a grid of λ: one fit at the whole ε, λ moved by the public error."""
+    out = tmp_path / "c.json"
+    code, stdout, err = run(capsys, "tune", *FAST, "--epsilon", "1", "--notion", "demographic_parity",
+                            "--max-error-increase", "0.02", "--grid", "lam=0,1,4", "--out", str(out))
+    assert code == 0, err
+    result = json.loads(out.read_text())
+    assert result["strategy"] == "constrained" and result["released_scores"] == []
+    assert result["per_model_epsilon"] == result["epsilon"] and 0.99 * 1.0 <= result["epsilon"] <= 1.0
+    assert [e["label"] for e in result["privacy_ledger"]] == ["group counts", "dp-fermi step"]  # the model's own
+    selection = result["selection"]
+    assert result["chosen"]["lam"] == selection["lam_path"][-1] > 0 and selection["lam_start"] == 1.0
+    assert selection["score"]["threshold"] == pytest.approx(selection["score"]["reference_error"] + 0.02)
+    assert result["hyperparameters"]["target_error"] == pytest.approx(selection["score"]["threshold"])
+    assert "constrained" in stdout and "epsilon spent" in stdout
+    model = load_estimator(tmp_path / "c.pt")
+    assert model.privacy_spent_[0] == pytest.approx(result["epsilon"])
+
+
 @pytest.mark.parametrize("argv,match", [
     (["--epsilon", "0"], "--epsilon must be > 0"),
     (["--lam", "1"], "--lam fixes λ"),
@@ -47,6 +68,7 @@ def test_tune_writes_the_chosen_model_and_the_searchs_total(tmp_path, capsys):
     (["--method", "dp-sgd"], "has no default grid; give the candidates with --grid"),
     (["--method", "erm", "--epsilon", "inf", "--grid", "epochs=1,2"], "is not private"),
     (["--repetitions", "often"], "repetitions must be one of"),
+    (["--strategy", "constrained", "--param", "privacy_unit=record"], "strategy='constrained' does not apply"),
 ])
 def test_bad_tune_arguments_fail_in_one_line(tmp_path, capsys, argv, match):
     code, stdout, err = run(capsys, "tune", *FAST, *argv, "--out", str(tmp_path / "x.json"))

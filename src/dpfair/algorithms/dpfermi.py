@@ -158,6 +158,13 @@ class DPFERMIClassifier(TorchClassifier):
     max_grad_norm : clipping bound C of the per-sample θ contributions; "auto" (default): 1 under the record
         unit, n/3000 between 0.25 and 1 under the sensitive unit (fitted: ``max_grad_norm_``), so that on small
         data the noise it sets does not swamp the fairness gradient (see :func:`auto_max_grad_norm`).
+    target_error : ``None`` (default: λ = ``lam`` throughout) or a training error in (0, 1) that λ follows:
+        after each epoch ``λ ← λ·exp(lam_rate·(target_error − e))``, ``e`` the current iterate's error on the
+        training rows (dual ascent on "error ≤ target_error", λ the multiplier of the fairness term; ``lam`` is
+        where it starts; fitted: ``lam_``, per epoch in ``history_``). Sensitive unit only: there x and y are
+        public, so the error of a released iterate is post-processing and costs no privacy; under the record unit
+        pick λ with :func:`dpfair.selection.tune`. ``dpfair tune`` uses it to reach "error ≤ reference + X".
+    lam_rate : the dual step size of ``target_error`` (per unit of error gap and epoch).
     tail_average : the returned θ is the average of the iterates of this last fraction of the steps
         (0: the last iterate, as Algorithm 1). Averaging released iterates is post-processing (free of
         privacy cost) and cancels much of the noise; 0.5 measured on adult at ε = 1 brings the private
@@ -187,7 +194,8 @@ class DPFERMIClassifier(TorchClassifier):
     def __init__(self, model="logistic", *, notion="demographic_parity", lam=1.0, epsilon=1.0, delta=None,
                  privacy_unit="sensitive", group_proportions=None, proportions_budget=0.05, batch_size="auto",
                  epochs=50, learning_rate=0.5, w_learning_rate=0.02, w_radius=None, max_grad_norm="auto",
-                 tail_average=0.5, calibration="accountant", paper_lipschitz=5.0, noise_multiplier=None,
+                 tail_average=0.5, target_error=None, lam_rate=10.0, calibration="accountant", paper_lipschitz=5.0,
+                 noise_multiplier=None,
                  accountant="pld", model_kwargs=None, device="cpu", groups=None, classes=None, secure_mode=False,
                  random_state=None, verbose=False):
         self.model = model
@@ -205,6 +213,8 @@ class DPFERMIClassifier(TorchClassifier):
         self.w_radius = w_radius
         self.max_grad_norm = max_grad_norm
         self.tail_average = tail_average
+        self.target_error = target_error
+        self.lam_rate = lam_rate
         self.calibration = calibration
         self.paper_lipschitz = paper_lipschitz
         self.noise_multiplier = noise_multiplier
@@ -249,6 +259,20 @@ class DPFERMIClassifier(TorchClassifier):
         share = check_positive(self.proportions_budget, "proportions_budget")
         if share >= 1:
             raise ValueError(f"proportions_budget must lie in (0, 1), got {share}")
+        if self.target_error is not None:
+            self._check_target_error()
+
+    def _check_target_error(self):
+        if not 0.0 < check_positive(self.target_error, "target_error") < 1.0:
+            raise ValueError(f"target_error must lie in (0, 1), got {self.target_error!r}")
+        check_positive(self.lam_rate, "lam_rate")
+        if self.privacy_unit_ is not PrivacyUnit.SENSITIVE:
+            raise ValueError("target_error adapts λ to the training error, which is public only under "
+                             "privacy_unit='sensitive' (x and y known); under 'record' the error is private: pick λ "
+                             "with dpfair.selection.tune (or dpfair tune), whose search is accounted")
+        if self.lam <= 0:
+            raise ValueError(f"target_error multiplies λ by the error gap, so it must start above 0, got lam="
+                             f"{self.lam!r}; start from lam=1.0 (the default)")
 
     def _validate_training(self):
         """``epochs`` and ``learning_rate``; ``batch_size`` ("auto" or a positive integer) in :meth:`_prepare`."""
@@ -377,8 +401,9 @@ class DPFERMIClassifier(TorchClassifier):
         return SecretRandom((type(self).__name__, self.random_state_, "batches"))
 
     def _hyperparameters(self, prep: _Prepared) -> list[float]:
+        target = math.nan if self.target_error is None else float(self.target_error)
         return [prep.lam, float(self.learning_rate), float(self.w_learning_rate), self.w_radius_,
-                prep.noise_theta, prep.noise_w, prep.w_bound]
+                prep.noise_theta, prep.noise_w, prep.w_bound, target, float(self.lam_rate)]
 
     def _fit(self, X, y, s):
         self._train_prepared(self._prepare(X, y, s))
@@ -394,11 +419,12 @@ class DPFERMIClassifier(TorchClassifier):
         steps = prep.schedule.n_steps
 
         def on_epoch(step, W):
-            self.history_.append({"step": step, "w_norm": float(W[0, 0].norm())})
+            self.history_.append({"step": step, "w_norm": float(W[0, 0].norm()), "lam": float(hp.lam[0, 0])})
             self._end_epoch(epoch=len(self.history_), step=step, steps=steps)
 
         W = engine.train(models, prep.data, prep.schedule, hp, [prep.sampler], release, [prep.public_generator],
                          on_epoch=on_epoch, bar=self._progress(steps))
+        self.lam_ = float(hp.lam[0, 0])
         if isinstance(models, engine.LinearModels):
             self._set_linear(prep.model, models.weight[0, 0], models.bias[0, 0])
         self._complete(prep.model, W[0, 0])
@@ -416,6 +442,10 @@ class DPFERMIClassifier(TorchClassifier):
 
 
 def stack_hyperparameters(rows, inv_sqrt_p: torch.Tensor, device) -> engine.FermiModels:
-    """``rows[g][j]`` = the 7 scalars of :meth:`DPFERMIClassifier._hyperparameters` → tensors ``(S, G)``."""
+    """``rows[g][j]`` = the scalars of :meth:`DPFERMIClassifier._hyperparameters` → tensors ``(S, G)``: 7, or 9 with
+    the target error (NaN: fixed λ) and its rate."""
     t = torch.tensor(rows, dtype=torch.float32, device=device)
-    return engine.FermiModels(*t.unbind(-1), inv_sqrt_p=inv_sqrt_p.to(device))
+    fields = t.unbind(-1)
+    adaptive = len(fields) > 7 and not bool(torch.isnan(fields[7]).all())
+    return engine.FermiModels(*fields[:7], inv_sqrt_p=inv_sqrt_p.to(device),
+                              **(dict(target_error=fields[7], lam_rate=fields[8]) if adaptive else {}))

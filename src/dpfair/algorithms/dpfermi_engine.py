@@ -80,7 +80,11 @@ class FermiSchedule:
 
 @dataclass
 class FermiModels:
-    """Per-model hyper-parameters, each a tensor of shape ``(S, G)`` (``inv_sqrt_p``: ``(S, G, m, k)``)."""
+    """Per-model hyper-parameters, each a tensor of shape ``(S, G)`` (``inv_sqrt_p``: ``(S, G, m, k)``).
+
+    ``target_error`` (NaN: a fixed λ) and ``lam_rate``: λ follows the training error (:func:`adapt_lambda`);
+    ``None``: every λ is fixed.
+    """
 
     lam: torch.Tensor
     learning_rate: torch.Tensor
@@ -90,6 +94,8 @@ class FermiModels:
     noise_w: torch.Tensor
     w_bound: torch.Tensor
     inv_sqrt_p: torch.Tensor
+    target_error: torch.Tensor | None = None
+    lam_rate: torch.Tensor | None = None
 
 
 def fermi_loss(logits, target):
@@ -204,6 +210,16 @@ class LinearModels:
         cell_F = torch.stack([onehot.sum(1)[:, :, None] - on1, on1], dim=-1)
         return sums.transpose(1, 2).contiguous(), cell_F
 
+    def errors(self, X1: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Each model's share of misclassified rows ``(S, G)``; ``X1``: rows of :meth:`features`, ``y``: labels."""
+        w = self.theta.reshape(-1, self.d + 1)  # (S·G·L, d + 1)
+        wrong = torch.zeros(self.S * self.G, device=w.device)
+        for rows, labels in zip(X1.split(8192), y.split(8192)):  # chunks bound the (rows × models) logits
+            z = rows @ w.T
+            pred = (z > 0).long() if self.L == 1 else z.view(len(rows), -1, self.L).argmax(-1)
+            wrong += (pred != labels[:, None]).sum(0)
+        return (wrong / len(y)).view(self.S, self.G)
+
     def step(self, update):
         """``θ ← θ − update`` for a flat ``update (S, G, P)``."""
         if self.L == 1:
@@ -257,6 +273,13 @@ class ModuleModel:
             if len(X1):
                 proba[rows] = torch.softmax(self.module(X1), dim=-1)
         return flat[None, None].detach(), (onehot[0].T @ proba)[None, :, None]
+
+    def errors(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The module's share of misclassified rows ``(1, 1)``."""
+        with torch.no_grad():
+            wrong = sum(int((self.module(rows).argmax(-1) != labels).sum())
+                        for rows, labels in zip(X.split(8192), y.split(8192)))
+        return torch.full((1, 1), wrong / len(y), device=X.device)
 
     def step(self, update):
         with torch.no_grad():
@@ -479,6 +502,20 @@ def public_sums(models, hp: FermiModels, W, pub, rows: RowTables):
     return theta, (-2.0 * W).mul_(block_F.permute(0, 2, 1, 3)[:, :, :, None])
 
 
+def adapt_lambda(models, X1: torch.Tensor, y: torch.Tensor, hp: FermiModels) -> None:
+    """``λ ← λ·exp(rate·(target − error))`` for the models with a target error, in place (``hp.lam``).
+
+    The error is the current iterate's on the training rows ``X1`` (:meth:`LinearModels.features` of ``X``)
+    with labels ``y``: a dual step on the constraint "training error ≤ target" of the Lagrangian whose
+    multiplier λ weighs the fairness term, multiplicative so that λ stays positive. It reads the released
+    iterate and ``(x, y)`` only, never s: under the sensitive unit (x and y public) it is post-processing,
+    and the steps after it, whose sensitivity does not depend on λ, are accounted as before.
+    """
+    adaptive = ~torch.isnan(hp.target_error)
+    step = torch.exp(hp.lam_rate * (hp.target_error - models.errors(X1, y)))
+    hp.lam.copy_(torch.where(adaptive, hp.lam * step, hp.lam))
+
+
 @contextlib.contextmanager
 def _kernel_threads(models, rows: RowTables):
     """While the fused kernel serves the steps (binary models on sparse rows): PyTorch's ops on one thread and the
@@ -508,7 +545,8 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, sam
     ``release``: the batched :class:`~dpfair.privacy.Release` of the step (one
     ledger per model) that draws every model's noise; ``public_generators``: one
     public torch generator per seed group (its public minibatch order).
-    ``on_epoch(step, W)`` is called after each (expected) epoch of steps; ``bar``
+    After each (expected) epoch of steps the models with a target error adapt their λ (:func:`adapt_lambda`,
+    in ``hp.lam``), then ``on_epoch(step, W)`` is called; ``bar``
     (:mod:`dpfair.progress`) advances by one per step.
     """
     dev = data.X.device
@@ -526,6 +564,7 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, sam
     radius = hp.w_radius[..., None]
     batch_sources = [(secret, q) for secret in samplers]
     average_from, average = schedule.average_from, None
+    X1 = None if hp.target_error is None else models.features(data.X)
 
     with _kernel_threads(models, rows):
         for step in range(schedule.n_steps):
@@ -547,9 +586,12 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, sam
             W += grad_w.mul_(wlr)
             W *= (radius / W.flatten(3).norm(dim=-1).clamp_min_(1e-12)).clamp_(max=1.0)[..., None, None]
             bar.update()
-            if on_epoch is not None and ((step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps):
-                release.flush()
-                on_epoch(step + 1, W)
+            if (step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps:
+                if X1 is not None:
+                    adapt_lambda(models, X1, data.y, hp)
+                if on_epoch is not None:
+                    release.flush()
+                    on_epoch(step + 1, W)
     release.flush()
     if average is not None:
         models.load(average)

@@ -214,15 +214,16 @@ def _train_batched(estimators, preps, bar) -> None:
     release = Release(estimators[0].privacy_plan_[STEP], sigmas, SecretRandom(("dpfermi grid", "noise")), ledgers)
 
     def on_epoch(step, W):
-        norms = W.flatten(2).norm(dim=-1).tolist()
+        norms, lams = W.flatten(2).norm(dim=-1).tolist(), hp.lam.tolist()
         for gi, g in enumerate(members):
             for j, i in enumerate(g):
-                estimators[i].history_.append({"step": step, "w_norm": norms[gi][j]})
+                estimators[i].history_.append({"step": step, "w_norm": norms[gi][j], "lam": lams[gi][j]})
 
     W = engine.train(models, first.data, first.schedule, hp, [preps[g[0]].sampler for g in members], release,
                      [preps[g[0]].public_generator for g in members], on_epoch=on_epoch, bar=bar)
     for gi, g in enumerate(members):
         for j, i in enumerate(g):
             DPFERMIClassifier._set_linear(preps[i].model, models.weight[gi, j], models.bias[gi, j])
+            estimators[i].lam_ = float(hp.lam[gi, j])
             estimators[i]._complete(preps[i].model, W[gi, j])
 
