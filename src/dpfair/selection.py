@@ -573,7 +573,8 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         elif unit is not PrivacyUnit.SENSITIVE:
             why = "the training error it follows is public only under privacy_unit='sensitive'"
         elif any(set(point) - {"lam"} for point in candidates):
-            why = "it tunes λ alone; the grid varies " + ", ".join(sorted({k for p in candidates for k in p} - {"lam"}))
+            others = sorted({k for point in candidates for k in point} - {"lam"})
+            why = "it tunes λ alone; the grid varies " + ", ".join(others)
         if self.strategy == "constrained" and why is not None:
             raise ValueError(f"strategy='constrained' does not apply: {why}; use strategy='random_stopping'")
         return "random_stopping" if self.strategy == "random_stopping" or why is not None else "constrained"

@@ -519,9 +519,8 @@ def test_a_target_error_moves_lambda_at_no_privacy_cost(replay):
     params = dict(FAST, epochs=6, random_state=0)
     with replay(0):
         fixed = DPFERMIClassifier(**params).fit(X, y, sensitive_features=s)
-    erm = float(np.mean(fixed.predict(X) != y))
-    with replay(0):
-        raised = DPFERMIClassifier(**params, target_error=min(erm + 0.2, 0.9)).fit(X, y, sensitive_features=s)
+    with replay(0):  # binary labels err on at most about half the rows: 0.9 lies above every epoch's, 0.01 below
+        raised = DPFERMIClassifier(**params, target_error=0.9).fit(X, y, sensitive_features=s)
         lowered = DPFERMIClassifier(**params, target_error=0.01).fit(X, y, sensitive_features=s)
     for est in (raised, lowered):
         assert est.privacy_ledger_.to_records() == fixed.privacy_ledger_.to_records()

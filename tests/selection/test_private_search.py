@@ -38,7 +38,8 @@ def _fermi(**params):
 def test_tune_returns_the_chosen_model_with_the_searchs_ledger(data):
     X, y, s = data
     grid = {"lam": [0.0, 1.0, 4.0]}
-    model = tune(_fermi(), grid, X, y, sensitive_features=s, strategy="random_stopping", epsilon=1.0, notion="demographic_parity",
+    model = tune(_fermi(), grid, X, y, sensitive_features=s, strategy="random_stopping",
+                 epsilon=1.0, notion="demographic_parity",
                  validation_size=0.2, random_state=0)
     assert isinstance(model, DPFERMIClassifier)
     eps, delta = model.privacy_spent_
@@ -71,7 +72,8 @@ def test_the_repeated_run_is_the_models_own_plan_and_its_score(data):
 @pytest.mark.parametrize("notion", ["demographic_parity", "equalized_odds"])
 def test_dpfermi_runs_take_their_group_proportions_from_the_released_counts(data, notion):
     X, y, s = data
-    search = PrivateSearch(_fermi(), {"lam": [0.0, 2.0]}, strategy="random_stopping", epsilon=2.0, notion=notion, validation_size=0.0,
+    search = PrivateSearch(_fermi(), {"lam": [0.0, 2.0]}, strategy="random_stopping",
+                           epsilon=2.0, notion=notion, validation_size=0.0,
                            random_state=1).fit(X, y, s)
     best = search.best_estimator_
     counts = np.array(search.selection_["validation"]["released_counts"])
@@ -83,7 +85,8 @@ def test_dpfermi_runs_take_their_group_proportions_from_the_released_counts(data
     assert [e.label for e in alone.privacy_ledger_.entries] == ["dp-fermi step"]  # no run releases counts of its own
     assert list(run.events[:-1]) == [dpa.SelfComposedDpEvent(e.event, e.count) for e in alone.privacy_ledger_.entries]
     # user-given public proportions are kept
-    given = PrivateSearch(_fermi(group_proportions=[0.5, 0.5]), {"lam": [0.0]}, strategy="random_stopping", epsilon=2.0, validation_size=0.0,
+    given = PrivateSearch(_fermi(group_proportions=[0.5, 0.5]), {"lam": [0.0]}, strategy="random_stopping",
+                          epsilon=2.0, validation_size=0.0,
                           random_state=1).fit(X, y, s)
     assert given.best_estimator_.group_proportions == [0.5, 0.5]
 
@@ -91,7 +94,8 @@ def test_dpfermi_runs_take_their_group_proportions_from_the_released_counts(data
 @pytest.mark.parametrize("model, rows", [("logistic", 1500), ("mlp", 300)])
 def test_auto_validation_holds_out_a_fifth_unless_the_model_is_linear(data, model, rows):
     X, y, s = data
-    search = PrivateSearch(_fermi(model=model), {"lam": [1.0]}, strategy="random_stopping", epsilon=2.0, random_state=0).fit(X, y, s)
+    search = PrivateSearch(_fermi(model=model), {"lam": [1.0]}, strategy="random_stopping",
+                           epsilon=2.0, random_state=0).fit(X, y, s)
     assert search.selection_["validation"]["rows"] == rows
     assert search.selection_["validation"]["fit_rows"] == (1500 if rows == 1500 else 1200)
 
@@ -99,17 +103,20 @@ def test_auto_validation_holds_out_a_fifth_unless_the_model_is_linear(data, mode
 def test_the_search_is_charged_to_a_budget_before_it_releases(data):
     X, y, s = data
     budget = PrivacyBudget(epsilon=1.5, delta=1 / 1500**2)
-    model = tune(_fermi(), {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, strategy="random_stopping", epsilon=1.0, budget=budget,
+    model = tune(_fermi(), {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, strategy="random_stopping",
+                 epsilon=1.0, budget=budget,
                  random_state=0)
     assert budget.spent()[0] == pytest.approx(model.privacy_spent_[0], rel=1e-9)
     assert [e.label for e in budget.ledger().entries] == [e.label for e in model.privacy_ledger_.entries]
     with pytest.raises(BudgetExceededError, match="refused before releasing anything"):
-        tune(_fermi(), {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, strategy="random_stopping", epsilon=1.0, budget=budget, random_state=0)
+        tune(_fermi(), {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, strategy="random_stopping",
+             epsilon=1.0, budget=budget, random_state=0)
     assert budget.spent()[0] == pytest.approx(model.privacy_spent_[0], rel=1e-9)
     # an estimator attached to a budget draws the search from it
     attached = PrivacyBudget(epsilon=0.5, delta=1 / 1500**2).attach(_fermi())
     with pytest.raises(BudgetExceededError):
-        tune(attached, {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, strategy="random_stopping", epsilon=1.0, random_state=0)
+        tune(attached, {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, strategy="random_stopping",
+             epsilon=1.0, random_state=0)
 
 
 @pytest.mark.parametrize("estimator,grid,notion", [
@@ -149,7 +156,8 @@ def test_a_public_reference_error_is_used_as_given(data):
 
 def test_the_saved_model_keeps_the_searchs_total(data, tmp_path):
     X, y, s = data
-    model = tune(_fermi(), {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, strategy="random_stopping", epsilon=1.0, repetitions="poisson",
+    model = tune(_fermi(), {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, strategy="random_stopping",
+                 epsilon=1.0, repetitions="poisson",
                  random_state=0)
     model.save(tmp_path / "m.pt")
     back = load_estimator(tmp_path / "m.pt")
@@ -204,9 +212,11 @@ def test_bad_data_gets_a_clear_error(data):
     with pytest.raises(ValueError, match="sensitive_features=s"):
         search.fit(X, y)
     with pytest.raises(ValueError, match="spent before any training"):
-        PrivateSearch(_fermi(), {"lam": [0.0]}, strategy="random_stopping", counts_share=0.9, score_share=0.9).fit(X, y, s)
+        PrivateSearch(_fermi(), {"lam": [0.0]}, strategy="random_stopping",
+                      counts_share=0.9, score_share=0.9).fit(X, y, s)
     # a per-model ε the method refuses is refused before the search releases anything
     budget = PrivacyBudget(epsilon=1.0, delta=1e-6)
     with pytest.raises(ValueError, match="is too small for epochs=2"):
-        PrivateSearch(_fermi(), {"lam": [0.0]}, strategy="random_stopping", epsilon=0.1, delta=1e-6, mean_runs=10, budget=budget).fit(X, y, s)
+        PrivateSearch(_fermi(), {"lam": [0.0]}, strategy="random_stopping",
+                      epsilon=0.1, delta=1e-6, mean_runs=10, budget=budget).fit(X, y, s)
     assert budget.spent()[0] == 0.0
