@@ -387,7 +387,8 @@ def cmd_tune(args) -> int:
     selection = best.selection_
     print(f"{args.method} on {data.name} (sensitive: {data.sensitive}, groups: {', '.join(data.group_names)}), "
           f"tuned privately over {', '.join(grid)}")
-    chosen = ", ".join(f"{k} = {v}" for k, v in search.best_params_.items())
+    chosen = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
+                       for k, v in search.best_params_.items())
     rows = [("chosen", chosen)]
     if search.released_score_ is None:  # the constrained strategy: λ followed the public error, no score released
         rows += [("strategy", "constrained: one fit, λ by the public training error (from "

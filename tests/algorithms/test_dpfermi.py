@@ -511,6 +511,10 @@ def test_adapt_lambda_raises_lambda_below_its_target_error_and_lowers_it_above()
                                torch.ones(1, 3, 1, 2), "cpu")
     engine.adapt_lambda(models, X1, yt, hp)
     assert hp.lam[0].tolist() == pytest.approx([2.0 * math.exp(1.0), 2.0 * math.exp(-1.0), 2.0])  # NaN: fixed
+    hp.target_error.fill_(0.99)  # unreachable: λ grows a factor e an epoch, up to LAM_MAX
+    for _ in range(20):
+        engine.adapt_lambda(models, X1, yt, hp)
+    assert hp.lam[0].tolist() == pytest.approx([engine.LAM_MAX] * 3)
 
 
 def test_a_target_error_moves_lambda_at_no_privacy_cost(replay):

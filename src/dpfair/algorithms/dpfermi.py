@@ -236,6 +236,15 @@ class DPFERMIClassifier(TorchClassifier):
             return y.astype(np.int64), len(self.classes_)
         return np.where(y == 1, 0, -1).astype(np.int64), 1
 
+    def fairness_target(self) -> dict:
+        """The notion and λ; with a ``target_error``, that error too and the λ the fit ended at (``lam_``)."""
+        target = super().fairness_target()
+        if self.target_error is not None:
+            target["target_error"] = self.target_error
+            if hasattr(self, "lam_"):
+                target["lam"] = self.lam_
+        return target
+
     def _check_hyperparameters(self):
         if self.notion not in NOTIONS:
             raise ValueError(f"notion must be one of {', '.join(NOTIONS)}, got {self.notion!r}")

@@ -502,18 +502,24 @@ def public_sums(models, hp: FermiModels, W, pub, rows: RowTables):
     return theta, (-2.0 * W).mul_(block_F.permute(0, 2, 1, 3)[:, :, :, None])
 
 
+#: The largest λ a target error moves λ to (:func:`adapt_lambda`).
+LAM_MAX = 1e4
+
+
 def adapt_lambda(models, X1: torch.Tensor, y: torch.Tensor, hp: FermiModels) -> None:
-    """``λ ← λ·exp(rate·(target − error))`` for the models with a target error, in place (``hp.lam``).
+    """``λ ← min(λ·exp(clamp(rate·(target − error), ±1)), LAM_MAX)`` for the models with a target error, in place
+    (``hp.lam``).
 
     The error is the current iterate's on the training rows ``X1`` (:meth:`LinearModels.features` of ``X``)
     with labels ``y``: a dual step on the constraint "training error ≤ target" of the Lagrangian whose
-    multiplier λ weighs the fairness term, multiplicative so that λ stays positive. It reads the released
-    iterate and ``(x, y)`` only, never s: under the sensitive unit (x and y public) it is post-processing,
-    and the steps after it, whose sensitivity does not depend on λ, are accounted as before.
+    multiplier λ weighs the fairness term, multiplicative so that λ stays positive, at most a factor e an
+    epoch and at most :data:`LAM_MAX` (a target no λ reaches would otherwise overflow it). It reads the
+    released iterate and ``(x, y)`` only, never s: under the sensitive unit (x and y public) it is
+    post-processing, and the steps after it, whose sensitivity does not depend on λ, are accounted as before.
     """
     adaptive = ~torch.isnan(hp.target_error)
-    step = torch.exp(hp.lam_rate * (hp.target_error - models.errors(X1, y)))
-    hp.lam.copy_(torch.where(adaptive, hp.lam * step, hp.lam))
+    step = torch.exp((hp.lam_rate * (hp.target_error - models.errors(X1, y))).clamp(-1.0, 1.0))
+    hp.lam.copy_(torch.where(adaptive, (hp.lam * step).clamp(max=LAM_MAX), hp.lam))
 
 
 @contextlib.contextmanager
