@@ -498,7 +498,7 @@ def test_a_grid_checks_its_features_once_and_still_refuses_nan(monkeypatch):
 # ---- λ following a target error -----------------------------------------------------------------------------
 
 def test_adapt_lambda_raises_lambda_below_its_target_error_and_lowers_it_above():
-    X, y, _ = _data(n=200, k=2, d=3)
+    X, y, s = _data(n=200, k=2, d=3)
     X1 = engine.LinearModels.features(torch.tensor(X, dtype=torch.float32))
     yt = torch.tensor(y)
     g = torch.Generator().manual_seed(0)
@@ -515,6 +515,10 @@ def test_adapt_lambda_raises_lambda_below_its_target_error_and_lowers_it_above()
     for _ in range(20):
         engine.adapt_lambda(models, X1, yt, hp)
     assert hp.lam[0].tolist() == pytest.approx([engine.LAM_MAX] * 3)
+    data = engine.FermiData(torch.tensor(X, dtype=torch.float32), yt, torch.tensor(s),
+                            torch.zeros(200, dtype=torch.long), 1, 2, 2)
+    with pytest.raises(ValueError, match="private under the record unit"):  # the engine refuses it too
+        _train(models, data, engine.FermiSchedule(0.2, 5, 40, True, 1.0), hp)
 
 
 def test_a_target_error_moves_lambda_at_no_privacy_cost(replay):

@@ -571,6 +571,9 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, sam
     batch_sources = [(secret, q) for secret in samplers]
     average_from, average = schedule.average_from, None
     X1 = None if hp.target_error is None else models.features(data.X)
+    if X1 is not None and record:
+        raise ValueError("a target error reads the training error, which is private under the record unit; adapt λ "
+                         "only under the sensitive unit")
 
     with _kernel_threads(models, rows):
         for step in range(schedule.n_steps):
