@@ -1,5 +1,7 @@
 """DP-FERMI's engine as laid out for speed: the public part reads no s."""
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -107,3 +109,27 @@ def test_the_fused_kernel_sums_the_same_whatever_the_number_of_threads():
         torch.set_num_threads(before)
     for one, three in zip(*sums):
         torch.testing.assert_close(one, three, rtol=0, atol=0)
+
+
+def test_the_side_thread_runs_in_the_callers_context(replay):
+    """With two threads the fused path draws the next batch and the noise in a second thread: context variables
+    (here a planted bug of the audit harness) must reach it, or the audit would test a different release."""
+    from dpfair.algorithms import DPFERMIClassifier
+    from dpfair.privacy.planted import planted_bug
+
+    data = _one_hot_data()
+    X, y, s = data.X.numpy(), data.y.numpy(), data.s.numpy()
+    before, fits = torch.get_num_threads(), []
+    try:
+        torch.set_num_threads(2)
+        for bug in (False, True):
+            with replay(0), contextlib.ExitStack() as stack:
+                if bug:
+                    stack.enter_context(pytest.warns(Warning, match="planted bugs"))
+                    stack.enter_context(planted_bug("halve_noise"))
+                est = DPFERMIClassifier(groups=2, classes=2, epochs=2, batch_size=64, epsilon=0.5, random_state=0,
+                                        group_proportions=[0.5, 0.5])  # public: every release is a step's
+                fits.append(est.fit(X, y, sensitive_features=s).model_.linear.weight.detach().clone())
+    finally:
+        torch.set_num_threads(before)
+    assert not torch.equal(*fits)  # the halved noise changed the model: the bug reached the second thread

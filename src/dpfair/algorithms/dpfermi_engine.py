@@ -34,14 +34,20 @@ per-sample gradients through ``torch.func``).
 
 Speed: what a step reads of a row is laid out once per fit (:class:`RowTables`), so
 that a batch costs one gather for logistic models; per-row tensors are laid out
-``(S, G, ·, B)``; the parameters and W are updated in place. None of it changes
-what is computed or who draws which randomness.
+``(S, G, ·, B)``; the parameters and W are updated in place. Binary models on
+one-hot rows sum in one fused CPU kernel (:mod:`.dpfermi_kernel`), and while it
+serves the steps, a second thread draws the next step's batches and the step's
+noise beside the main one (:func:`_beside`). None of it changes what is computed
+or who draws which randomness, nor the order of any secret generator's draws.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -472,7 +478,7 @@ def _rows(X, idx):
 
 
 def secret_sums(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, W, idx, valid,
-                rows: RowTables | None = None):
+                rows: RowTables | None = None, taken=None):
     """The two sums a step releases, before noise: ``(θ part (S, G, P), W part (S, G, m, k, l))``.
 
     Sensitive unit: the clipped per-sample θ-gradients of ``λ·2u·F`` and the
@@ -481,7 +487,7 @@ def secret_sums(models, data: FermiData, schedule: FermiSchedule, hp: FermiModel
     """
     rows = RowTables.of(data, models) if rows is None else rows
     record = schedule.record
-    Xb, x_norm, y, onehot = rows.take(idx, public=False)
+    Xb, x_norm, y, onehot = rows.take(idx, public=False) if taken is None else taken
     if valid is not None:
         onehot *= valid[..., None]
     theta_sum, cell_F = models.gradient_sum(Xb, x_norm, valid, y, onehot, _h_cells(W, hp.inv_sqrt_p, record),
@@ -489,13 +495,13 @@ def secret_sums(models, data: FermiData, schedule: FermiSchedule, hp: FermiModel
     return theta_sum, _w_gradient(W, cell_F, hp.inv_sqrt_p, public=record, sensitive=True)
 
 
-def public_sums(models, hp: FermiModels, W, pub, rows: RowTables):
+def public_sums(models, hp: FermiModels, W, pub, rows: RowTables, taken=None):
     """The exact sums of the parts that depend on ``(x, y)`` only, over the public rows ``pub (S, b)``.
 
     θ: the per-sample gradients of ``ℓ − λ wsq·F`` (unclipped); W: the x-part ``−2 W_c diag(F)``,
     from the per-block sums of ``F`` (s is not read).
     """
-    Xb, x_norm, y, blocks = rows.take(pub, public=True)
+    Xb, x_norm, y, blocks = rows.take(pub, public=True) if taken is None else taken
     wsq = (W * W).sum(3)  # (S, G, m, l): the same in every group of a block
     theta, block_F = models.gradient_sum(Xb, x_norm, None, y, blocks, wsq.neg_().transpose(1, 2), True, hp.lam,
                                          None)
@@ -520,6 +526,23 @@ def adapt_lambda(models, X1: torch.Tensor, y: torch.Tensor, hp: FermiModels) -> 
     adaptive = ~torch.isnan(hp.target_error)
     step = torch.exp((hp.lam_rate * (hp.target_error - models.errors(X1, y))).clamp(-1.0, 1.0))
     hp.lam.copy_(torch.where(adaptive, (hp.lam * step).clamp(max=LAM_MAX), hp.lam))
+
+
+def _beside(rows: RowTables, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` started in a second thread when the fused kernel has threads to spare, else run here;
+    the returned callable gives its result. The next Poisson batch and the release's noise are drawn there while
+    this thread computes: each secret generator is used by one thread at a time and in the same order, so the
+    draws are those of a serial run. It runs in a copy of this thread's context (the context variables of budgets,
+    planning and the audit's planted bugs apply there too)."""
+    if not rows.threads or rows.threads < 2:
+        result = fn(*args, **kwargs)
+        return lambda: result
+    return _side_pool().submit(contextvars.copy_context().run, fn, *args, **kwargs).result
+
+
+@functools.cache
+def _side_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(1, thread_name_prefix="dpfair-side")
 
 
 @contextlib.contextmanager
@@ -575,18 +598,30 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, sam
         raise ValueError("a target error reads the training error, which is private under the record unit; adapt λ "
                          "only under the sensitive unit")
 
+    def fetch():
+        """A step's rows: its Poisson batch and public minibatch, drawn in step order, and gathered."""
+        idx, valid = poisson_batch(n, batch_sources, dev)
+        pub = None if record else public.next()
+        return (idx, valid, rows.take(idx, public=False), pub,
+                None if record else rows.take(pub, public=True))
+
     with _kernel_threads(models, rows):
+        batch = _beside(rows, fetch)
         for step in range(schedule.n_steps):
-            idx, valid = poisson_batch(n, batch_sources, dev)
-            theta_sum, w_sum = secret_sums(models, data, schedule, hp, W, idx, valid, rows)
-            grad_theta, grad_w = release.noisy_sum([theta_sum, w_sum], scale=scales)
+            idx, valid, taken, pub, taken_pub = batch()
+            if step + 1 < schedule.n_steps:  # the next step's rows, fetched beside this step (the same draws)
+                batch = _beside(rows, fetch)
+            theta_sum, w_sum = secret_sums(models, data, schedule, hp, W, idx, valid, rows, taken)
+            if record:
+                grad_theta, grad_w = release.noisy_sum([theta_sum, w_sum], scale=scales)
+            else:  # the release (its noise draw) beside the public part, in a second thread when the kernel has one
+                noisy = _beside(rows, release.noisy_sum, [theta_sum, w_sum], scale=scales)
+                theta_pub, w_pub = public_sums(models, hp, W, pub, rows, taken_pub)
+                grad_theta, grad_w = noisy()
+                grad_theta += theta_pub.mul_(expected / pub.shape[1])
+                grad_w += w_pub.mul_(expected / pub.shape[1])
             grad_theta /= expected
             grad_w /= expected
-            if not record:
-                pub = public.next()
-                theta_pub, w_pub = public_sums(models, hp, W, pub, rows)
-                grad_theta += theta_pub.div_(pub.shape[1])
-                grad_w += w_pub.div_(pub.shape[1])
             models.step(grad_theta.mul_(lr))
             if average_from is not None and step >= average_from:
                 count = step - average_from + 1
