@@ -133,3 +133,28 @@ def test_the_side_thread_runs_in_the_callers_context(replay):
     finally:
         torch.set_num_threads(before)
     assert not torch.equal(*fits)  # the halved noise changed the model: the bug reached the second thread
+
+
+def test_fits_in_two_python_threads_leave_torchs_thread_count_as_it_was():
+    """The fused path runs PyTorch on one thread while it trains; fits overlapping in two Python threads restore the
+    count once, when the last ends."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dpfair.algorithms import DPFERMIClassifier
+
+    data = _one_hot_data()
+    X, y, s = data.X.numpy(), data.y.numpy(), data.s.numpy()
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+
+        def fit(seed):
+            return DPFERMIClassifier(groups=2, classes=2, epochs=3, batch_size=32, random_state=seed).fit(
+                X, y, sensitive_features=s)
+
+        with ThreadPoolExecutor(2) as pool:
+            fitted = list(pool.map(fit, range(4)))
+        assert torch.get_num_threads() == 2
+        assert all(np.isfinite(est.predict_proba(X)).all() for est in fitted)
+    finally:
+        torch.set_num_threads(before)

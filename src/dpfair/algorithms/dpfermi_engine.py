@@ -47,6 +47,7 @@ import contextlib
 import contextvars
 import functools
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -545,6 +546,10 @@ def _side_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(1, thread_name_prefix="dpfair-side")
 
 
+#: :func:`_kernel_threads`' state across the fits running at once.
+_THREADS = {"lock": threading.Lock(), "fits": 0, "saved": 1}
+
+
 @contextlib.contextmanager
 def _kernel_threads(models, rows: RowTables):
     """While the fused kernel serves the steps (binary models on sparse rows): PyTorch's ops on one thread and the
@@ -556,14 +561,21 @@ def _kernel_threads(models, rows: RowTables):
     if not (isinstance(models, LinearModels) and models.L == 1 and rows.n_cols):
         yield
         return
-    threads = torch.get_num_threads()
-    rows.threads = threads
-    torch.set_num_threads(1)
+    with _THREADS["lock"]:  # fits in several Python threads: the first saves PyTorch's count, the last restores it
+        if not _THREADS["fits"]:
+            _THREADS["saved"] = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _THREADS["fits"] += 1
+        rows.threads = _THREADS["saved"]
     try:
         yield
     finally:
-        torch.set_num_threads(threads)
         rows.threads = None
+        with _THREADS["lock"]:
+            _THREADS["fits"] -= 1
+            if not _THREADS["fits"]:
+                torch.set_num_threads(_THREADS["saved"])
+
 
 
 def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, samplers, release,
