@@ -393,10 +393,10 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         (``None``: the one attached to ``estimator``, if any).
     random_state : seeds the public split (and the runs' public initialisation goes with secret seeds).
 
-    Fitted attributes: ``best_estimator_`` (the winning run's model; its ``privacy_ledger_`` and
-    ``privacy_spent_`` are the search's), ``best_params_``, ``released_score_`` (the winner's released
-    score, the only score published), ``privacy_ledger_``, ``privacy_spent_``, ``selection_`` (what was
-    run, all public) and ``classes_``.
+    Fitted attributes: ``best_estimator_`` (the winning run's model, or the constrained strategy's one fit; its
+    ``privacy_ledger_`` and ``privacy_spent_`` are the search's), ``best_params_``, ``released_score_`` (the
+    winner's released score, the only score published; ``None`` under the constrained strategy, which releases
+    none), ``privacy_ledger_``, ``privacy_spent_``, ``selection_`` (what was run, all public) and ``classes_``.
     """
 
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=None, notion=None, max_error_increase=0.01,

@@ -119,6 +119,21 @@ def test_the_search_is_charged_to_a_budget_before_it_releases(data):
              epsilon=1.0, random_state=0)
 
 
+def test_the_constrained_search_is_one_fit_charged_to_a_budget_before_it_releases(data):
+    X, y, s = data
+    budget = PrivacyBudget(epsilon=1.2, delta=1 / 1500**2)  # one fit at ε = 1, not two (composed: about 1.4)
+    search = PrivateSearch(_fermi(), {"lam": [0.0, 1.0]}, epsilon=1.0, budget=budget, random_state=0).fit(X, y, s)
+    model = search.best_estimator_
+    assert search.selection_["strategy"] == "constrained" and search.released_score_ is None
+    assert model.target_error == pytest.approx(search.selection_["score"]["threshold"])
+    assert [e.label for e in model.privacy_ledger_.entries] == ["group counts", "dp-fermi step"]  # the fit's own
+    assert budget.spent()[0] == pytest.approx(model.privacy_spent_[0], rel=1e-9)
+    assert search.best_params_ == {"lam": model.lam_} and model.lam_ == model.history_[-1]["lam"]
+    with pytest.raises(BudgetExceededError, match="refused before releasing anything"):
+        PrivateSearch(_fermi(), {"lam": [0.0, 1.0]}, epsilon=1.0, budget=budget, random_state=0).fit(X, y, s)
+    assert budget.spent()[0] == pytest.approx(model.privacy_spent_[0], rel=1e-9)
+
+
 @pytest.mark.parametrize("estimator,grid,notion", [
     (DPSGDClassifier(epochs=2, batch_size=128, groups=2, classes=2), {"learning_rate": [0.05, 0.2]},
      "demographic_parity"),
