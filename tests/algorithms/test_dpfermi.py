@@ -506,11 +506,6 @@ def test_adapt_lambda_raises_lambda_below_its_target_error_and_lowers_it_above()
     errors = models.errors(X1, yt)
     manual = [float(np.mean((X1.numpy() @ models.theta[0, j, 0].numpy() > 0) != y)) for j in range(3)]
     assert errors[0].tolist() == pytest.approx(manual)
-    labels = {1: yt, 3: torch.tensor(np.asarray(y) + (X[:, 1] > 0))}
-    for L in (1, 3):  # given parameters (a tail average's) are read in flat()'s layout
-        holder, other = (engine.LinearModels(torch.randn(1, 3, L, 3, generator=g), torch.randn(1, 3, L, generator=g))
-                         for _ in range(2))
-        torch.testing.assert_close(holder.errors(X1, labels[L], other.flat()), other.errors(X1, labels[L]))
     hp = stack_hyperparameters([[[2.0, 0.1, 0.1, 3.0, 1.0, 1.0, 3.0, target, 10.0]
                                  for target in (float(errors[0, 0]) + 0.1, float(errors[0, 1]) - 0.1, math.nan)]],
                                torch.ones(1, 3, 1, 2), "cpu")

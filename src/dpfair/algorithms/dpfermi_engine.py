@@ -217,14 +217,9 @@ class LinearModels:
         cell_F = torch.stack([onehot.sum(1)[:, :, None] - on1, on1], dim=-1)
         return sums.transpose(1, 2).contiguous(), cell_F
 
-    def errors(self, X1: torch.Tensor, y: torch.Tensor, flat: torch.Tensor | None = None) -> torch.Tensor:
-        """Each model's share of misclassified rows ``(S, G)``; ``X1``: rows of :meth:`features`, ``y``: labels;
-        ``flat``: other parameters to score (:meth:`flat`'s layout), else the current ones."""
-        theta = self.theta
-        if flat is not None:
-            w, b = flat.split([self.L * self.d, self.L], dim=-1)
-            theta = torch.cat([w.reshape(self.S, self.G, self.L, self.d), b[..., None]], dim=-1)
-        w = theta.reshape(-1, self.d + 1)  # (S·G·L, d + 1)
+    def errors(self, X1: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Each model's share of misclassified rows ``(S, G)``; ``X1``: rows of :meth:`features`, ``y``: labels."""
+        w = self.theta.reshape(-1, self.d + 1)  # (S·G·L, d + 1)
         wrong = torch.zeros(self.S * self.G, device=w.device)
         for rows, labels in zip(X1.split(8192), y.split(8192)):  # chunks bound the (rows × models) logits
             z = rows @ w.T
@@ -286,16 +281,11 @@ class ModuleModel:
                 proba[rows] = torch.softmax(self.module(X1), dim=-1)
         return flat[None, None].detach(), (onehot[0].T @ proba)[None, :, None]
 
-    def errors(self, X: torch.Tensor, y: torch.Tensor, flat: torch.Tensor | None = None) -> torch.Tensor:
-        """The module's share of misclassified rows ``(1, 1)``, with the parameters ``flat`` if given."""
-        current = self.flat() if flat is not None else None
-        if flat is not None:
-            self.load(flat)
+    def errors(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The module's share of misclassified rows ``(1, 1)``."""
         with torch.no_grad():
             wrong = sum(int((self.module(rows).argmax(-1) != labels).sum())
                         for rows, labels in zip(X.split(8192), y.split(8192)))
-        if current is not None:
-            self.load(current)
         return torch.full((1, 1), wrong / len(y), device=X.device)
 
     def step(self, update):
@@ -523,21 +513,19 @@ def public_sums(models, hp: FermiModels, W, pub, rows: RowTables, taken=None):
 LAM_MAX = 1e4
 
 
-def adapt_lambda(models, X1: torch.Tensor, y: torch.Tensor, hp: FermiModels,
-                 flat: torch.Tensor | None = None) -> None:
+def adapt_lambda(models, X1: torch.Tensor, y: torch.Tensor, hp: FermiModels) -> None:
     """``λ ← min(λ·exp(clamp(rate·(target − error), ±1)), LAM_MAX)`` for the models with a target error, in place
     (``hp.lam``).
 
-    The error is that of the model the fit would return now — the current iterate, or ``flat``, the average of
-    the iterates once tail averaging has begun — on the training rows ``X1`` (:meth:`LinearModels.features` of
-    ``X``) with labels ``y``: a dual step on the constraint "training error ≤ target" of the Lagrangian whose
+    The error is the current iterate's on the training rows ``X1`` (:meth:`LinearModels.features` of ``X``)
+    with labels ``y``: a dual step on the constraint "training error ≤ target" of the Lagrangian whose
     multiplier λ weighs the fairness term, multiplicative so that λ stays positive, at most a factor e an
     epoch and at most :data:`LAM_MAX` (a target no λ reaches would otherwise overflow it). It reads the
     released iterate and ``(x, y)`` only, never s: under the sensitive unit (x and y public) it is
     post-processing, and the steps after it, whose sensitivity does not depend on λ, are accounted as before.
     """
     adaptive = ~torch.isnan(hp.target_error)
-    step = torch.exp((hp.lam_rate * (hp.target_error - models.errors(X1, y, flat))).clamp(-1.0, 1.0))
+    step = torch.exp((hp.lam_rate * (hp.target_error - models.errors(X1, y))).clamp(-1.0, 1.0))
     hp.lam.copy_(torch.where(adaptive, (hp.lam * step).clamp(max=LAM_MAX), hp.lam))
 
 
@@ -656,7 +644,7 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, sam
             bar.update()
             if (step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps:
                 if X1 is not None:
-                    adapt_lambda(models, X1, data.y, hp, average)
+                    adapt_lambda(models, X1, data.y, hp)
                 if on_epoch is not None:
                     release.flush()
                     on_epoch(step + 1, W)
