@@ -160,11 +160,11 @@ class DPFERMIClassifier(TorchClassifier):
         data the noise it sets does not swamp the fairness gradient (see :func:`auto_max_grad_norm`).
     target_error : ``None`` (default: λ = ``lam`` throughout) or a training error in (0, 1) that λ follows:
         after each epoch ``λ ← λ·exp(lam_rate·(target_error − e))`` (at most a factor e an epoch, at most 1e4),
-        ``e`` the training error of the model the fit would return then (the tail average once it has begun)
-        (dual ascent on "error ≤ target_error", λ the multiplier of the fairness term; ``lam`` is where it
-        starts; fitted: ``lam_``, per epoch in ``history_``). Sensitive unit only: there x and y are
-        public, so the error of a released iterate is post-processing and costs no privacy; under the record unit
-        pick λ with :func:`dpfair.selection.tune`. ``dpfair tune`` uses it to reach "error ≤ reference + X".
+        ``e`` the current iterate's error on the training rows (dual ascent on "error ≤ target_error", λ the
+        multiplier of the fairness term; ``lam`` is where it starts; fitted: ``lam_``, per epoch in
+        ``history_``). Sensitive unit only: there x and y are public, so the error of a released iterate is
+        post-processing and costs no privacy; under the record unit pick λ with :func:`dpfair.selection.tune`.
+        ``dpfair tune`` uses it to reach "error ≤ reference + X".
     lam_rate : the dual step size of ``target_error`` (per unit of error gap and epoch).
     tail_average : the returned θ is the average of the iterates of this last fraction of the steps
         (0: the last iterate, as Algorithm 1). Averaging released iterates is post-processing (free of
