@@ -169,20 +169,23 @@ class LinearModels:
         if L == 1:
             p = z.sigmoid_()
             h_diff = (h_cells[..., 1] - h_cells[..., 0]).mul_(lam[:, None, :])  # (S, c, G)
+            r = _radii(x_norm, valid, clip)
             if isinstance(Xb, SparseRows):  # the same, fused into one pass (dpfermi_kernel)
-                return self._fused_binary_sums(Xb, p, h_diff, x_norm, valid, y, onehot, with_loss, clip)
+                from dpfair.algorithms import dpfermi_kernel
+
+                radii = torch.full_like(x_norm, math.inf) if r is None else r
+                sums, on1 = dpfermi_kernel.binary_sums(p, onehot, h_diff, y, radii, with_loss, Xb.cols, Xb.vals,
+                                                       Xb.width, Xb.threads)
+                return sums.transpose(1, 2).contiguous(), _binary_cell_F(onehot, on1)
             delta = torch.bmm(onehot, h_diff).mul_(p)
             delta.addcmul_(delta, p, value=-1.0)  # λ σ(1 − σ)(h₁ − h₀)
             if with_loss:  # + σ − y
                 delta += p
                 delta -= y[:, :, None]
-            if clip is not None:
-                r = (clip / x_norm if valid is None else clip * valid / x_norm)[:, :, None].expand(S, B, G).contiguous()
+            if r is not None:
+                r = r[:, :, None].expand(S, B, G).contiguous()
                 delta.clamp_(min=-r, max=r)
-            elif valid is not None:
-                delta *= valid[:, :, None]
-            on1 = torch.bmm(onehot.transpose(1, 2), p)  # (S, c, G)
-            cell_F = torch.stack([onehot.sum(1)[:, :, None] - on1, on1], dim=-1)
+            cell_F = _binary_cell_F(onehot, torch.bmm(onehot.transpose(1, 2), p))  # (S, c, G, 2)
         else:
             proba = torch.softmax(z.view(S, B, G, L), dim=3)
             h = torch.bmm(onehot, h_cells.reshape(S, -1, G * L)).view(S, B, G, L)
@@ -202,20 +205,6 @@ class LinearModels:
             return sums.view(S, self.d + 1, G).transpose(1, 2).contiguous(), cell_F
         sums = sums.permute(0, 2, 3, 1)
         return torch.cat([sums[..., :self.d].flatten(2), sums[..., self.d]], dim=-1), cell_F
-
-    @staticmethod
-    def _fused_binary_sums(Xb, p, h_diff, x_norm, valid, y, onehot, with_loss: bool, clip):
-        """:meth:`gradient_sum` of a binary model on :class:`SparseRows`, by :func:`.dpfermi_kernel.binary_sums`."""
-        from dpfair.algorithms import dpfermi_kernel
-
-        if clip is not None:
-            r = clip / x_norm if valid is None else clip * valid / x_norm
-        else:
-            r = torch.full_like(x_norm, math.inf) if valid is None else torch.where(valid, math.inf, 0.0)
-        sums, on1 = dpfermi_kernel.binary_sums(p, onehot, h_diff, y, r, with_loss, Xb.cols, Xb.vals, Xb.width,
-                                               Xb.threads)
-        cell_F = torch.stack([onehot.sum(1)[:, :, None] - on1, on1], dim=-1)
-        return sums.transpose(1, 2).contiguous(), cell_F
 
     def errors(self, X1: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Each model's share of misclassified rows ``(S, G)``; ``X1``: rows of :meth:`features`, ``y``: labels."""
@@ -245,6 +234,20 @@ class LinearModels:
         w, b = flat.split([self.L * self.d, self.L], dim=-1)
         self.weight.copy_(w.reshape(self.weight.shape))
         self.bias.copy_(b)
+
+
+def _radii(x_norm, valid, clip):
+    """The clamp radius of each row's binary ``δ`` ``(S, B)``: ``C/‖(x, 1)‖`` (``∞`` unclipped), 0 on padding rows;
+    ``None`` when nothing is clamped (unclipped, every row valid)."""
+    if clip is None and valid is None:
+        return None
+    r = torch.full_like(x_norm, math.inf) if clip is None else clip / x_norm
+    return r if valid is None else r.where(valid, 0.0)
+
+
+def _binary_cell_F(onehot, on1):
+    """``Σ_rows onehot ⊗ (1 − σ, σ)`` ``(S, c, G, 2)`` from ``on1 = Σ_rows onehot ⊗ σ``."""
+    return torch.stack([onehot.sum(1)[:, :, None] - on1, on1], dim=-1)
 
 
 class ModuleModel:
@@ -575,7 +578,6 @@ def _kernel_threads(models, rows: RowTables):
             _THREADS["fits"] -= 1
             if not _THREADS["fits"]:
                 torch.set_num_threads(_THREADS["saved"])
-
 
 
 def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, samplers, release,
