@@ -39,7 +39,7 @@ def test_public_sums_do_not_read_the_sensitive_attribute(one_hot):
     for groups in (s, other):
         data = engine.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(groups),
                                 torch.tensor(cells), m, k, 2)
-        rows = engine.RowTables.of(data, models)
+        rows = engine.RowTables.of(data, models, public=True)
         assert bool(rows.n_cols) == one_hot
         sums.append(engine.public_sums(models, hp, W, pub, rows))
     for a, b in zip(*sums):
@@ -76,8 +76,9 @@ def test_sparse_rows_give_the_dense_products(monkeypatch, classes):
     for share in (engine.SPARSE_SHARE, 0.0):
         monkeypatch.setattr(engine, "SPARSE_SHARE", share)
         models = engine.LinearModels(weight.clone(), bias.clone())
-        rows = engine.RowTables.of(data, models)
+        rows = engine.RowTables.of(data, models, public=True)
         assert bool(rows.n_cols) == (share > 0)
+        assert not engine.RowTables.of(data, models, public=False).n_cols  # private rows: no branch on sparsity
         for unit in (False, True):
             schedule = engine.FermiSchedule(0.2, 1, 90, unit, 0.5)
             sums += engine.secret_sums(models, data, schedule, hp, W, idx, valid, rows)
@@ -95,7 +96,7 @@ def test_the_fused_kernel_sums_the_same_whatever_the_number_of_threads():
     W = torch.randn(5, 3, 1, 2, 2, generator=g)
     hp = stack_hyperparameters([[[lam, 0.1, 0.1, 3.0, 1.0, 1.0, 3.0] for lam in (0.0, 2.0, 8.0)]] * 5,
                                torch.rand(5, 3, 1, 2) + 1, "cpu")
-    rows = engine.RowTables.of(data, models)
+    rows = engine.RowTables.of(data, models, public=True)
     assert rows.n_cols  # sparse rows: the fused path
     idx, valid = torch.randint(0, 400, (5, 70), generator=g), torch.rand(5, 70, generator=g) < 0.8
     schedule = engine.FermiSchedule(0.2, 1, 70, False, 0.5)

@@ -395,9 +395,11 @@ class RowTables:
     part's, whose ``h = −Σ_s W_{c,s}²`` is the same in every group of a block, so it never reads s); rows
     without a W (``c = −1``) are zero in both one-hots. For :class:`LinearModels`, whose input rows are a
     copy already, all of it is one ``table`` (one gather a batch: a row's cache lines bring everything); on the
-    CPU, rows with few non-zeros (at most :data:`SPARSE_SHARE` of them, one-hot encoded tables) are stored as
-    their non-zero values, and their columns (int32, bit-cast to float32) last, in ``table`` (:class:`SparseRows`;
-    still one gather a batch). Otherwise the
+    CPU, public rows (``public``: the sensitive unit's) with few non-zeros (at most :data:`SPARSE_SHARE` of
+    them, one-hot encoded tables) are stored as their non-zero values, and their columns (int32, bit-cast to
+    float32) last, in ``table`` (:class:`SparseRows`; still one gather a batch). Private rows (the record unit's)
+    are always dense: the layout would branch on their sparsity, and the released sums' rounding with it.
+    Otherwise the
     inputs stay as they are and the rest is ``aux (1 + m·k + m, n)``, one row per quantity (a gather of columns
     is fast, of narrow rows slow), with ``y`` apart.
     """
@@ -412,7 +414,7 @@ class RowTables:
     threads: int | None = None  #: the threads of the fused kernel (None: PyTorch's count; see :func:`_kernel_threads`)
 
     @classmethod
-    def of(cls, data: FermiData, models) -> RowTables:
+    def of(cls, data: FermiData, models, public: bool) -> RowTables:
         active = (data.cells >= 0)[:, None]
         block = data.cells.clamp(min=0)
         mk = data.n_cells * data.n_groups
@@ -423,9 +425,9 @@ class RowTables:
         if not isinstance(models, LinearModels):
             return cls(features, features.shape[1], torch.cat([x_norm, *onehots], dim=1).T.contiguous(), data.y, mk)
         rest = [x_norm, data.y[:, None].to(features.dtype), *onehots]
-        nonzero = features != 0
-        K = int(nonzero.sum(1).max())
-        if features.device.type != "cpu" or K > SPARSE_SHARE * features.shape[1]:
+        nonzero = features != 0 if public and features.device.type == "cpu" else None
+        K = None if nonzero is None else int(nonzero.sum(1).max())
+        if K is None or K > SPARSE_SHARE * features.shape[1]:
             return cls(torch.cat([features, *rest], dim=1), features.shape[1], None, data.y, mk)
         # each row's non-zero columns first (a stable sort keeps their order), padded with zeros of column 0
         order = torch.sort(nonzero.to(torch.int8), dim=1, descending=True, stable=True).indices[:, :K]
@@ -489,7 +491,7 @@ def secret_sums(models, data: FermiData, schedule: FermiSchedule, hp: FermiModel
     s-part of ∇_W ψ̂; record unit: the clipped whole per-sample θ-gradient and
     the whole ∇_W ψ̂. Rows ``idx (S, B)`` where ``valid`` (``None``: all).
     """
-    rows = RowTables.of(data, models) if rows is None else rows
+    rows = RowTables.of(data, models, public=not schedule.record) if rows is None else rows
     record = schedule.record
     Xb, x_norm, y, onehot = rows.take(idx, public=False) if taken is None else taken
     if valid is not None:
@@ -600,7 +602,7 @@ def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, sam
     record = schedule.record
     W = torch.zeros(S, G, m, k, l, device=dev)
     public = None if record else PublicBatches(n, schedule.public_batch, public_generators, dev)
-    rows = RowTables.of(data, models)
+    rows = RowTables.of(data, models, public=not record)
     steps_per_epoch = max(1, round(1 / q))
     scales = [hp.noise_theta[..., None], hp.noise_w[..., None, None, None]]
     lr, wlr = hp.learning_rate[..., None], hp.w_learning_rate[..., None, None, None]
