@@ -107,7 +107,7 @@ def search(dataset: str, notion: str, epsilon: float, seed: int, lambdas, mean_r
     selection = best.selection_
     return {"dataset": dataset, "notion": notion, "epsilon": epsilon, "seed": seed,
             "epsilon_total": best.privacy_spent_[0], "delta": best.privacy_spent_[1],
-            "strategy": selection.get("strategy", "random_stopping"),
+            "strategy": selection["strategy"],
             "per_model_epsilon": selection["per_model_epsilon"], "lam": best.lam_,
             "released_score": selection["released_score"], "reference_error": selection["score"]["reference_error"],
             "error": result["error"], "violation": result["fairness"][notion], "seconds": seconds}, data

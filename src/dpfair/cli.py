@@ -364,7 +364,7 @@ def cmd_tune(args) -> int:
         "n_test": evaluation["n"],
         "grid": grid,
         "chosen": search.best_params_,
-        "strategy": best.selection_.get("strategy", "random_stopping"),
+        "strategy": best.selection_["strategy"],
         "released_scores": ([] if search.released_score_ is None
                             else [{"params": search.best_params_, "score": search.released_score_}]),
         "test_error": evaluation["error"],

@@ -536,9 +536,8 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
 
         secret = SecretRandom(("private search", self.random_state),
                               secure=bool(params.get("secure_mode", False)))
-        budget = self.budget if self.budget is not None else vars(self.estimator).get("_budget")
         ledger = PrivacyLedger(relation)
-        with charging_grid(budget, self, "a private search") as charge:
+        with charging_grid(self._budget(), self, "a private search") as charge:
             if charge is not None:  # the whole search, before its first release
                 charge.budget._claim(charge, ledger_totals(planned), delta, relation)
             counts = cell_counts(notion, yv_codes, sv_codes, len(classes), len(groups))
@@ -592,8 +591,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         model = PrivacyBudget.detach(clone(base)).set_params(
             notion=notion, epsilon=target, delta=delta, lam=start, target_error=threshold, verbose=False,
             random_state=self.random_state)
-        budget = self.budget if self.budget is not None else vars(self.estimator).get("_budget")
-        with charging_grid(budget, self, "a private search") as charge:
+        with charging_grid(self._budget(), self, "a private search") as charge:
             if charge is not None:  # the whole fit, before its first release
                 plan = _plan_of(model, X, y, s, checked=True)
                 charge.budget._claim(charge, ledger_totals(plan), delta, unit.relation)
@@ -606,13 +604,21 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
                       "released)", "threshold": threshold, "reference_error": float(reference),
                       "reference": source, "max_error_increase": float(self.max_error_increase)},
         }
-        model.selection_ = selection
-        self.best_estimator_, self.best_params_ = model, {"lam": model.lam_}
-        self.released_score_ = None
-        self.privacy_ledger_, self.privacy_spent_ = model.privacy_ledger_, model.privacy_spent_
-        self.selection_ = selection
-        self.classes_ = model.classes_
+        self._publish(model, selection)
         return self
+
+    def _budget(self):
+        """The budget the search draws from: its own, else the one attached to the estimator, if any."""
+        return self.budget if self.budget is not None else vars(self.estimator).get("_budget")
+
+    def _publish(self, best, selection: dict) -> None:
+        """The search's fitted attributes: ``best`` (whose ledger is the search's) and what was chosen."""
+        best.selection_ = selection
+        self.best_estimator_, self.best_params_ = best, dict(selection["chosen"])
+        self.released_score_ = selection["released_score"]
+        self.privacy_ledger_, self.privacy_spent_ = best.privacy_ledger_, best.privacy_spent_
+        self.selection_ = selection
+        self.classes_ = best.classes_
 
     # ---- the reference error ---------------------------------------------------------------------
     @staticmethod
@@ -746,7 +752,8 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         best.delta_ = delta
         best.privacy_spent_ = (ledger.epsilon(delta, "rdp"), delta)
         selection = {
-            "chosen": dict(point), "released_score": released, "candidates": [dict(c) for c in candidates],
+            "strategy": "random_stopping", "chosen": dict(point), "released_score": released,
+            "candidates": [dict(c) for c in candidates],
             "per_model_epsilon": run_epsilon, "repetitions": law.describe(), "privacy_unit": unit.value,
             "score": {"notion": notion, "rule": "-(violation + penalty * max(0, error - threshold))",
                       "threshold": score.threshold, "reference_error": float(reference),
@@ -756,12 +763,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
             "validation": {"rows": n_val, "fit_rows": n_fit, "released_counts": denominators.tolist(),
                            "counts_noise_std": sigma_counts * _counts_bound(unit)},
         }
-        best.selection_ = selection
-        self.best_estimator_, self.best_params_ = best, dict(point)
-        self.released_score_ = released
-        self.privacy_ledger_, self.privacy_spent_ = ledger, best.privacy_spent_
-        self.selection_ = selection
-        self.classes_ = best.classes_
+        self._publish(best, selection)
 
 
 def _validation_size(size, base) -> float:

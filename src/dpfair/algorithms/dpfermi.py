@@ -196,9 +196,8 @@ class DPFERMIClassifier(TorchClassifier):
                  privacy_unit="sensitive", group_proportions=None, proportions_budget=0.05, batch_size="auto",
                  epochs=50, learning_rate=0.5, w_learning_rate=0.02, w_radius=None, max_grad_norm="auto",
                  tail_average=0.5, target_error=None, lam_rate=20.0, calibration="accountant", paper_lipschitz=5.0,
-                 noise_multiplier=None,
-                 accountant="pld", model_kwargs=None, device="cpu", groups=None, classes=None, secure_mode=False,
-                 random_state=None, verbose=False):
+                 noise_multiplier=None, accountant="pld", model_kwargs=None, device="cpu", groups=None, classes=None,
+                 secure_mode=False, random_state=None, verbose=False):
         self.model = model
         self.notion = notion
         self.lam = lam
