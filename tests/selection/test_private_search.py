@@ -169,6 +169,26 @@ def test_a_public_reference_error_is_used_as_given(data):
     assert len(search.privacy_ledger_.entries) == 2
 
 
+def test_the_public_reference_is_the_non_private_models_error_on_unseen_rows():
+    """Without a held-out part the reference is ERM's cross-validated error, not its (optimistic) training error."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(240, 60))  # many features for the rows: ERM fits noise
+    y = (X[:, 0] + rng.normal(scale=1.5, size=240) > 0).astype(int)
+    s = rng.integers(0, 2, size=240)
+    rows = np.arange(240)
+    error, source = PrivateSearch._public_reference(_fermi(), X, y, rows, rows, 0)
+    erm = ERMClassifier(random_state=0).fit(X, y)
+    assert error > np.mean(erm.predict(X) != y) + 0.05 and "5-fold cross-validated" in source
+    assert PrivateSearch._public_reference(_fermi(), X, y, rows, rows, 0)[0] == error  # a public, seeded split
+    fit, val = rows[:180], rows[180:]
+    held_out, source = PrivateSearch._public_reference(_fermi(), X, y, fit, val, 0)
+    erm = ERMClassifier(random_state=0).fit(X[fit], y[fit])
+    assert held_out == np.mean(erm.predict(X[val]) != y[val]) and source.endswith("validation part")
+    search = PrivateSearch(_fermi(), {"lam": [1.0]}, epsilon=1.0, random_state=0).fit(X, y, s)
+    assert search.selection_["score"]["reference_error"] == error
+    assert search.selection_["score"]["threshold"] == pytest.approx(error + 0.01)
+
+
 def test_the_saved_model_keeps_the_searchs_total(data, tmp_path):
     X, y, s = data
     model = tune(_fermi(), {"lam": [0.0, 1.0]}, X, y, sensitive_features=s, strategy="random_stopping",
