@@ -204,3 +204,45 @@ def test_a_group_too_small_to_read_through_the_noise_keeps_its_bound(rule_name):
                           groups=2, classes=2, random_state=0).fit(X, y, sensitive_features=s)
     assert est.clipping_bounds_["1"] == 0.3
     assert est.clipping_bounds_["0"] != 0.3
+
+
+@pytest.mark.filterwarnings("ignore::dpfair.exceptions.UtilityWarning")
+@pytest.mark.parametrize("rule_name", ["flat", "fairdp", "per_layer"])
+def test_padded_poisson_batches_train_the_same_model(rule_name, replay, monkeypatch):
+    """On a device that pads (forced here on the CPU) each step's batch is padded to a bucketed size, and the fit
+    is the unpadded one: the same noise, the same rule statistics, parameters equal to rounding."""
+    from dpfair.algorithms import dpsgd
+
+    X, y, s = _data(400)
+    fit = lambda: DPSGDClassifier(model="mlp", epochs=2, batch_size=40, epsilon=2.0, clipping=rule_name,  # noqa: E731
+                                  groups=[0, 1], random_state=0).fit(X, y, sensitive_features=s)
+    with replay(3):
+        plain = fit()
+    sizes = []
+    clip = type(make_clipping_rule(rule_name)).clip
+
+    def spy(self, model, loss_fn, X, y, bounds, method, valid=None):
+        sizes.append((X.shape[0], valid))
+        return clip(self, model, loss_fn, X, y, bounds, method, valid)
+
+    monkeypatch.setattr(type(make_clipping_rule(rule_name)), "clip", spy)
+    monkeypatch.setattr(dpsgd, "PADDED_DEVICES", ("cuda", "cpu"))
+    with replay(3):
+        padded = fit()
+    assert sizes and all(rows % 4 == 0 and rows - 4 < valid <= rows for rows, valid in sizes if valid)  # √40 → 4
+    assert any(rows > valid for rows, valid in sizes if valid)
+    assert len({rows for rows, _ in sizes}) < len({valid for _, valid in sizes})
+    for a, b in zip(plain.model_.parameters(), padded.model_.parameters()):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    for a, b in zip(plain.history_, padded.history_):  # the released statistics and the bounds they set
+        assert b["noisy_gradient_norm"] == pytest.approx(a["noisy_gradient_norm"], rel=1e-5)
+        assert b.get("clipping_bounds") == pytest.approx(a.get("clipping_bounds"), rel=1e-6)
+    assert padded.privacy_spent_ == plain.privacy_spent_
+
+
+def test_padded_size_rounds_up_to_a_power_of_two_near_the_root_of_the_expected_batch():
+    from dpfair.algorithms.dpsgd import padded_size
+
+    assert [padded_size(b, 256.0) for b in (0, 1, 16, 17, 250, 256, 271)] == [0, 16, 16, 32, 256, 256, 272]
+    assert padded_size(1000, 4096.0) == 1024 and padded_size(1025, 4096.0) == 1088
+    assert padded_size(3, 0.5) == 3  # grain 1: no padding below an expected batch of 4

@@ -15,6 +15,7 @@ from dpfair.nn import (
     clipped_gradient_sum,
     clipped_sum,
     ghost_supported,
+    layer_groups,
     per_sample_gradients,
     per_sample_norms,
 )
@@ -180,6 +181,24 @@ def test_ghost_equals_vmap(kind, n, max_norm):
         torch.testing.assert_close(sa[k], sv[k], atol=1e-10, rtol=1e-8)
     # ghost does not touch .grad
     assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn", "cnn_group", "custom"])
+@pytest.mark.parametrize("method", ["auto", "vmap"])
+@pytest.mark.parametrize("per_layer", [False, True])
+def test_padding_rows_after_valid_add_exactly_nothing(kind, method, per_layer):
+    """A batch padded with rows past ``valid`` (any values, any bounds) sums to the unpadded batch's clipped sum."""
+    model, X, y = make_case(kind, n=13)
+    layers = layer_groups(model) if per_layer else None
+    bounds = torch.rand(13, dtype=X.dtype) + 0.05
+    summed, norms = clipped_gradient_sum(model, ce, X[:9], y[:9], bounds[:9], method=method, layers=layers)
+    padded, padded_norms = clipped_gradient_sum(model, ce, X, y, bounds, method=method, layers=layers, valid=9)
+    torch.testing.assert_close(padded_norms[:9], norms, atol=1e-12, rtol=1e-10)
+    for k in summed:
+        torch.testing.assert_close(padded[k], summed[k], atol=1e-12, rtol=1e-10)
+    # the padding rows' gradients are not zero: their coefficient is
+    alone, _ = clipped_gradient_sum(model, ce, X[9:], y[9:], bounds[9:], method=method, layers=layers)
+    assert sum(float(v.abs().sum()) for v in alone.values()) > 0
 
 
 @pytest.mark.parametrize("kind", ALL)

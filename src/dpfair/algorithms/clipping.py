@@ -131,9 +131,10 @@ class ClippingRule:
             return float(self._bounds[0])
         return torch.as_tensor(self._bounds, dtype=like.dtype, device=like.device)[keys]
 
-    def clip(self, model, loss_fn, X, y, bounds, method):
-        """Phase 2: the clipped sum and the unclipped per-example norms."""
-        return clipped_gradient_sum(model, loss_fn, X, y, bounds, method)
+    def clip(self, model, loss_fn, X, y, bounds, method, valid=None):
+        """Phase 2: the clipped sum and the unclipped per-example norms (``valid``: the rows after it are padding,
+        :func:`~dpfair.nn.clipped_gradient_sum`)."""
+        return clipped_gradient_sum(model, loss_fn, X, y, bounds, method, valid=valid)
 
     def statistics(self, norms: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor | None:
         """The step's statistics: a sum over the batch of one row per example of L2 norm ≤ ``statistics_sensitivity``."""
@@ -193,8 +194,8 @@ class PerLayerClipping(ClippingRule):
     def _setup(self, model) -> None:
         self._layers = layer_groups(model)
 
-    def clip(self, model, loss_fn, X, y, bounds, method):
-        return clipped_gradient_sum(model, loss_fn, X, y, bounds, method, layers=self._layers)
+    def clip(self, model, loss_fn, X, y, bounds, method, valid=None):
+        return clipped_gradient_sum(model, loss_fn, X, y, bounds, method, layers=self._layers, valid=valid)
 
 
 def _fraction(numerator: np.ndarray, total: np.ndarray, usable: np.ndarray) -> np.ndarray:

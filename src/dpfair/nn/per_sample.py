@@ -368,6 +368,14 @@ def clip_coefficients(norms: torch.Tensor, max_norm: float | torch.Tensor) -> to
     return (c / norms.to(dtype).clamp_min(tiny)).clamp(max=1.0)
 
 
+def _without_padding(coef: torch.Tensor, valid: int | None) -> torch.Tensor:
+    """The clip coefficients with those of the padding rows (from index ``valid`` on) set to exactly 0; no
+    synchronisation with a device."""
+    if valid is None:
+        return coef
+    return coef * (torch.arange(coef.shape[0], device=coef.device) < valid).to(coef.dtype)
+
+
 def layer_groups(model: nn.Module) -> list[list[str]]:
     """The trainable parameter names of each layer: one list per module that holds trainable parameters."""
     canonical = {id(p): n for n, p in trainable_params(model).items()}
@@ -386,7 +394,8 @@ def _check_layers(layers: list[list[str]], names) -> None:
 
 
 def clipped_sum(
-    grads: Mapping[str, torch.Tensor], max_norm: float | torch.Tensor, layers: list[list[str]] | None = None
+    grads: Mapping[str, torch.Tensor], max_norm: float | torch.Tensor, layers: list[list[str]] | None = None,
+    valid: int | None = None,
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Sum over the batch of the per-example gradients, example ``i`` clipped to L2 norm ``max_norm[i]``.
 
@@ -395,18 +404,19 @@ def clipped_sum(
     layer's part of ``g_i`` to ``max_norm[i] / √m`` for ``m`` layers (per-layer
     clipping, McMahan et al. 2018), so the whole ``g_i`` still adds at most
     ``max_norm[i]``. Returns ``(summed, norms)``: ``summed[name]`` has the
-    parameter's shape, ``norms`` are the unclipped per-example norms ``(B,)``.
+    parameter's shape, ``norms`` are the unclipped per-example norms ``(B,)``. ``valid``: see
+    :func:`clipped_gradient_sum`.
     """
     norms = per_sample_norms(grads)
     if layers is None:
-        coef = {k: clip_coefficients(norms, max_norm) for k in grads}
+        coef = {k: _without_padding(clip_coefficients(norms, max_norm), valid) for k in grads}
     else:
         _check_layers(layers, grads)
         scale = 1.0 / math.sqrt(len(layers))
         coef = {}
         for layer in layers:
             c = clip_coefficients(per_sample_norms({k: grads[k] for k in layer}), max_norm * scale)
-            coef.update({k: c for k in layer})
+            coef.update({k: _without_padding(c, valid) for k in layer})
     summed = {k: torch.tensordot(coef[k].to(g.dtype), g, dims=([0], [0])) for k, g in grads.items()}
     return summed, norms
 
@@ -685,7 +695,7 @@ def _signature(model, loss_fn, X, y, named, calls, layers) -> tuple:
     )
 
 
-def _ghost_clipped_sum(model, loss_fn, X, y, max_norm, layers=None, verify=False):
+def _ghost_clipped_sum(model, loss_fn, X, y, max_norm, layers=None, verify=False, valid=None):
     named = _ghost_params(model)
     if layers is not None:
         _check_layers(layers, named)
@@ -754,14 +764,15 @@ def _ghost_clipped_sum(model, loss_fn, X, y, max_norm, layers=None, verify=False
                 records[id(bp)].add(bias_term)
         sq = {k: records[id(p)].finish(n) for k, p in named.items()}
         norms = (torch.stack(list(sq.values())).sum(0).clamp_min(0).sqrt() / w).detach()
-        coef = clip_coefficients(norms, max_norm).to(losses.dtype)
+        coef = _without_padding(clip_coefficients(norms, max_norm).to(losses.dtype), valid)
         if layers is None:
             summed = {k: records[id(p)].weighted_sum(coef / w) for k, p in named.items()}
         else:  # per-layer clipping: layer j's part of g_i clipped to max_norm_i/√m
             summed = {}
             for layer in layers:
                 part = torch.stack([sq[k] for k in layer]).sum(0).clamp_min(0).sqrt() / w
-                c = clip_coefficients(part, max_norm / math.sqrt(len(layers))).to(losses.dtype)
+                c = _without_padding(clip_coefficients(part, max_norm / math.sqrt(len(layers))).to(losses.dtype),
+                                     valid)
                 summed.update({k: records[id(named[k])].weighted_sum(c / w) for k in layer})
     if check:
         _verify(model, named, records, losses, coef, w, x_leaf, grads1, signature)
@@ -823,6 +834,7 @@ def clipped_gradient_sum(
     chunk_size: int | None = None,
     layers: list[list[str]] | None = None,
     verify: bool = False,
+    valid: int | None = None,
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Sum of the per-example gradients, example ``i`` clipped to L2 norm ``max_norm`` (or ``max_norm[i]``).
 
@@ -838,6 +850,8 @@ def clipped_gradient_sum(
     touch ``p.grad``.  ``layers``: per-layer clipping (see :func:`clipped_sum`), on either path.
     ``verify``: run the ghost path's exactness check on every call, not only on the first call of
     each call structure of the model (see the module docstring).
+    ``valid``: only the first ``valid`` examples count; the rest are padding (a batch padded to a size seen
+    before), whose clipped gradients are exactly 0 (their norms are still returned).
     """
     if method not in CLIP_METHODS:
         raise ValueError(f"method must be one of {list(CLIP_METHODS)}, got {method!r}")
@@ -854,7 +868,7 @@ def clipped_gradient_sum(
     if method != "vmap":
         try:
             with torch.enable_grad():
-                return _ghost_clipped_sum(model, loss_fn, X, y, max_norm, layers, verify)
+                return _ghost_clipped_sum(model, loss_fn, X, y, max_norm, layers, verify, valid)
         except GhostUnsupportedError as err:
             if method == "ghost":
                 raise GhostUnsupportedError(
@@ -862,5 +876,5 @@ def clipped_gradient_sum(
                     "(or 'auto', which falls back to it)"
                 ) from err
     grads = _vmap_gradients(model, loss_fn, X, y, None, chunk_size)
-    summed, norms = clipped_sum(grads, max_norm, layers)
+    summed, norms = clipped_sum(grads, max_norm, layers, valid)
     return summed, norms.detach()
