@@ -640,7 +640,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
 
         model = getattr(base, "model", "logistic")
         erm = ERMClassifier(model=model if isinstance(model, str) and model != "cnn" else "logistic", random_state=0)
-        what = "non-private unconstrained logistic regression on public (x, y)"
+        what = f"non-private unconstrained {erm.model} model on public (x, y)"
         if len(fit_rows) != len(val_rows) or not np.array_equal(fit_rows, val_rows):
             erm.fit(X[fit_rows], y[fit_rows])
             return float(np.mean(erm.predict(X[val_rows]) != y[val_rows])), f"{what}: its error on the validation part"
