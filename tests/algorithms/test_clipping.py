@@ -211,7 +211,7 @@ def test_a_group_too_small_to_read_through_the_noise_keeps_its_bound(rule_name):
 def test_padded_poisson_batches_train_the_same_model(rule_name, replay, monkeypatch):
     """On a device that pads (forced here on the CPU) each step's batch is padded to a bucketed size, and the fit
     is the unpadded one: the same noise, the same rule statistics, parameters equal to rounding."""
-    from dpfair.algorithms import dpsgd
+    from dpfair.nn import per_sample
 
     X, y, s = _data(400)
     fit = lambda: DPSGDClassifier(model="mlp", epochs=2, batch_size=40, epsilon=2.0, clipping=rule_name,  # noqa: E731
@@ -226,7 +226,7 @@ def test_padded_poisson_batches_train_the_same_model(rule_name, replay, monkeypa
         return clip(self, model, loss_fn, X, y, bounds, method, valid)
 
     monkeypatch.setattr(type(make_clipping_rule(rule_name)), "clip", spy)
-    monkeypatch.setattr(dpsgd, "PADDED_DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(per_sample, "PADDED_DEVICES", ("cuda", "cpu"))
     with replay(3):
         padded = fit()
     assert sizes and all(rows % 4 == 0 and rows - 4 < valid <= rows for rows, valid in sizes if valid)  # √40 → 4
@@ -241,7 +241,7 @@ def test_padded_poisson_batches_train_the_same_model(rule_name, replay, monkeypa
 
 
 def test_padded_size_rounds_up_to_a_power_of_two_near_the_root_of_the_expected_batch():
-    from dpfair.algorithms.dpsgd import padded_size
+    from dpfair.nn import padded_size
 
     assert [padded_size(b, 256.0) for b in (0, 1, 16, 17, 250, 256, 271)] == [0, 16, 16, 32, 256, 256, 272]
     assert padded_size(1000, 4096.0) == 1024 and padded_size(1025, 4096.0) == 1088

@@ -159,3 +159,42 @@ def test_fits_in_two_python_threads_leave_torchs_thread_count_as_it_was():
         assert all(np.isfinite(est.predict_proba(X)).all() for est in fitted)
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.filterwarnings("ignore::dpfair.exceptions.UtilityWarning")
+@pytest.mark.parametrize("model,one_hot,unit", [("logistic", True, "sensitive"), ("logistic", False, "record"),
+                                                 ("mlp", False, "sensitive"), ("mlp", False, "record")])
+def test_padded_poisson_batches_train_the_same_model(model, one_hot, unit, replay, monkeypatch):
+    """On a device that pads (forced here on the CPU) every step's Poisson batch is padded to a bucketed size;
+    padding rows add nothing (their loss weighs 0, their cell rows are 0), so the fit is the unpadded one."""
+    from dpfair.algorithms import DPFERMIClassifier
+    from dpfair.nn import per_sample
+
+    if one_hot:
+        data = _one_hot_data()
+        X, y, s = data.X.numpy(), data.y.numpy(), data.s.numpy()
+    else:
+        X, y, s = _data(400)
+    groups = sorted(set(s.tolist()))
+    fit = lambda: DPFERMIClassifier(  # noqa: E731
+        model=model, groups=groups, classes=2, epochs=2, batch_size=40, epsilon=1.0, random_state=0,
+        privacy_unit=unit, max_grad_norm=1.0).fit(X, y, sensitive_features=s)
+    with replay(5):
+        plain = fit()
+    widths = []
+    batch = engine.poisson_batch
+
+    def spy(n, samplers, device):
+        idx, valid = batch(n, samplers, device)
+        widths.append((idx.shape[1], None if valid is None else valid.sum(1).tolist()))
+        return idx, valid
+
+    monkeypatch.setattr(engine, "poisson_batch", spy)
+    monkeypatch.setattr(per_sample, "PADDED_DEVICES", ("cuda", "cpu"))
+    with replay(5):
+        padded = fit()
+    assert widths and all(width % 4 == 0 for width, _ in widths)  # expected batch 40: grain 4
+    assert any(valid is not None and max(valid) < width for width, valid in widths)
+    for a, b in zip(plain.model_.parameters(), padded.model_.parameters()):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    assert padded.privacy_spent_ == plain.privacy_spent_

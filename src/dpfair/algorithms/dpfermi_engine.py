@@ -56,7 +56,7 @@ import scipy.sparse
 import torch
 import torch.nn.functional as F
 
-from dpfair.nn import clipped_gradient_sum
+from dpfair.nn import clipped_gradient_sum, padded_size, pads
 from dpfair.progress import SILENT, Progress
 
 
@@ -265,10 +265,15 @@ class ModuleModel:
         return X
 
     def gradient_sum(self, Xb, x_norm, valid, y, onehot, h_cells, with_loss: bool, lam, clip):
-        rows = slice(None) if valid is None else valid[0]
-        X1, y1, h1 = Xb[0][rows], y[0][rows], (onehot[0] @ h_cells[0, :, 0])[rows]
+        """Padding rows (``valid`` False) weigh 0 in the loss, so their gradients are exactly 0, and their
+        one-hot cell rows are 0 (:func:`secret_sums`): every row keeps its place, with no gather by a mask
+        (on an accelerator a mask's count waits for the device, and each new count is a new shape)."""
+        X1, y1, h1 = Xb[0], y[0], onehot[0] @ h_cells[0, :, 0]
         a = torch.full((len(X1),), 1.0 if with_loss else 0.0, device=X1.device)
-        target = (y1, h1, a, torch.full_like(a, float(lam[0, 0])))
+        lam_rows = torch.full_like(a, float(lam[0, 0]))
+        if valid is not None:
+            a, lam_rows = a * valid[0], lam_rows * valid[0]
+        target = (y1, h1, a, lam_rows)
         if not with_loss and float(lam[0, 0]) == 0.0:
             # the sensitive unit's secret part at λ = 0 is λ·2u·F: identically zero (λ is public)
             flat = torch.zeros(self.n_params, device=X1.device)
@@ -278,10 +283,8 @@ class ModuleModel:
         else:
             loss = fermi_loss(self.module(X1), target)
             flat = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, self.params)])
-        proba = torch.zeros(Xb.shape[1], h_cells.shape[-1], device=Xb.device)
         with torch.no_grad():
-            if len(X1):
-                proba[rows] = torch.softmax(self.module(X1), dim=-1)
+            proba = torch.softmax(self.module(X1), dim=-1)
         return flat[None, None].detach(), (onehot[0].T @ proba)[None, :, None]
 
     def errors(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -308,14 +311,17 @@ class ModuleModel:
 def poisson_batch(n: int, samplers, device) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One secret Poisson sample per seed group (``samplers``: their ``(SecretRandom, q)``), padded.
 
-    Returns ``idx (S, B_max)`` and ``valid (S, B_max)`` (padding rows point at row 0); ``valid`` is
-    ``None`` when every row is valid (one seed group with a non-empty sample: no padding).
+    Returns ``idx (S, B)`` and ``valid (S, B)`` (padding rows point at row 0); ``valid`` is ``None`` when
+    every row is valid. ``B`` is the largest sample's size, at least 1, and on an accelerator rounded up to
+    :func:`~dpfair.nn.padded_size` of the expected one (a handful of shapes rather than one per step).
     """
     samples = [secret.poisson_sample(n, q) for secret, q in samplers]
     lengths = [len(x) for x in samples]
-    if len(samples) == 1 and lengths[0]:
-        return torch.from_numpy(samples[0])[None].to(device), None
     width = max(max(lengths), 1)
+    if pads(device):
+        width = padded_size(width, samplers[0][1] * n)
+    if len(samples) == 1 and lengths[0] == width:
+        return torch.from_numpy(samples[0])[None].to(device), None
     idx = np.zeros((len(samples), width), dtype=np.int64)
     for row, x in enumerate(samples):
         idx[row, :len(x)] = x

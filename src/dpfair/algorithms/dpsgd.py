@@ -11,7 +11,7 @@ overrides the ones it changes:
 2. **clip**: the sum of the per-example gradients, each scaled to norm at most
    its ``C_i`` (:func:`dpfair.nn.clipped_gradient_sum`, ghost norms where exact;
    per-layer clipping clips each layer). On an accelerator the batch is padded up
-   to a bucketed size (:func:`padded_size`) with rows whose clip coefficient is 0,
+   to a bucketed size (:func:`dpfair.nn.padded_size`) with rows whose clip coefficient is 0,
    which add exactly nothing: a Poisson batch changes size every step, and each new
    size made cuDNN plan its convolutions again;
 3. **noise**: one :class:`~dpfair.privacy.Release` adds ``N(0, σ_g²C_max²I)``,
@@ -42,24 +42,11 @@ import torch.nn.functional as F
 from dpfair.algorithms.base import TorchClassifier
 from dpfair.algorithms.clipping import make_clipping_rule
 from dpfair.algorithms.signal import warn_if_too_few_records
-from dpfair.nn import assign_grads, trainable_params
+from dpfair.nn import assign_grads, padded_size, pads, trainable_params
 from dpfair.privacy import Part, PrivacyPlan
 from dpfair.validation import check_delta, check_positive
 
 STEP = "dp-sgd step"
-#: The device types whose steps pad the Poisson batch to :func:`padded_size` rows.
-PADDED_DEVICES = ("cuda",)
-
-
-def padded_size(b: int, expected: float) -> int:
-    """``b`` rounded up to a multiple of the power of two at most ``√expected`` (at least 1).
-
-    A Poisson batch of mean μ spreads over about ±2√μ: its sizes fall in a handful of buckets, each padded
-    by under 1/√μ of the batch (6 % at μ = 256, 1.6 % at 4096). Both numbers are public.
-    """
-    grain = 1 << max(0, int(math.floor(math.log2(max(expected, 1.0)) / 2)))
-    return -(-b // grain) * grain
-
 
 def cross_entropy_one(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The per-example loss of :mod:`dpfair.nn.per_sample` (a batch of one)."""
@@ -208,7 +195,7 @@ class DPSGDClassifier(TorchClassifier):
         release = self._release(self._step_name)
         share = rule.statistics_share if rule.statistics_sensitivity else 0.0
         steps_per_epoch = max(1, round(1 / self.sampling_probability_))
-        pad = self.device_.type in PADDED_DEVICES
+        pad = pads(self.device_)
         running, seen = 0.0, 0
         self.model_.train()
         bar = self._progress(self.n_steps_)
