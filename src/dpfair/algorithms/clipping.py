@@ -141,14 +141,17 @@ class ClippingRule:
         return None
 
     def observe(self, released: torch.Tensor | None) -> None:
-        """Accumulate one step's released statistics."""
+        """Accumulate one step's released statistics (in float64 where they were released: on an accelerator,
+        no wait for the device until the epoch ends)."""
         if released is not None:
-            released = released.detach().double().cpu().numpy()
+            released = released.detach().double()
             self._stats = released if self._stats is None else self._stats + released
         self._steps += 1
 
     def end_epoch(self) -> dict:
         """New bounds from the epoch's released statistics; returns what ``history_`` logs for the epoch."""
+        if isinstance(self._stats, torch.Tensor):
+            self._stats = self._stats.cpu().numpy()
         row = self.update() if self._stats is not None else {}
         self._stats, self._steps = None, 0
         return row
