@@ -128,6 +128,8 @@ __all__ = [
     "clipped_sum",
     "ghost_supported",
     "layer_groups",
+    "padded_size",
+    "pads",
     "per_sample_gradients",
     "per_sample_norms",
     "trainable_params",
