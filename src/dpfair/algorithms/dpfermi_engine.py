@@ -265,16 +265,19 @@ class ModuleModel:
         return X
 
     def gradient_sum(self, Xb, x_norm, valid, y, onehot, h_cells, with_loss: bool, lam, clip):
-        """Padding rows (``valid`` False) weigh 0 in the loss, so their gradients are exactly 0, and their
-        one-hot cell rows are 0 (:func:`secret_sums`): every row keeps its place, with no gather by a mask
-        (on an accelerator a mask's count waits for the device, and each new count is a new shape)."""
+        """Padding rows (``valid`` False) are zeros (nobody's data: they point at row 0) and weigh 0 in the loss, so
+        their gradients are exactly 0, and their one-hot cell rows are 0 (:func:`secret_sums`): every row keeps its
+        place, with no gather by a mask (on an accelerator a mask's count waits for the device, and each new count
+        is a new shape)."""
         X1, y1, h1 = Xb[0], y[0], onehot[0] @ h_cells[0, :, 0]
+        lam0 = float(lam[0, 0])
         a = torch.full((len(X1),), 1.0 if with_loss else 0.0, device=X1.device)
-        lam_rows = torch.full_like(a, float(lam[0, 0]))
+        lam_rows = torch.full_like(a, lam0)
         if valid is not None:
             a, lam_rows = a * valid[0], lam_rows * valid[0]
+            X1 = X1 * valid[0].view(-1, *[1] * (X1.dim() - 1)).to(X1.dtype)
         target = (y1, h1, a, lam_rows)
-        if not with_loss and float(lam[0, 0]) == 0.0:
+        if not with_loss and lam0 == 0.0:
             # the sensitive unit's secret part at λ = 0 is λ·2u·F: identically zero (λ is public)
             flat = torch.zeros(self.n_params, device=X1.device)
         elif clip is not None:

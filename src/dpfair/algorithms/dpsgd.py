@@ -206,13 +206,14 @@ class DPSGDClassifier(TorchClassifier):
             bounds = self._per_sample_bounds(step, idx, yb, sb)
             # the noise covers C_max: a rule's bounds are held to it whatever they compute
             bounds = bounds.clamp(max=bound) if isinstance(bounds, torch.Tensor) else min(float(bounds), bound)
-            rows, yrows, b = idx, yb, len(idx)
-            if pad and b:  # padding rows (row 0 again, bound C_max) whose clipped gradients are exactly 0
+            Xb, yrows, b = self._Xt[idx], yb, len(idx)
+            if pad and b:  # padding rows (zeros, label 0: nobody's data) whose clipped gradients are exactly 0
                 extra = padded_size(b, self._expected_batch) - b
-                rows, yrows = torch.cat([idx, idx.new_zeros(extra)]), torch.cat([yb, yb.new_zeros(extra)])
+                Xb = torch.cat([Xb, Xb.new_zeros(extra, *Xb.shape[1:])])
+                yrows = torch.cat([yb, yb.new_zeros(extra)])
                 if isinstance(bounds, torch.Tensor):
                     bounds = torch.cat([bounds, bounds.new_full((extra,), bound)])
-            summed, norms = rule.clip(self.model_, cross_entropy_one, self._Xt[rows], yrows, bounds, self.clip_method,
+            summed, norms = rule.clip(self.model_, cross_entropy_one, Xb, yrows, bounds, self.clip_method,
                                       valid=b if pad else None)
             norms = norms[:b]
             stats = rule.statistics(norms, rule.keys(yb, sb))
