@@ -67,3 +67,49 @@ def replay():
             yield
 
     return replayed
+
+
+class ReleaseSpy:
+    """Counts every release per part (``calls``, with the noise multipliers seen in ``sigmas``) and every draw of
+    secret coins made outside a release (``outside_draws``: must stay 0, the release path is the only one)."""
+
+    RELEASES = ("noisy_sum", "randomize", "select", "repeat")
+    DRAWS = ("normal", "laplace", "gumbel", "random", "integers", "public_seeds")
+
+    def __init__(self, monkeypatch):
+        from collections import Counter
+
+        from dpfair.privacy import Release, SecretRandom
+
+        self.calls: Counter = Counter()
+        self.sigmas: dict = {}
+        self.inside = 0
+        self.outside_draws = 0
+        for method in self.RELEASES:
+            monkeypatch.setattr(Release, method, self._wrap_release(getattr(Release, method)))
+        for method in self.DRAWS:
+            monkeypatch.setattr(SecretRandom, method, self._wrap_draw(getattr(SecretRandom, method)))
+
+    def _wrap_release(self, fn):
+        def wrapped(release, *args, **kwargs):
+            self.calls[release.part.name] += 1
+            self.sigmas.setdefault(release.part.name, set()).update(release.noise_multipliers)
+            self.inside += 1
+            try:
+                return fn(release, *args, **kwargs)
+            finally:
+                self.inside -= 1
+        return wrapped
+
+    def _wrap_draw(self, fn):
+        def wrapped(secret, *args, **kwargs):
+            if not self.inside:
+                self.outside_draws += 1
+            return fn(secret, *args, **kwargs)
+        return wrapped
+
+
+@pytest.fixture
+def release_spy(monkeypatch) -> ReleaseSpy:
+    """A :class:`ReleaseSpy` on :class:`dpfair.privacy.Release` and :class:`dpfair.privacy.SecretRandom`."""
+    return ReleaseSpy(monkeypatch)

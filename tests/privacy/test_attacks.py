@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -23,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfair.algorithms import METHODS, DPFERMIClassifier, DPPostProcessingClassifier, DPSGDClassifier, fit_dpfermi_grid
 from dpfair.algorithms._jagielski import cell_counts
-from dpfair.privacy import Release, SecretRandom, ledger_totals
+from dpfair.privacy import SecretRandom, ledger_totals
 from dpfair.privacy.randomness import ENTROPY_BITS
 
 pytestmark = [pytest.mark.secret_noise, pytest.mark.filterwarnings("ignore::UserWarning:absl"),
@@ -227,42 +226,10 @@ def test_a_bad_hyperparameter_fails_the_same_way_on_both_sides(name, params, uni
 
 # ---- one release path: what is drawn is what is recorded is what was planned -----------------------------------
 
-class _Spy:
-    """Counts every release per part and model, and checks that secret noise is drawn inside releases only."""
-
-    def __init__(self, monkeypatch):
-        self.calls: Counter = Counter()
-        self.sigmas: dict = {}
-        self.inside = 0
-        self.outside_draws = 0
-        for method in ("noisy_sum", "randomize", "select"):
-            monkeypatch.setattr(Release, method, self._wrap_release(getattr(Release, method)))
-        for method in ("normal", "laplace", "gumbel", "random", "integers"):
-            monkeypatch.setattr(SecretRandom, method, self._wrap_draw(getattr(SecretRandom, method)))
-
-    def _wrap_release(self, fn):
-        def wrapped(release, *args, **kwargs):
-            self.calls[release.part.name] += 1
-            self.sigmas.setdefault(release.part.name, set()).update(release.noise_multipliers)
-            self.inside += 1
-            try:
-                return fn(release, *args, **kwargs)
-            finally:
-                self.inside -= 1
-        return wrapped
-
-    def _wrap_draw(self, fn):
-        def wrapped(secret, *args, **kwargs):
-            if not self.inside:
-                self.outside_draws += 1
-            return fn(secret, *args, **kwargs)
-        return wrapped
-
-
 @pytest.mark.parametrize("name,params,unit", CONFIGS, ids=IDS)
-def test_the_noise_drawn_is_what_the_ledger_records_and_the_ledger_is_the_plan(name, params, unit, monkeypatch):
+def test_the_noise_drawn_is_what_the_ledger_records_and_the_ledger_is_the_plan(name, params, unit, release_spy):
     X, y, s = _data()
-    spy = _Spy(monkeypatch)
+    spy = release_spy
     est = _estimator(name, params).fit(X, y, sensitive_features=s)
     assert spy.outside_draws == 0
     totals = ledger_totals(est.privacy_ledger_)
@@ -277,9 +244,9 @@ def test_the_noise_drawn_is_what_the_ledger_records_and_the_ledger_is_the_plan(n
     assert est.privacy_spent_[0] <= 2.0
 
 
-def test_a_batched_grid_records_every_models_releases_and_matches_each_plan(monkeypatch):
+def test_a_batched_grid_records_every_models_releases_and_matches_each_plan(release_spy):
     X, y, s = _data()
-    spy = _Spy(monkeypatch)
+    spy = release_spy
     grid = fit_dpfermi_grid(X, y, s, {"epsilon": [1.0, 2.0], "lam": [0.0, 1.0]}, epochs=2, batch_size=30, groups=3,
                             group_proportions=[0.45, 0.45, 0.1], random_state=0)
     assert spy.outside_draws == 0

@@ -255,3 +255,42 @@ def test_bad_data_gets_a_clear_error(data):
         PrivateSearch(_fermi(), {"lam": [0.0]}, strategy="random_stopping",
                       epsilon=0.1, delta=1e-6, mean_runs=10, budget=budget).fit(X, y, s)
     assert budget.spent()[0] == 0.0
+
+
+@pytest.mark.parametrize("estimator", [_fermi(), DPSGDClassifier(epochs=2, batch_size=128, groups=2, classes=2,
+                                                                 random_state=0)], ids=["dp-fermi", "dp-sgd"])
+def test_every_secret_draw_of_a_search_goes_through_a_release(data, estimator, release_spy):
+    """The number of runs, each run's candidate and seed, the counts and every score: drawn inside releases, and
+    the search's ledger holds what its releases recorded (one repeat-and-select release, one counts release)."""
+    X, y, s = data
+    search = PrivateSearch(estimator, {"learning_rate": [0.05, 0.1]}, strategy="random_stopping", epsilon=2.0,
+                           notion="demographic_parity", validation_size=0.2, mean_runs=3, random_state=0)
+    search.fit(X[:800], y[:800], s[:800])
+    assert release_spy.outside_draws == 0
+    assert release_spy.calls["selection score"] >= 1 and release_spy.calls["validation counts"] == 1
+    labels = [e.label for e in search.privacy_ledger_.entries]
+    assert labels[0] == "validation counts" and labels[-1].startswith("repeated runs")
+    assert release_spy.calls[labels[-1]] == 1
+    if estimator.privacy_unit == "record":  # the private reference model and its released error, on the path too
+        assert release_spy.calls["reference error"] == 1 and "reference error" in labels
+
+
+@pytest.mark.secret_noise
+def test_under_secure_mode_the_winners_seed_comes_from_the_os_csprng(data, monkeypatch):
+    """A published seed is never an output of the generator that draws the noise (issue 26)."""
+    import secrets
+
+    drawn = []
+    randbelow = secrets.randbelow
+
+    def spy(n):
+        drawn.append(randbelow(n))
+        return drawn[-1]
+
+    monkeypatch.setattr(secrets, "randbelow", spy)
+    X, y, s = data
+    search = PrivateSearch(DPSGDClassifier(epochs=1, batch_size=256, groups=2, classes=2, secure_mode=True,
+                                           random_state=0), {"learning_rate": [0.05, 0.1]}, mean_runs=2,
+                           strategy="random_stopping", notion="demographic_parity", epsilon=2.0, validation_size=0.2, random_state=0)
+    search.fit(X[:600], y[:600], s[:600])
+    assert search.best_estimator_.random_state in drawn

@@ -74,3 +74,55 @@ def test_bad_tune_arguments_fail_in_one_line(tmp_path, capsys, argv, match):
     code, stdout, err = run(capsys, "tune", *FAST, *argv, "--out", str(tmp_path / "x.json"))
     assert code == 2 and match in err and err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "x.json").exists()
+
+
+def _form(value):
+    """The shape of a published value: its type and structure, numbers and strings replaced by their type."""
+    if isinstance(value, dict):
+        return {k: _form(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_form(v) for v in value]
+    return type(value).__name__
+
+
+@pytest.mark.parametrize("strategy", ["random-stopping", "constrained"])
+def test_nothing_a_search_publishes_depends_on_its_number_of_runs(tmp_path, capsys, monkeypatch, strategy):
+    """The search's bound holds while K stays secret (issue 26): stdout, the JSON, the model file and the warnings
+    have one form whatever K is, and no duration of the search is published (its time grows with K)."""
+    import warnings
+
+    from dpfair.selection import Repetitions
+
+    draw = Repetitions.draw
+    published = {}
+    for k in (1, 4, 9):
+        monkeypatch.setattr(Repetitions, "draw", lambda self, secret, k=k: (draw(self, secret), k)[1])
+        out = tmp_path / f"k{k}.json"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            code, stdout, err = run(capsys, "tune", *FAST, "--epsilon", "1", "--notion", "demographic_parity",
+                                    "--grid", "lam=0,1,4", "--strategy", strategy, "--seed", "3", "--out", str(out))
+        assert code == 0, err
+        result = json.loads(out.read_text())
+        model = load_estimator(out.with_suffix(".pt"))
+        labels = [line.split("  ")[1] if line.startswith("  ") else line.split(" on ")[0]
+                  for line in stdout.splitlines()]
+        published[k] = {"json": _form(result), "stdout": labels, "stderr": err,
+                        "warnings": sorted({(w.category.__name__, str(w.message)) for w in caught}),
+                        "model": _form({key: v for key, v in vars(model).items() if key.endswith("_")
+                                        and isinstance(v, (dict, list, tuple, str, int, float, type(None)))}),
+                        "selection": _form(model.selection_)}
+        text = (stdout + err + out.read_text()).lower()
+        assert "seconds" not in text and "time" not in text.replace("times", "")
+        assert not any("time" in key or "second" in key for key in _keys(result))
+    assert published[1] == published[4] == published[9]
+
+
+def _keys(value):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _keys(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _keys(v)

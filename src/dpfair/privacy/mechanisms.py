@@ -10,7 +10,11 @@ Every private algorithm here releases, again and again, one of four things:
   the event is ``PoissonSampledDpEvent``;
 - **randomized response** of a categorical value per person (k-ary, local ε);
 - an **exponential-mechanism** choice among candidates scored by a sum over
-  people whose change under a neighbour is at most ``sensitivity``.
+  people whose change under a neighbour is at most ``sensitivity``;
+- a **repeat-and-select** draw (private selection, :mod:`dpfair.selection`): the
+  secret number of runs, each run's candidate and the runs' seeds, recorded as
+  the given event (``RepeatAndSelectDpEvent``) that covers the runs and the
+  choice of the best by released score.
 
 A :class:`Release` is one part of an estimator's :class:`~dpfair.privacy.plan.PrivacyPlan`
 made concrete: the part, its noise multiplier(s), the fit's
@@ -19,8 +23,9 @@ it. Each call draws the noise from the secret generator and records the
 part's event once on every model's ledger (batched: ``noise_multiplier`` and
 the ledgers are per model, the noise of every model is an independent draw;
 a batched release writes its ledgers on :meth:`Release.flush`).
-Nothing else in dpfair draws noise, so a spy on :class:`Release` sees every
-release (``tests/privacy/test_release_path.py``).
+Nothing else in dpfair draws secret coins, so a spy on :class:`Release` sees every
+release (``tests/privacy/test_attacks.py``, the release-path tests; the private
+search's in ``tests/selection/test_private_search.py``).
 
 The noise is added to the *sum*; an algorithm that needs a mean divides by a
 public normaliser (the expected batch size ``q·n``), never by the realised
@@ -221,6 +226,22 @@ class Release:
         keep = self.secret.random(len(values)) < keep_probability(epsilon, k)
         other = (values + self.secret.integers(1, k, size=len(values))) % k
         return np.where(keep, values, other)
+
+    # ---- repeat and select --------------------------------------------------------------------------
+    def repeat(self, law, choices: int) -> tuple[np.ndarray, list[int]]:
+        """The secret draws of a repeat-and-select mechanism (Papernot & Steinke 2022), recorded as the part's event.
+
+        ``law.draw(secret)`` gives the number of runs K (``law``: :class:`dpfair.selection.Repetitions`, whose
+        ``RepeatAndSelectDpEvent`` the part carries as its ``fixed`` event); each run's candidate is uniform on
+        ``range(choices)`` and each run gets a distinct public seed (:meth:`SecretRandom.public_seeds`). Returns
+        ``(picks, seeds)``, of length K. The event bounds the runs and the choice of the best by released score
+        only while K and the other runs stay secret: the caller publishes the winner alone.
+        """
+        self._kind("fixed")
+        check_positive(choices, "choices", integer=True)
+        self._record()
+        k = int(law.draw(self.secret))
+        return self.secret.integers(0, choices, k), self.secret.public_seeds(k)
 
     # ---- exponential mechanism -------------------------------------------------------------------
     def select(self, scores: np.ndarray, sensitivity: float) -> tuple[int, np.ndarray]:

@@ -57,8 +57,9 @@ class Part:
 
     ``share``: a fixed share of ε, calibrated alone; ``None``: calibrated jointly
     with the other parts that have none (one σ for all of them). ``"fixed"``
-    parts carry an event spent elsewhere on the same data (a base model's
-    ledger), which the calibration of the others accounts for. ``pure``: a
+    parts carry an event given whole: one spent elsewhere on the same data (a base
+    model's ledger), which the calibration of the others accounts for, or a private
+    search's repeated runs (:meth:`~dpfair.privacy.Release.repeat`). ``pure``: a
     Laplace part recorded as pure DP (``secure_mode``; see the module docstring).
     """
 

@@ -203,6 +203,22 @@ class SecretRandom:
             return secure_integers(low, high, tuple(np.atleast_1d(size)))
         return self._gen.integers(low, high, size=size)
 
+    def public_seeds(self, k: int) -> list[int]:
+        """``k`` distinct seeds in ``[0, 2^31 − 1)`` that will be *published* (a run's ``random_state``).
+
+        Drawn from the OS CSPRNG (``secrets``), never from this generator: a published value must not be an
+        output of the generator that draws the noise (with enough outputs a PCG state can be recovered), and a
+        secret choice among runs must not be readable from seeds that a known stream would repeat. Under
+        :func:`reproducible_noise` they come from this generator, so that a test replays the whole fit.
+        """
+        seeds: list[int] = []
+        while len(seeds) < k:
+            need = k - len(seeds)
+            fresh = (self._gen.integers(0, 2**31 - 1, size=need).tolist() if self.reproducible
+                     else [secrets.randbelow(2**31 - 1) for _ in range(need)])
+            seeds = list(dict.fromkeys([*seeds, *fresh]))
+        return seeds
+
     def poisson_sample(self, n: int, q: float) -> np.ndarray:
         """Sorted indices of a Poisson sample of ``range(n)``: each kept independently with probability ``q``.
 
