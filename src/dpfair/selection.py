@@ -13,7 +13,8 @@ train/test split is) into a *fit* part and a *validation* part. Then
    score, and, for DP-FERMI (unless the user gave public ``group_proportions``), every run's group
    proportions, so that no run releases its own;
 2. a number of runs K is drawn from the secret generator (:class:`~dpfair.privacy.SecretRandom`, never a
-   seed anyone knows) from a truncated negative binomial of shape η and mean μ (``repetitions``:
+   seed anyone knows; one repeat-and-select release, :meth:`~dpfair.privacy.Release.repeat`, which also draws
+   each run's candidate and its public seed) from a truncated negative binomial of shape η and mean μ (``repetitions``:
    ``"geometric"``, η = 1, Liu & Talwar's random stopping; ``"logarithmic"``, η = 0; ``"poisson"``,
    η = ∞; or a number η > 0);
 3. each run picks a candidate uniformly at random (secret coins too), trains it on the fit part at the
@@ -106,7 +107,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils.validation import check_is_fitted
 
-from dpfair.algorithms.base import FairEstimator, public_categories
+from dpfair.algorithms.base import FairEstimator, named_sensitive_columns, public_categories
 from dpfair.algorithms.signal import floor_counts
 from dpfair.fairness.notions import NOTIONS
 from dpfair.fairness.scorers import predict_with_groups
@@ -480,6 +481,15 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
             if unknown:
                 raise ValueError(f"{type(base).__name__} has no hyper-parameter {unknown[0]!r}; valid: "
                                  f"{', '.join(valid)}")
+        # a DataFrame's columns named after the sensitive Series encode s: refused where the runs read X as public,
+        # else handed to the runs' own accounting (the search fits them on arrays, which carry no names)
+        groups = valid.get("groups")
+        groups = range(groups) if isinstance(groups, int) and not isinstance(groups, bool) else \
+            (() if groups is None else groups)
+        names = [str(c) for c in X.columns] if hasattr(X, "columns") else None
+        named = named_sensitive_columns(names, getattr(s, "name", None), [str(g) for g in groups])
+        if named:
+            base = clone(base).declare_sensitive_columns(named, names, s.name)
         X = check_features(X, "X")
         y = check_1d(y, "y", X.shape[0])
         if s is None:
@@ -553,8 +563,8 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
             score = SelectionScore(notion, float(reference) + float(self.max_error_increase), float(self.penalty),
                                    denominators, n_val, len(classes), unit, self._predict_needs_sensitive)
             run_entry = next(e for e in planned.entries if e.label.startswith("repeated runs"))
-            ledger.record(run_entry.event, run_entry.label)
-            best, best_point, released = self._run(base, candidates, law, run_epsilon, delta, secret, score,
+            runs = Release(Part(run_entry.label, mechanism="fixed", fixed=run_entry.event), 0.0, secret, ledger)
+            best, best_point, released = self._run(base, candidates, law, runs, run_epsilon, delta, secret, score,
                                                    sigma_score, Xf, yf, sf, Xv, sv, yv_codes, sv_codes, classes,
                                                    unit)
         if ledger_totals(ledger) != ledger_totals(planned):
@@ -740,18 +750,20 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
                                  "hyper-parameters that leave the plan unchanged (e.g. lam, learning_rate)")
 
     # ---- the runs ------------------------------------------------------------------------------------
-    def _run(self, base, candidates, law, run_epsilon, delta, secret, score, sigma_score, Xf, yf, sf, Xv, sv,
+    def _run(self, base, candidates, law, runs, run_epsilon, delta, secret, score, sigma_score, Xf, yf, sf, Xv, sv,
              yv_codes, sv_codes, classes, unit):
+        """The runs of the repeat-and-select release ``runs`` (K, each run's candidate and seed drawn by it), each
+        scored and its score released; the best by released score is returned, K and the others are dropped."""
         from dpfair.algorithms import DPFERMIClassifier, fit_dpfermi_grid
 
-        k = law.draw(secret)
-        if k == 0:
+        picks, seeds = runs.repeat(law, len(candidates))
+        if len(seeds) == 0:
             raise ValueError("the search drew no run (a Poisson number of runs is 0 with probability e^-mean); its "
                              "counts were released, so its budget is spent: run it again with a new budget")
-        picks = secret.integers(0, len(candidates), k)
-        seeds = _distinct(secret, k)
         points = [{**candidates[int(j)], "epsilon": run_epsilon, "delta": delta, "random_state": int(seed)}
                   for j, seed in zip(picks, seeds)]
+        release = Release(Part(SCORE), sigma_score, secret, PrivacyLedger(unit.relation))
+        exact, released = [], []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # how many runs warned would tell K (the module docstring)
             if isinstance(base, DPFERMIClassifier) and not base.secure_mode:
@@ -759,13 +771,11 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
                 fitted = fit_dpfermi_grid(Xf, yf, sf, points, **shared)
             else:
                 fitted = [clone(base).set_params(**p).fit(Xf, yf, sensitive_features=sf) for p in points]
-        release = Release(Part(SCORE), sigma_score, secret, PrivacyLedger(unit.relation))
-        exact, released = [], []
-        for model in fitted:
-            y_pred, _ = encode_categories(predict_with_groups(model, Xv, sv), "predictions", classes=classes)
-            value = score.value(yv_codes, y_pred, sv_codes)
-            exact.append(value)
-            released.append(float(release.noisy_sum(np.array([value]), bound=score.bound)[0]))
+            for model in fitted:
+                y_pred, _ = encode_categories(predict_with_groups(model, Xv, sv), "predictions", classes=classes)
+                value = score.value(yv_codes, y_pred, sv_codes)
+                exact.append(value)
+                released.append(float(release.noisy_sum(np.array([value]), bound=score.bound)[0]))
         chosen = int(np.argmax(exact if planted("unreleased_scores") else released))
         return fitted[chosen], candidates[int(picks[chosen])], released[chosen]
 
@@ -808,14 +818,6 @@ def _shares(counts: np.ndarray) -> list:
     """Per-cell group shares from (released, floored: positive) counts ``(cells, groups)``; one row as ``(k,)``."""
     shares = counts / counts.sum(axis=1, keepdims=True)
     return (shares[0] if len(shares) == 1 else shares).tolist()
-
-
-def _distinct(secret: SecretRandom, k: int) -> list[int]:
-    """k distinct public seeds drawn from the secret generator (distinct: every run its own batch stream)."""
-    seeds: list[int] = []
-    while len(seeds) < k:
-        seeds = list(dict.fromkeys([*seeds, *secret.integers(0, 2**31 - 1, k - len(seeds)).tolist()]))
-    return seeds
 
 
 def tune(estimator, param_grid, X, y, sensitive_features=None, **params):

@@ -11,6 +11,11 @@ pseudo-code:
   order); everything a guarantee rests on comes from ``self._secret``, a
   :class:`~dpfair.privacy.SecretRandom` made fresh for each fit from 128 bits of
   OS entropy and dropped when the fit ends (never stored or saved);
+- public X under ``privacy_unit="sensitive"``: a DataFrame's columns named after
+  the sensitive Series (``sex``, ``sex=...``, ``sex_<group>``) encode s, and are
+  refused there (:meth:`FairEstimator.check_sensitive_columns`, the rule of
+  :func:`~dpfair.privacy.check_public_features`) or accounted for by a method that
+  can (output perturbation's ``sensitive_feature_columns``);
 - public structure: the group list (``groups``) and the class list
   (``classes``) are public inputs. Inferring them from private arrays (s under
   either unit, y under the record unit) raises a :class:`PrivacyLeakWarning`,
@@ -42,7 +47,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import make_model
-from dpfair.privacy import PrivacyLedger, PrivacyUnit, Release, SecretRandom, check_privacy_unit
+from dpfair.privacy import (
+    PrivacyLedger,
+    PrivacyUnit,
+    Release,
+    SecretRandom,
+    check_privacy_unit,
+    check_public_features,
+)
 from dpfair.privacy.budget import charging, claim
 from dpfair.privacy.randomness import VOID_GUARANTEE
 from dpfair.progress import SILENT, Progress, progress
@@ -127,6 +139,22 @@ def public_categories(declared, values, name: str, private: bool, fix: str, stac
         raise ValueError(f"{data} has a single {what}: found 1 {what} where fairness and classification need at "
                          f"least two (if others exist but are absent from these rows, pass {fix})")
     return found
+
+
+def named_sensitive_columns(columns, sensitive, groups=()) -> list[int]:
+    """The positions in ``columns`` (a DataFrame's column names) of those named as encoding the attribute named
+    ``sensitive`` (a Series' name): the column itself (``fit(X, y, sensitive_features=X["sex"])``) and its
+    one-hot columns, ``sex=<value>`` (dpfair's feature names) or ``sex_<group>`` (``pandas.get_dummies``'s, for a
+    group of ``groups``, the public group list).
+
+    Names only, never values: whether some column equals s is a fact about s, and a refusal that depended on it
+    would itself be a release. ``[]`` when ``sensitive`` is ``None`` (an unnamed array says nothing).
+    """
+    if sensitive is None or columns is None:
+        return []
+    name = str(sensitive)
+    one_hot = {f"{name}_{g}" for g in groups}
+    return [j for j, c in enumerate(map(str, columns)) if c == name or c.startswith(f"{name}=") or c in one_hot]
 
 
 class FairEstimator(ClassifierMixin, BaseEstimator):
@@ -278,7 +306,44 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             check_min_count(y_codes, len(self.classes_), "y", self._min_per_class, what="class")
         return X, y_codes
 
+    # ---- features that encode s -----------------------------------------
+    def check_sensitive_columns(self, columns, feature_names, sensitive: str) -> list[int]:
+        """Apply :func:`dpfair.privacy.check_public_features` to this estimator: ``columns`` (indices into
+        ``feature_names``) are the features that a public schema says encode the attribute ``sensitive``.
+
+        Asks the estimator what it does: a private one under ``privacy_unit="sensitive"`` treats X as public and
+        refuses them (``ValueError``) unless its accounting covers such columns (a ``sensitive_feature_columns``
+        hyper-parameter: output perturbation); under ``"record"`` or without privacy nothing is refused. Returns
+        the columns the estimator must account for itself (``[]`` unless it takes ``sensitive_feature_columns``).
+        """
+        columns = sorted({int(j) for j in columns})
+        params = self.get_params(deep=False)
+        accounts = "sensitive_feature_columns" in params
+        unit = getattr(self, "privacy_unit", PrivacyUnit.RECORD) if self._private else None
+        check_public_features(unit, [feature_names[j] for j in columns], sensitive, accounted=accounts)
+        return columns if accounts else []
+
+    def declare_sensitive_columns(self, columns, feature_names, sensitive: str) -> FairEstimator:
+        """:meth:`check_sensitive_columns`, then the columns this estimator accounts for itself added to its
+        ``sensitive_feature_columns``; returns ``self``. For an estimator built for a data set whose public schema
+        names them (the CLI, the sweeps, a search given a DataFrame); ``fit`` never changes a hyper-parameter."""
+        handed = self.check_sensitive_columns(columns, feature_names, sensitive)
+        if handed:
+            given = list(self.get_params()["sensitive_feature_columns"] or [])  # fit checks them
+            self.set_params(sensitive_feature_columns=given + [j for j in handed if j not in given])
+        return self
+
+    def check_sensitive_frame(self, X, sensitive_features, groups=()) -> list[int]:
+        """:meth:`check_sensitive_columns` for the columns of a DataFrame ``X`` named after the sensitive Series
+        (:func:`named_sensitive_columns`; ``groups``: the public group list): refused where X is public, else
+        returned for the method's own accounting. ``[]`` for an array or an unnamed ``sensitive_features``."""
+        names = [str(c) for c in X.columns] if isinstance(X, pd.DataFrame) else None
+        sensitive = getattr(sensitive_features, "name", None)  # a Series' name: public, like X's column names
+        named = named_sensitive_columns(names, sensitive, [str(g) for g in groups])
+        return self.check_sensitive_columns(named, names, sensitive) if named else []
+
     def _check_fit_inputs(self, X, y, s):
+        raw_X, raw_s = X, s
         X, y_codes = self._check_features_and_labels(X, y)
         n = X.shape[0]
         if s is None:
@@ -297,6 +362,8 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             if not self._private:  # a non-private method may look at the counts of s
                 check_min_count(s_codes, len(self.groups_), "sensitive_features", self._min_per_group,
                                 what="group")
+            # read by output perturbation, whose accounting covers them
+            self._encodes_sensitive = self.check_sensitive_frame(raw_X, raw_s, self.groups_)
         self.n_features_in_ = X.shape[1]
         return X, y_codes, s_codes
 

@@ -238,7 +238,8 @@ class OutputPerturbationClassifier(FairEstimator):
         set's published size). ``None``: the number of rows n (public in dpfair's privacy model).
     sensitive_feature_columns : under "sensitive", the columns of X that encode s (e.g. its one-hot
         columns); ``None`` or ``[]``: X holds no function of s, the model reads no s and spends ε = 0.
-        Under "record" every column is protected anyway.
+        Under "record" every column is protected anyway. The CLI and the sweeps pass a data set's
+        ``sensitive_columns``; ``fit`` adds a DataFrame's columns named after the sensitive Series.
     tol : τ ≥ 1e-12, the solver stops at ``‖∇f(ŵ)‖ ≤ τ``; 2τ/μ is added to the sensitivity.
     max_iter : cap on Newton steps (public; a handful suffice, keep it generous: the guarantee needs the
         stop at ``‖∇f‖ ≤ tol``, see the module docstring).
@@ -329,7 +330,8 @@ class OutputPerturbationClassifier(FairEstimator):
                for c in columns) or len(set(columns)) != len(columns):
             raise ValueError(f"sensitive_feature_columns must list distinct column indices of X in "
                              f"0..{n_features - 1}, got {self.sensitive_feature_columns!r}")
-        self.sensitive_feature_columns_ = [int(c) for c in columns]
+        named = vars(self).get("_encodes_sensitive", [])  # a DataFrame's columns named after the sensitive Series
+        self.sensitive_feature_columns_ = sorted({int(c) for c in columns} | set(named))
 
     def _normalizer(self, n: int) -> int:
         """N: ``sample_size``, else the number of rows (public, as everywhere in dpfair)."""

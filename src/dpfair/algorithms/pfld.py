@@ -271,6 +271,7 @@ class PFLDClassifier(TorchClassifier):
 
     # ---- inputs: sensitive values may be missing ---------------------------------------------
     def _check_fit_inputs(self, X, y, s):
+        raw_X, raw_s = X, s
         X, y_codes = self._check_features_and_labels(X, y)
         n = X.shape[0]
         if s is None:
@@ -289,6 +290,7 @@ class PFLDClassifier(TorchClassifier):
         known, self.groups_ = encode_categories(s[~missing], "sensitive_features", classes=groups)
         s_codes = np.full(n, -1, dtype=np.int64)
         s_codes[~missing] = known
+        self.check_sensitive_frame(raw_X, raw_s, self.groups_)
         self.n_features_in_ = X.shape[1]
         return X, y_codes, s_codes
 

@@ -133,5 +133,6 @@ def load_acs_income(*, sensitive: str = "SEX", test_size: float = 0.25, random_s
         ),
         licence=ACS_LICENCE, n_dropped=0, frame=_coarsen(codes),
         schema=ACS_SCHEMA if include_sensitive else ACS_SCHEMA.without([sensitive]),
+        encodes_sensitive=[sensitive] if include_sensitive else [],
     )
     return finish(table, test_size, random_state)

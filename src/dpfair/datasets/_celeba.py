@@ -84,7 +84,7 @@ def load_celeba(*, sensitive: str = "Male", test_size: float = 0.25, random_stat
             f"{sensitive} {'kept as' if include_sensitive else 'not used as'} a feature. No images are used."
         ),
         licence="CelebA agreement: non-commercial research and educational use only",
-        n_dropped=0, frame=frame,
+        n_dropped=0, frame=frame, encodes_sensitive=[sensitive] if include_sensitive else [],
     )
     if encoding == "01":
         table.binary = features

@@ -87,6 +87,7 @@ def _load(name: str, unbalanced: bool, test_size: float, random_state: int, data
                       "also serve")
     else:
         raise ValueError(f"unknown sensitive attribute {sensitive!r} for MNIST; valid: class, inverted")
+    pixels = [f"pixel{i}" for i in range(28 * 28)]
     table = Table(
         name=name, y=labels, s=s, label_names=[str(d) for d in range(10)],
         group_names=group_names, sensitive=sensitive,
@@ -94,8 +95,10 @@ def _load(name: str, unbalanced: bool, test_size: float, random_state: int, data
                      "pixels scaled to [0, 1] as float32, image_shape (1, 28, 28)."),
         licence="CC BY-SA 3.0 (as usually cited)", n_dropped=0,
         X=images.reshape(len(labels), -1).astype(np.float32) / np.float32(255.0),
-        feature_names=[f"pixel{i}" for i in range(28 * 28)], test_mask=test_mask,
+        feature_names=pixels, test_mask=test_mask,
         split_note="official MNIST split" if test_mask is not None else None, image_shape=IMAGE_SHAPE,
+        # an inverted image shows its group: every pixel is a function of s (and of the original image)
+        encodes_sensitive=pixels if sensitive == "inverted" else [],
     )
     data = finish(table, test_size, random_state)
     if unbalanced:
@@ -126,7 +129,9 @@ def load_mnist(*, sensitive: str = "inverted", inverted_share: float = INVERTED_
     cited).
 
     ``sensitive="inverted"`` (the default): an image-derived group for fair image classification: a fixed
-    random ``inverted_share`` of the images have their pixels inverted, and the group says which.
+    random ``inverted_share`` of the images have their pixels inverted, and the group says which.  Every pixel
+    then encodes the group (``sensitive_columns`` lists all 784), so methods under ``privacy_unit="sensitive"``,
+    which treat X as public, refuse it: train them under ``privacy_unit="record"``.
     ``sensitive="class"``: the digit itself as the group, for per-class fairness (FairDP's accuracy
     disparity across classes); then the group is the label, so group-fairness notions such as
     demographic parity are not meaningful — only per-group accuracy is.

@@ -35,10 +35,13 @@ def _drop_missing(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame
     return frame.loc[keep].reset_index(drop=True), int((~keep).sum())
 
 
-def _features(table: Table, exclude: list[str], include_sensitive: bool) -> Table:
-    """Remove the columns that define the sensitive attribute from the schema unless asked to keep them."""
+def _features(table: Table, exclude: list[str], include_sensitive: bool, encodes: list[str] | None = None) -> Table:
+    """Remove the columns that define sensitive attributes (``exclude``) from the schema unless asked to keep them;
+    kept, those that encode the declared one (``encodes``, default all of ``exclude``) are recorded as such."""
     if not include_sensitive:
         table.schema = table.schema.without(exclude)
+    else:
+        table.encodes_sensitive = list(exclude if encodes is None else encodes)
     return table
 
 
@@ -262,7 +265,7 @@ def load_compas(*, sensitive: str = "race", test_size: float = 0.25, random_stat
         licence="ProPublica public data (no licence file; research re-use with attribution)",
         n_dropped=n_dropped, frame=frame, schema=schema,
     )
-    return finish(_features(table, ["race", "sex"], include_sensitive), test_size, random_state)
+    return finish(_features(table, ["race", "sex"], include_sensitive, [sensitive]), test_size, random_state)
 
 
 # --------------------------------------------------------------------------------------------------- german

@@ -15,7 +15,8 @@ its definitions) and hands it to :func:`finish`, which
   record-level privacy unit needs (removing one training record changes no other row's features and no feature
   name).  A ready matrix ``X`` (MNIST pixels) is passed through unchanged;
 * returns a :class:`Dataset` with float features, int64 labels ``0..l-1`` and int64 groups ``0..k-1``, carrying
-  its schema.
+  its schema and which of its features encode the sensitive attribute (``sensitive_columns``, from the loader's
+  ``encodes_sensitive``).
 """
 
 from __future__ import annotations
@@ -183,7 +184,10 @@ class Dataset:
     of each row for image data (``X.reshape(-1, *image_shape)``), else ``None``.  ``schema`` is the public
     :class:`Schema` the features were built with (``None`` when a ready matrix was passed through, e.g. MNIST
     pixels): under the record-level privacy unit it, the row counts, ``label_names`` and ``group_names`` are what
-    is treated as public.
+    is treated as public.  ``sensitive_columns`` lists, as public schema information, the indices of the features
+    that encode the sensitive attribute (the columns that define it, kept by ``include_sensitive=True``; empty when
+    the loader left them out): under ``privacy_unit="sensitive"`` X is public, so methods that read X as such refuse
+    them (:func:`dpfair.privacy.check_public_features`) and output perturbation accounts for them.
     """
 
     name: str
@@ -202,6 +206,12 @@ class Dataset:
     n_dropped: int
     image_shape: tuple[int, ...] | None = None
     schema: Schema | None = None
+    sensitive_columns: tuple[int, ...] = ()
+
+    @property
+    def sensitive_feature_names(self) -> list[str]:
+        """The names of the features that encode the sensitive attribute (``sensitive_columns``)."""
+        return [self.feature_names[j] for j in self.sensitive_columns]
 
     @property
     def n_features(self) -> int:
@@ -241,7 +251,9 @@ class Table:
     which order, and how they are encoded) or ``X`` (a ready numeric matrix, passed through unchanged) holds the
     features.  Instead of a schema, a frame may list its 0/1 columns in ``binary`` (passed through).  ``test_mask``
     fixes the split;
-    ``split_groups`` asks for a group-wise random split instead of a stratified one.
+    ``split_groups`` asks for a group-wise random split instead of a stratified one.  ``encodes_sensitive`` names
+    the columns (of the schema, or features of ``X``) that encode the sensitive attribute: s itself, its one-hot
+    columns, or a column that s is a function of (``Dataset.sensitive_columns``).
     """
 
     name: str
@@ -262,6 +274,7 @@ class Table:
     split_groups: np.ndarray | None = None
     split_note: str | None = None
     image_shape: tuple[int, ...] | None = None
+    encodes_sensitive: list[str] = field(default_factory=list)
 
 
 def check_test_size(test_size) -> float:
@@ -331,6 +344,23 @@ def _preprocess(table: Table, train: np.ndarray, test: np.ndarray):
     return X[train], X[test], schema.feature_names, schema
 
 
+def _sensitive_columns(table: Table, schema: Schema | None, feature_names: list[str]) -> tuple[int, ...]:
+    """The indices of the features built from ``table.encodes_sensitive``: every feature of each named schema
+    column (its one-hot columns), or the named features of a ready matrix."""
+    if schema is None:
+        where = {name: [j] for j, name in enumerate(feature_names)}
+    else:
+        where, start = {}, 0
+        for column in schema.columns:
+            width = len(column.feature_names)
+            where[column.name] = list(range(start, start + width))
+            start += width
+    unknown = [name for name in table.encodes_sensitive if name not in where]
+    if unknown:
+        raise ValueError(f"{table.name}: the column(s) {unknown} said to encode {table.sensitive!r} are not features")
+    return tuple(sorted({j for name in table.encodes_sensitive for j in where[name]}))
+
+
 def finish(table: Table, test_size: float, random_state: int) -> Dataset:
     """Split ``table``, encode its rows with its schema and return the :class:`Dataset`."""
     test_size = check_test_size(test_size)
@@ -362,4 +392,5 @@ def finish(table: Table, test_size: float, random_state: int) -> Dataset:
         n_dropped=int(table.n_dropped),
         image_shape=table.image_shape,
         schema=schema,
+        sensitive_columns=_sensitive_columns(table, schema, names),
     )

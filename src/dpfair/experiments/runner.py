@@ -42,13 +42,18 @@ class GridResult:
 
 def declared_estimator(cls, params: dict, data):
     """``cls(**params)`` given the data set's declared group and label lists (public, never read off the
-    private arrays), unless ``params`` sets ``groups`` / ``classes`` itself."""
+    private arrays), unless ``params`` sets ``groups`` / ``classes`` itself, and told which features encode the
+    sensitive attribute (``data.sensitive_columns``, public schema): a method that reads X as public under
+    ``privacy_unit="sensitive"`` refuses them (``ValueError``, :meth:`FairEstimator.declare_sensitive_columns`),
+    output perturbation gets them in ``sensitive_feature_columns``. Every fit of the CLI and the sweeps is
+    built here."""
     valid = cls().get_params()
     unknown = sorted(set(params) - set(valid))
     if unknown:
         raise ValueError(f"{cls.__name__} has no hyper-parameter {unknown[0]!r}; valid: {', '.join(valid)}")
     declared = {"groups": data.n_groups, "classes": data.n_classes}
-    return cls(**{**{k: v for k, v in declared.items() if k in valid}, **params})
+    est = cls(**{**{k: v for k, v in declared.items() if k in valid}, **params})
+    return est.declare_sensitive_columns(data.sensitive_columns, data.feature_names, data.sensitive)
 
 
 def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None, *, params: dict | None = None,
@@ -76,6 +81,8 @@ def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None
     out = GridResult()
     t0 = time.perf_counter()
     if method in BATCHED_METHODS and len(points) > 1:
+        for point in points:  # each point's hyper-parameters and unit against the data set's declared columns
+            declared_estimator(cls, {**fixed, **point}, data)
         declared = declared_estimator(cls, fixed, data).get_params()
         fitted = fit_dpfermi_grid(X, y, s, points, **{k: declared[k] for k in fixed.keys() | {"groups", "classes"}})
         seconds = (time.perf_counter() - t0) / len(fitted)

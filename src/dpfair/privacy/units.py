@@ -3,7 +3,8 @@
 ``"sensitive"``: neighbouring data sets differ in one person's sensitive
 attribute ``s`` (features and labels are public). With Poisson sampling the
 person is in the batch on both sides or on neither, and only their
-contribution changes: dp_accounting's ``REPLACE_ONE`` relation.
+contribution changes: dp_accounting's ``REPLACE_ONE`` relation. Since X is
+public there, no feature may encode s (:func:`check_public_features`).
 
 ``"record"``: neighbouring data sets differ by adding or removing one whole
 record ``(x, y, s)``: ``ADD_OR_REMOVE_ONE``.
@@ -51,3 +52,26 @@ def relation_of(unit_or_relation) -> NeighboringRelation:
     if isinstance(unit_or_relation, NeighboringRelation):
         return unit_or_relation
     return check_privacy_unit(unit_or_relation).relation
+
+
+def check_public_features(unit, names, sensitive: str, *, accounted: bool = False) -> None:
+    """The rule that s may not hide in X where X is public: refuse features that encode the sensitive attribute.
+
+    Under ``privacy_unit="sensitive"`` neighbouring data sets differ in one person's s while x and y are public,
+    so a method may read X without noise (a base model, a public training error, the parts of a gradient it does
+    not clip). A feature that encodes s (s itself, its one-hot columns, a column s is a function of) changes with
+    s on the neighbouring data set, and every such read releases it with ε = ∞. So ``names``, the features that a
+    public schema says encode s, are refused under that unit with one ``ValueError`` naming the fix, unless the
+    method's own accounting covers them (``accounted``: output perturbation's ``sensitive_feature_columns``
+    counts a change of s as a change of those columns). Under ``"record"`` every feature is protected with its
+    record, and a non-private method (``unit=None``) claims no guarantee: neither is refused. The rule reads
+    names and the unit only, never the data, so a refusal reveals nothing about s.
+    """
+    names = [str(n) for n in names]
+    if not names or accounted or unit is None or check_privacy_unit(unit) is PrivacyUnit.RECORD:
+        return
+    shown = ", ".join(map(repr, names[:4])) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    raise ValueError(f"feature(s) {shown} encode the sensitive attribute {sensitive!r}; under "
+                     "privacy_unit='sensitive' X is public, so the method would read them unprotected (ε = ∞): "
+                     "drop them from X (include_sensitive=false for a built-in data set) or use "
+                     "privacy_unit='record'")
