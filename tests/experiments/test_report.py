@@ -89,8 +89,10 @@ def test_the_report_is_one_page_that_needs_nothing_else(store, report):
         assert needle in text, needle
     # the store's privacy totals: the composed ε of everything released, not one model's
     totals = store.privacy_totals()
-    private = totals[totals["epsilon"] < math.inf]["epsilon"].item()
+    private = totals[totals["sensitive"].notna()]["private_epsilon"].item()  # race: DP-FERMI's; ERM makes it ∞
     assert f"<td class=\"num\">{private:.4g}</td>" in text and private > frame["epsilon_spent"].min()
+    for sentence in totals["covers"]:
+        assert html.escape(sentence) in text
     # the release groups: two batched DP-FERMI grids (one per seed) and two ERM fits
     assert text.count("<summary>release group ") == 4
 

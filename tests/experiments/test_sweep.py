@@ -151,16 +151,18 @@ def test_the_tiny_sweep_stores_each_model_once_with_its_provenance_and_the_total
     assert np.allclose(dp["violation"], dp["fairness.demographic_parity"])
     # the totals compose every release: per seed the grid's joint event, across seeds independently
     totals = store.privacy_totals().set_index("relation")
-    sensitive = totals.loc["REPLACE_ONE"]
-    assert sensitive["models"] == 4 and sensitive["release_groups"] == 2
+    sensitive = totals.loc["REPLACE_ONE"]  # compas's race: DP-FERMI's models and the record-level ERM ones
+    assert sensitive["sensitive"] == "race" and sensitive["release_groups"] == 4
+    assert (sensitive["models"], sensitive["private_models"], sensitive["uncovered_models"]) == (6, 4, 0)
     joint = [event_from_json(json.loads(e)) for (e,) in sqlite3.connect(store.path).execute(
         "SELECT event FROM releases WHERE relation = 'REPLACE_ONE'")]
-    assert sensitive["epsilon"] == pytest.approx(epsilon_of(dpa.ComposedDpEvent(joint), sensitive["delta"],
-                                                            "sensitive"))
-    assert sensitive["epsilon"] > dp["epsilon_spent"].max()
-    assert sensitive["private_epsilon"] == sensitive["epsilon"] and sensitive["private_models"] == 4
+    assert sensitive["private_epsilon"] == pytest.approx(epsilon_of(dpa.ComposedDpEvent(joint), sensitive["delta"],
+                                                                    "sensitive"))
+    assert sensitive["private_epsilon"] > dp["epsilon_spent"].max()
+    assert math.isinf(sensitive["epsilon"])  # the non-private ERM models reveal everyone's race too
     record = totals.loc["ADD_OR_REMOVE_ONE"]  # the non-private ERM models
     assert math.isinf(record["epsilon"]) and record["private_models"] == 0 and record["private_epsilon"] == 0
+    assert record["models"] == 2 and record["uncovered_models"] == 4  # DP-FERMI protects race only
     assert store.releases()["models"].tolist().count(2) == 2  # the two grids, each released together
     # the tables committed beside a report: one row per model, per point (seeds averaged), the best points
     written = write_tables(store, tmp_path / "tables")
@@ -209,8 +211,8 @@ def test_a_sweep_killed_mid_run_resumes_without_duplicates_or_partial_rows(tmp_p
     assert len(frame) == total and frame["key"].is_unique
     assert set(killed["key"]) <= set(frame["key"])
     assert (frame.set_index("key").loc[killed["key"], "created"].values == killed["created"].values).all()
-    models = store.privacy_totals()["models"].sum()
-    assert models == total  # every stored model is counted once in the totals, none twice
+    (race,) = store.privacy_totals().query("sensitive == 'race'").to_dict("records")
+    assert race["models"] == total and race["uncovered_models"] == 0  # every stored model counted once, none twice
 
 
 def test_the_fits_warnings_come_back_to_the_sweep_not_to_the_workers_stderr(tmp_path):

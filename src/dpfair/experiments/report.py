@@ -6,9 +6,10 @@ and there is no script, font or link to fetch. Every text taken from the store o
 HTML-escaped. The page holds:
 
 - a summary: sweeps, data sets, methods, models, commits, package versions, hosts;
-- the store's privacy totals: per data set and neighbouring relation, the ε of *everything* released
-  from it (:meth:`~dpfair.experiments.store.ResultsStore.privacy_totals`), beside which a model's own
-  ε understates what was spent;
+- the store's privacy totals: per data set, the ε of every record-level model on its people, and per
+  sensitive attribute what all the releases reveal about it
+  (:meth:`~dpfair.experiments.store.ResultsStore.privacy_totals`), beside which a model's own ε
+  understates what was spent;
 - per data set, notion and ε: the trade-off plot (each method's points at their seed mean with ± one
   standard deviation, its Pareto front joined), the fronts and the lowest violation within each slack
   of the non-private error (:func:`~dpfair.experiments.frontier.frontier`);
@@ -230,16 +231,22 @@ def _totals(store) -> str:
     totals = store.privacy_totals()
     rows = []
     for r in totals.to_dict("records"):
-        rows.append([_data_label(r), r["protects"], r["models"], r["release_groups"],
-                     _num(r["epsilon"]), r["private_models"], _num(r["private_epsilon"]), _num(r["delta"], 3)])
+        covers = r["covers"] + (" (by group privacy: 2ε)" if r["conversion"] == "group privacy" else "")
+        rows.append([r["dataset"], r["protects"], covers, r["models"], r["release_groups"], _num(r["epsilon"]),
+                     r["private_models"], _num(r["private_epsilon"]), _num(r["delta"], 3), r["uncovered_models"]])
     return head + (
-        "<p>Every stored model was released. Per data set and neighbouring relation, ε below composes all of "
-        "them (each release group's event once, the groups as independent releases, on the PLD accountant): "
-        "this is what the store has spent, and it is larger than the ε of any one model in the tables below. "
-        "ε is ∞ where a non-private model (such as the <code>erm</code> reference, or a method at ε = ∞) was "
-        "trained on the data set; the private models' ε is what publishing only the private ones costs.</p>"
-        + _table(["data set", "neighbouring relation", "models", "release groups", "ε", "private models",
-                  "their ε", "δ"], rows, {2, 3, 4, 5, 6, 7}))
+        "<p>Every stored model was released, and the models of a data set are about the same people whatever "
+        "split, seed, preset or sensitive attribute they used. Per data set, ε below composes the models its "
+        "row covers (each release group's event once, the groups as independent releases, on the PLD "
+        "accountant): the add/remove total every record-level model; each attribute's total the sensitive-unit "
+        "models that declared it and every record-level model, converted to replace-one of it (the same events "
+        "re-accounted, or by group privacy where that is not possible). These are what the store has spent, "
+        "larger than the ε of any one model in the tables below. A sensitive-unit model protects only the "
+        "attribute it declared: under any other row it is counted as not bounded. ε is ∞ where a "
+        "non-private model (such as the <code>erm</code> reference, or a method at ε = ∞) is among the models "
+        "composed; the private models' ε is what publishing only the private ones costs.</p>"
+        + _table(["data set", "protects", "covers", "models", "release groups", "ε", "private models", "their ε",
+                  "δ", "not bounded here"], rows, {3, 4, 5, 6, 7, 8, 9}))
 
 
 def _tradeoff_plot(curves: pd.DataFrame, references: pd.DataFrame, notion: str, title: str, base: float) -> str:

@@ -25,12 +25,14 @@ import json
 import math
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import dp_accounting as dpa
 from dp_accounting import NeighboringRelation
 
 from dpfair.privacy import epsilon_of
-from dpfair.privacy.accounting import event_from_json
+from dpfair.privacy.accounting import event_from_json, replace_one_by_group_privacy, replace_one_equivalent
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -59,7 +61,7 @@ class ResultsStore:
 
     >>> store = ResultsStore("runs.sqlite")        # doctest: +SKIP
     >>> store.frame()                              # one row per model, metrics flattened  # doctest: +SKIP
-    >>> store.privacy_totals()                     # the ε of everything released per data set  # doctest: +SKIP
+    >>> store.privacy_totals()                     # ε per data set: record-level, and per attribute  # doctest: +SKIP
     """
 
     def __init__(self, path):
@@ -155,39 +157,54 @@ class ResultsStore:
                     for k, s, c, m, _ in db.execute("SELECT * FROM failures ORDER BY created")]
 
     def privacy_totals(self):
-        """The (ε, δ) of everything stored, per data set and neighbouring relation, as a DataFrame.
+        """The (ε, δ) of everything stored, per population (data set) and what it protects, as a DataFrame.
 
-        Every model trained on a data set (any split, seed, preset or option: the same people) is composed
-        on the PLD accountant: each release group's event once, the groups as independent releases (each
-        fit draws its own secret generator), read at the largest δ the groups were trained for.
-        ``epsilon`` is ∞ as soon as one non-private model was released; ``private_epsilon`` is the ε of
-        the private release groups alone (what publishing only those would cost). Columns: data_key (and
-        its dataset and sensitive attribute), relation (and what it protects, in words), models,
-        release_groups, private_models, epsilon, private_epsilon, delta.
+        The people of a data set are the same whatever split, seed, preset, option or declared sensitive
+        attribute a model used (conservatively: one data set name, one population). Release groups compose
+        on the PLD accountant: each group's event once, the groups as independent releases (each fit draws
+        its own secret generator), read at the largest δ of the groups composed. Per data set:
+
+        - the **record** total (``ADD_OR_REMOVE_ONE``): every record-level release, whatever sensitive
+          attribute its row declared;
+        - per sensitive attribute a that a release declared, the **a** total (``REPLACE_ONE`` of a): the
+          sensitive-unit releases that declared a, composed with every record-level release converted to
+          replace-one of a. The exact conversion (:func:`~dpfair.privacy.accounting.replace_one_equivalent`)
+          re-accounts the same events; a group with an event it does not cover goes through group privacy
+          (:func:`~dpfair.privacy.accounting.replace_one_by_group_privacy`, 2ε), δ split evenly between the
+          two parts and basic composition adding their ε.
+
+        A sensitive-unit release treats every attribute but its own as public, so it bounds nothing under
+        the other totals: ``uncovered_models`` counts those. ``epsilon`` is ∞ as soon as a non-private model
+        is among the releases composed; ``private_epsilon`` is the ε of the private ones alone (what
+        publishing only those would cost). Columns: dataset, sensitive (None for the record total),
+        relation, protects (the neighbouring relation in words), covers (one sentence), models,
+        release_groups, private_models, epsilon, private_epsilon, delta, conversion (how the record-level
+        releases were converted: ``"exact"``, ``"group privacy"``, or ``""``), uncovered_models.
         """
-        import dp_accounting as dpa
         import pandas as pd
 
         with self._connect() as db:
             releases = db.execute("SELECT data_key, relation, event, delta, models, epsilon FROM releases").fetchall()
-        rows = []
-        for (data_key, relation), group in _group(releases).items():
-            private = [(event_from_json(json.loads(r[2])), r[3], r[4]) for r in group
-                       if r[5] is not None and math.isfinite(r[5])]
-            delta = max(r[3] for r in group)
-            eps_private = (epsilon_of(dpa.ComposedDpEvent([p[0] for p in private]), max(p[1] for p in private),
-                                      NeighboringRelation[relation]) if private else 0.0)
-            models = sum(r[4] for r in group)
-            private_models = sum(p[2] for p in private)
+        by_dataset: dict = {}
+        for data_key, relation, event, delta, models, epsilon in releases:
             data = json.loads(data_key)
-            rows.append({"data_key": data_key, "dataset": data.get("dataset"), "sensitive": data.get("sensitive"),
-                         "relation": relation, "protects": RELATION_NAMES.get(relation, relation), "models": models,
-                         "release_groups": len(group), "private_models": private_models,
-                         "epsilon": eps_private if private_models == models else math.inf,
-                         "private_epsilon": eps_private, "delta": delta})
-        return pd.DataFrame(rows, columns=["data_key", "dataset", "sensitive", "relation", "protects", "models",
-                                           "release_groups", "private_models", "epsilon", "private_epsilon",
-                                           "delta"])
+            private = epsilon is not None and math.isfinite(epsilon)
+            group = _Group(data.get("sensitive"), relation, event_from_json(json.loads(event)) if private else None,
+                           float(delta), int(models))
+            by_dataset.setdefault(data.get("dataset"), []).append(group)
+        rows = []
+        for dataset, groups in sorted(by_dataset.items(), key=lambda kv: str(kv[0])):
+            record = [g for g in groups if g.relation == _ADD_REMOVE]
+            unit = [g for g in groups if g.relation != _ADD_REMOVE]
+            if record:
+                rows.append(_total(dataset, None, record, [], sum(g.models for g in unit)))
+            for attribute in sorted({g.sensitive for g in groups if g.sensitive is not None}):
+                own = [g for g in unit if g.sensitive == attribute]
+                others = sum(g.models for g in unit if g.sensitive != attribute)
+                rows.append(_total(dataset, attribute, record, own, others))
+        frame = pd.DataFrame(rows, columns=list(_TOTAL_COLUMNS))
+        frame["sensitive"] = pd.Series([r["sensitive"] for r in rows], dtype=object)  # None, not NaN
+        return frame
 
     def releases(self):
         """The release groups as a DataFrame: release_id, data_key, relation, epsilon (the group's joint ε
@@ -199,9 +216,63 @@ class ResultsStore:
                                      "ORDER BY release_id", db)
 
 
-def _group(releases) -> dict:
-    out: dict = {}
-    for r in releases:
-        out.setdefault((r[0], r[1]), []).append(r)
-    return out
+_ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE.name
+_REPLACE = NeighboringRelation.REPLACE_ONE.name
 
+_TOTAL_COLUMNS = ("dataset", "sensitive", "relation", "protects", "covers", "models", "release_groups",
+                  "private_models", "epsilon", "private_epsilon", "delta", "conversion", "uncovered_models")
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One stored release group: its declared attribute, relation, event (None if non-private), δ, models."""
+
+    sensitive: str | None
+    relation: str
+    event: object
+    delta: float
+    models: int
+
+
+def _total(dataset, attribute, record: list, own: list, uncovered: int) -> dict:
+    """One row of :meth:`ResultsStore.privacy_totals`: the record total (``attribute`` None) or ``attribute``'s."""
+    groups = record + own
+    delta = max(g.delta for g in ([g for g in groups if g.event is not None] or groups))
+    models = sum(g.models for g in groups)
+    private_models = sum(g.models for g in groups if g.event is not None)
+    conversion = ""
+    if attribute is None:
+        events = [g.event for g in record if g.event is not None]
+        eps = epsilon_of(dpa.ComposedDpEvent(events), delta, "record") if events else 0.0
+        relation, protects = _ADD_REMOVE, RELATION_NAMES[_ADD_REMOVE]
+        covers = ("everything released about these people under the record unit: every record-level model, "
+                  "whatever sensitive attribute it declared")
+    else:
+        exact = [g.event for g in own if g.event is not None]
+        grouped = []  # record-level events the exact conversion does not cover
+        for g in record:
+            converted = None if g.event is None else replace_one_equivalent(g.event)
+            if converted is not None:
+                exact.append(converted)
+            elif g.event is not None:
+                grouped.append(g.event)
+        if any(g.event is not None for g in record):
+            conversion = "group privacy" if grouped else "exact"
+        eps = _replace_one_epsilon(exact, grouped, delta)
+        relation, protects = _REPLACE, f"replace one person's {attribute}"
+        covers = (f"what the releases reveal about each person's {attribute}: the sensitive-unit models that "
+                  f"declared {attribute} and every record-level model, converted to replace-one of {attribute}")
+    return {"dataset": dataset, "sensitive": attribute, "relation": relation, "protects": protects,
+            "covers": covers, "models": models, "release_groups": len(groups), "private_models": private_models,
+            "epsilon": eps if private_models == models else math.inf, "private_epsilon": eps, "delta": delta,
+            "conversion": conversion, "uncovered_models": int(uncovered)}
+
+
+def _replace_one_epsilon(exact: list, grouped: list, delta: float) -> float:
+    """ε at ``delta`` under replace-one of ``exact`` (replace-one events) and ``grouped`` (add/remove events,
+    converted by group privacy): one PLD if nothing needs group privacy, else each part at δ/2, ε added."""
+    if not grouped:
+        return epsilon_of(dpa.ComposedDpEvent(exact), delta, "sensitive") if exact else 0.0
+    share = delta / 2.0 if exact else delta
+    eps = replace_one_by_group_privacy(dpa.ComposedDpEvent(grouped), share)
+    return eps + (epsilon_of(dpa.ComposedDpEvent(exact), delta - share, "sensitive") if exact else 0.0)

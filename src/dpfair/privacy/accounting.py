@@ -222,6 +222,69 @@ def epsilon_of(event: dpa.DpEvent, delta: float, relation="record", accountant: 
     return _EPSILON_CACHE[key]
 
 
+def replace_one_equivalent(event: dpa.DpEvent) -> dpa.DpEvent | None:
+    """An event whose ``REPLACE_ONE`` accounting bounds what a release recorded under ``ADD_OR_REMOVE_ONE``
+    reveals about one person's sensitive attribute (their record stays, only ``s`` changes), or ``None``
+    where no such event is known here (then use :func:`replace_one_by_group_privacy`).
+
+    Why the same noise covers it. A record-level bound C is the norm of one record's contribution:
+    ‖f(S) − f(S∖i)‖ ≤ C for every S holding record i. Changing i's ``s`` leaves every other record, so
+    S∖i, as it is: both neighbours' outputs lie within C of the same f(S∖i), which is the replace-one
+    convention of :mod:`dpfair.privacy.units` with the same bound (a ball of radius C about the output
+    without them; two neighbours differ by at most 2C, the triangle inequality through f(S∖i)). Poisson
+    sampling draws records, not attributes, so the person is sampled on both sides or on neither, as the
+    replace-one sampled pair assumes. Hence Gaussian, Laplace and Poisson-sampled Gaussian events are
+    returned as they are. Binary randomized response is dpfair's record of a pure ε-DP mechanism
+    (``pure_dp_event``); a replace-one is a removal then an addition, so it is 2ε-DP and becomes
+    binary randomized response with 2ε. Composed, self-composed and repeat-and-select events convert part
+    by part (Papernot and Steinke's bound holds under any relation, given the run's Rényi DP under it).
+    Other events (Poisson-sampled Laplace, discrete Laplace, k-ary randomized response, ...) give ``None``.
+    """
+    if isinstance(event, (dpa.NoOpDpEvent, dpa.NonPrivateDpEvent, dpa.GaussianDpEvent, dpa.LaplaceDpEvent)):
+        return event
+    if isinstance(event, dpa.PoissonSampledDpEvent):
+        return event if isinstance(event.event, dpa.GaussianDpEvent) else None
+    if isinstance(event, dpa.RandomizedResponseDpEvent):
+        if event.num_buckets == 1:
+            return event
+        if event.num_buckets != 2:
+            return None
+        if event.noise_parameter == 0:
+            return dpa.NonPrivateDpEvent()
+        ratio = 2.0 / event.noise_parameter - 1.0  # e^ε of binary randomized response with this noise
+        return dpa.RandomizedResponseDpEvent(2.0 / (ratio * ratio + 1.0), 2)  # the same with e^(2ε)
+    if isinstance(event, dpa.SelfComposedDpEvent):
+        inner = replace_one_equivalent(event.event)
+        return None if inner is None else dpa.SelfComposedDpEvent(inner, event.count)
+    if isinstance(event, dpa.ComposedDpEvent):
+        parts = [replace_one_equivalent(e) for e in event.events]
+        return None if any(p is None for p in parts) else dpa.ComposedDpEvent(parts)
+    if isinstance(event, dpa.dp_event.RepeatAndSelectDpEvent):
+        inner = replace_one_equivalent(event.event)
+        return None if inner is None else dpa.dp_event.RepeatAndSelectDpEvent(inner, event.mean, event.shape)
+    return None
+
+
+def replace_one_by_group_privacy(event: dpa.DpEvent, delta: float, accountant: str = "pld") -> float:
+    """ε at ``delta`` under ``REPLACE_ONE`` of a release recorded under ``ADD_OR_REMOVE_ONE``, by group privacy.
+
+    A replace-one is a removal then an addition, so an (ε, δ') add/remove guarantee gives
+    (2ε, (1 + e^ε)·δ') for replace-one. δ' is chosen so that (1 + e^ε(δ'))·δ' ≤ ``delta``: the ε returned
+    holds at ``delta`` itself. Looser than :func:`replace_one_equivalent`'s exact route; for the events
+    that route does not cover. ∞ for a non-private event.
+    """
+    inner = delta / 2.0
+    for _ in range(30):
+        eps = epsilon_of(event, inner, "record", accountant)
+        if not math.isfinite(eps):
+            return math.inf
+        if (1.0 + math.exp(eps)) * inner <= delta:
+            return 2.0 * eps
+        # ε grows as δ' shrinks; a small margin lets the next δ' meet the condition
+        inner = delta / (1.0 + math.exp(1.02 * eps + 1e-3))
+    return math.inf  # no δ' found (never seen): no guarantee claimed
+
+
 @contextlib.contextmanager
 def absl_quiet():
     """dp_accounting's absl warnings off: RDP orders whose series does not converge are dropped (the bound
