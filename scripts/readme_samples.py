@@ -61,6 +61,7 @@ SAMPLES = (
     Sample("membership", "dpfair audit membership --method erm --model mlp --dataset synthetic --option "
                          "n_samples=800 --option n_features=50 --param epochs=100 --shadow 16 --quiet", slow=True),
     Sample("audit", "dpfair audit --method dp-fermi --dataset adult --epsilon 1 --quiet", slow=True),
+    Sample("audit-release", "dpfair audit release --mechanism gaussian --epsilon 1 --quiet"),
     Sample("certify", "dpfair certify --dataset celeba --epsilon 1 --seed 42 --option encoding=pm1 --option "
                       "test_size=0.1 --quiet", slow=True),
 )

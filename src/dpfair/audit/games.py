@@ -15,9 +15,12 @@ World 0 is the data as given; world 1 its neighbour under the method's privacy u
 Each run fits a fresh clone of the estimator (fresh secret noise; a DP-FERMI logistic
 model trains a whole world's runs as one batched computation). Every fitted model is
 scored by statistics an attacker holding the model file can compute: the margin (log-odds)
-of the canary's label, each released number alone, and the projection of all of them (parameters and
+of the canary's label, each released number alone, the projection of all of them (parameters and
 array-valued fitted attributes such as released group proportions) onto the direction
-separating the worlds, that direction estimated on the calibration runs only. Scalar
+separating the worlds, and their Laplace log-likelihood ratio (the test of Laplace-noised
+counts, which moves one person's count in two cells), direction, centres and scales fitted
+on the calibration runs only (cross-fitted on them, so that a fitted statistic is chosen
+on honest scores). Scalar
 fitted attributes (noise scales, sensitivities, step counts) are left out: they are
 functions of the hyper-parameters and of n, which dpfair's privacy model declares
 public (README, "What is public"); under the record unit a published n would otherwise
@@ -40,7 +43,8 @@ from dpfair.audit.epsilon import LowerBound, epsilon_lower_bound
 from dpfair.privacy import check_privacy_unit
 from dpfair.progress import progress
 
-__all__ = ["AuditReport", "audit_epsilon", "choose_canary"]
+__all__ = ["RELEASE_MECHANISMS", "AuditReport", "audit_epsilon", "audit_one_run", "audit_release",
+           "choose_canary"]
 
 #: How far the crafted record canary is pushed out (its features times this).
 CANARY_SCALE = 100.0
@@ -170,6 +174,51 @@ def _fit_runs(estimator, data, runs: int, seed: int, bar):
     return fitted
 
 
+def _fit_statistics(rows0: np.ndarray, rows1: np.ndarray):
+    """The statistics fitted to runs of each world, as a function of a run's released numbers ``r``:
+
+    * the projection (r − c)·d/‖d‖ on the direction d = m̄1 − m̄0 between the worlds' means, c their midpoint
+      (the Neyman–Pearson statistic when the numbers carry isotropic Gaussian noise);
+    * the Laplace log-likelihood ratio Σ_j (|r_j − m0_j| − |r_j − m1_j|)/b_j, m_w the worlds' medians and b_j
+      their mean absolute deviation (the Neyman–Pearson statistic when each number carries independent Laplace
+      noise: Laplace counts, where the canary moves one person between two cells). Numbers that do not move add
+      at most |m0_j − m1_j|/b_j each, so they blur it less than they blur the projection.
+    """
+    mean0, mean1 = rows0.mean(0), rows1.mean(0)
+    direction, centre = mean1 - mean0, 0.5 * (mean0 + mean1)
+    length = np.linalg.norm(direction)
+    direction = direction / length if length > 0 else direction
+    med0, med1 = np.median(rows0, axis=0), np.median(rows1, axis=0)
+    scale = 0.5 * (np.abs(rows0 - med0).mean(0) + np.abs(rows1 - med1).mean(0))
+    scale = np.where(scale > 0, scale, 1.0)  # a constant number: its own statistic ("released number j") sees it
+
+    def statistics(r: np.ndarray) -> dict:
+        return {"released numbers, projected": (r - centre) @ direction,
+                "released numbers, Laplace likelihood ratio": ((np.abs(r - med0) - np.abs(r - med1)) / scale).sum(1)}
+
+    return statistics
+
+
+def _fitted_statistics(released: list, calib: int) -> list[dict]:
+    """Per world, the scores of every run under the statistics of :func:`_fit_statistics`, fitted on the
+    calibration runs (the first ``calib`` of each world) only. An evaluation run is scored by the fit on all of
+    them; a calibration run by the fit on the other half of them (cross-fitting), so that the statistic and the
+    threshold are chosen on scores as honest as the evaluation runs' (scored in-sample, a fitted statistic looks
+    better on the calibration runs than it is, and wins the choice over the canary margin)."""
+    full = _fit_statistics(released[0][:calib], released[1][:calib])
+    scores = [{k: np.empty(len(r)) for k in full(r[:1])} for r in released]
+    halves = [np.arange(calib) % 2 == k for k in (0, 1)]
+    for w, r in enumerate(released):
+        for name, v in full(r[calib:]).items():
+            scores[w][name][calib:] = v
+        for k, half in enumerate(halves):
+            other = halves[1 - k] if calib >= 4 else np.ones(calib, dtype=bool)  # too few runs to split: in-sample
+            fitted = _fit_statistics(released[0][:calib][other], released[1][:calib][other])
+            for name, v in fitted(r[:calib][half]).items():
+                scores[w][name][np.flatnonzero(half)] = v
+    return scores
+
+
 def audit_epsilon(estimator, X, y, sensitive_features, *, unit=None, runs: int = 200, confidence: float = 0.95,
                   canary: dict | None = None, random_state: int = 0, n_groups: int | None = None,
                   verbose: bool = False) -> AuditReport:
@@ -210,10 +259,8 @@ def audit_epsilon(estimator, X, y, sensitive_features, *, unit=None, runs: int =
     margins = [np.array([_canary_margin(m, X, y, s, canary) for m in world]) for world in fitted]
     released = [np.stack([_released(m) for m in world]) for world in fitted]
     calib = per_world // 2
-    direction = released[1][:calib].mean(0) - released[0][:calib].mean(0)
-    centre = 0.5 * (released[1][:calib].mean(0) + released[0][:calib].mean(0))
-    stats = [{"canary margin": margin, "released numbers, projected": (r - centre) @ direction}
-             for margin, r in zip(margins, released)]
+    scored = _fitted_statistics(released, calib)
+    stats = [{"canary margin": margin, **scores} for margin, scores in zip(margins, scored)]
     if released[0].shape[1] <= MAX_COORDINATES:  # each released number alone (a group proportion, a weight)
         for world, r in zip(stats, released):
             world.update({f"released number {j}": r[:, j] for j in range(r.shape[1])})
@@ -223,34 +270,71 @@ def audit_epsilon(estimator, X, y, sensitive_features, *, unit=None, runs: int =
                        time.perf_counter() - t0, canary)
 
 
-def audit_release(mechanism: str = "gaussian", *, epsilon: float = 1.0, delta: float = 1e-5, unit="record",
-                  runs: int = 400_000, confidence: float = 0.95, accountant: str = "pld") -> AuditReport:
-    """Audit the noise primitive itself: one planned part, calibrated to (ε, δ), released ``runs`` times.
+#: The mechanisms :func:`audit_release` audits (the names of :class:`~dpfair.privacy.Part`).
+RELEASE_MECHANISMS = ("gaussian", "laplace", "randomized_response")
 
-    World 0 releases the sum without the canary, world 1 with it: under add/remove the canary adds
-    the whole bound; under replace-one the two sums lie at −bound and +bound (the bound convention of
-    :mod:`dpfair.privacy.units`). Each coordinate of one vector release is an independent run of the
-    one-dimensional mechanism, so hundreds of thousands of runs cost one call. The released value is
-    the Neyman–Pearson statistic, so the bound approaches the mechanism's true ε as runs grow.
+
+def audit_release(mechanism: str = "gaussian", *, epsilon: float = 1.0, delta: float = 1e-5, unit=None,
+                  runs: int = 400_000, confidence: float = 0.95, accountant: str = "pld",
+                  buckets: int = 2) -> AuditReport:
+    """Audit a noise primitive itself: one planned part, calibrated to (ε, δ), released ``runs`` times.
+
+    The part is calibrated by :meth:`~dpfair.privacy.PrivacyPlan.calibrate`, as every estimator's are, and
+    the claimed ε is what the plan's accounting reports for it. Neighbours at the worst-case distance:
+
+    * ``"gaussian"`` / ``"laplace"`` (default unit ``"record"``): world 0 releases the sum without the canary,
+      world 1 with it; under add/remove the canary adds the whole bound, under replace-one the two sums lie
+      at −bound and +bound (the bound convention of :mod:`dpfair.privacy.units`);
+    * ``"randomized_response"`` (``buckets`` = k values; it protects one person's value, so its unit is
+      ``"sensitive"``, replace-one): the person's value is 0 in world 0 and 1 in world 1, and the statistic
+      is whether the released value is 1, kept with probability π = e^ε/(e^ε + k − 1) in world 1 and
+      reported with probability (1 − π)/(k − 1) in world 0, a likelihood ratio of e^ε.
+
+    Each coordinate of one vector release is an independent run of the one-person mechanism (its own noise
+    draw or coin), so hundreds of thousands of runs cost one call. The released value is the Neyman–Pearson
+    statistic, so the bound approaches the primitive's ε as runs grow (a Gaussian's only slowly: its ε at a
+    small δ lives in tails that few runs reach). The planted bugs act here as in every estimator's release
+    (``halve_noise`` halves the Gaussian and Laplace noise).
     """
     from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, Release, SecretRandom
 
-    relation = check_privacy_unit(unit)
-    part = Part("audited release", mechanism=mechanism)
+    mechanism = str(mechanism).replace("-", "_")
+    if mechanism not in RELEASE_MECHANISMS:
+        raise ValueError(f"mechanism must be one of {', '.join(RELEASE_MECHANISMS)}, got {mechanism!r}")
+    rr = mechanism == "randomized_response"
+    relation = check_privacy_unit(unit or ("sensitive" if rr else "record"))
+    if rr and relation.value != "sensitive":
+        raise ValueError("randomized response protects one person's value (a replace-one change): audit it "
+                         "under unit 'sensitive'")
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon}")
+    if int(runs) != runs or runs < 4:
+        raise ValueError(f"runs must be an integer >= 4 (two per world for calibration and evaluation; hundreds of "
+                         f"thousands for a bound near ε), got {runs}")
+    if rr and (int(buckets) != buckets or buckets < 2):
+        raise ValueError(f"buckets must be an integer >= 2 (the number of values randomized), got {buckets}")
+    part = Part("audited release", mechanism=mechanism, buckets=int(buckets) if rr else 2)
     plan = PrivacyPlan((part,))
     sigma = plan.calibrate(epsilon, delta, relation, accountant)[part.name]
     claimed = plan.epsilon({part.name: sigma}, delta, relation, accountant)
     bound = 1.0
-    low, high = (0.0, bound) if relation.value == "record" else (-bound, bound)
-    per_world = runs // 2
+    worlds = (0.0, 1.0) if rr or relation.value == "record" else (-bound, bound)
+    per_world = int(runs) // 2
     t0 = time.perf_counter()
     draws = []
-    for centre in (low, high):
+    for centre in worlds:
         release = Release(part, sigma, SecretRandom(("audit release", centre)), PrivacyLedger(relation.relation))
-        draws.append(release.noisy_sum(np.full(per_world, centre), bound=bound))
+        if rr:
+            out = release.randomize(np.full(per_world, int(centre)), int(buckets))
+            draws.append({"released value is world 1's": (out == 1).astype(np.float64)})
+        else:
+            draws.append({"released value": release.noisy_sum(np.full(per_world, centre), bound=bound)})
     result = epsilon_lower_bound(draws[0], draws[1], delta=delta, confidence=confidence)
-    return AuditReport(f"{mechanism} release", relation.value, float(claimed), float(delta), result,
-                       2 * per_world, time.perf_counter() - t0, {"kind": "canary at the bound", "bound": bound})
+    canary = ({"kind": "value changed", "from": 0, "to": 1, "buckets": int(buckets)} if rr
+              else {"kind": "canary at the bound", "bound": bound, "world 0": worlds[0], "world 1": worlds[1]})
+    name = mechanism.replace("_", " ")
+    return AuditReport(f"{name} release", relation.value, float(claimed), float(delta), result,
+                       2 * per_world, time.perf_counter() - t0, canary)
 
 
 def audit_one_run(estimator, X, y, sensitive_features, *, canaries: int = 1000, confidence: float = 0.95,
