@@ -38,7 +38,7 @@ def test_selection_on_unreleased_scores_is_caught_and_the_correct_search_is_not(
     X, y, s, canary = _game()
     search = PrivateSearch(DPFERMIClassifier(epochs=2, batch_size=64, groups=2, classes=2), {"lam": [0.0]},
                            epsilon=1.0, notion="demographic_parity", max_error_increase=1.0, mean_runs=20,
-                           strategy="random_stopping", random_state=0)
+                           strategy="random_stopping", validation_size=0.1, random_state=0)  # the game's split
     correct = audit_epsilon(search, X, y, s, runs=400, canary=canary)
     assert correct.unit == "sensitive" and correct.epsilon_claimed <= 1.0
     assert correct.epsilon_lower_bound <= correct.epsilon_claimed
