@@ -82,7 +82,7 @@ def test_upstream_pld_still_composes_randomized_response_once_whatever_its_count
 
 # ---- supported releases ------------------------------------------------------------------------
 def _bounds(spec: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    low, high = re.fullmatch(r">=([\d.]+),<([\d.]+)", spec).groups()
+    low, high = re.fullmatch(r">=([\d.]+),<=([\d.]+)", spec).groups()
     return tuple(map(int, low.split("."))), tuple(map(int, high.split(".")))
 
 
@@ -100,7 +100,7 @@ def test_pyproject_bounds_are_the_ones_compat_was_checked_against():
                                        ("fairlearn", _compat.SUPPORTED_FAIRLEARN)])
 def test_installed_release_is_supported(dist, spec):
     low, high = _bounds(spec)
-    assert low <= _release(dist) < high, f"{dist} {metadata.version(dist)} is outside {spec}"
+    assert low <= _release(dist) <= high, f"{dist} {metadata.version(dist)} is outside {spec}"
 
 
 # ---- the checks raise a clear error --------------------------------------------------------------
@@ -110,7 +110,7 @@ def test_missing_accountant_internals_name_the_supported_range():
             super().__init__(*args, **kwargs)
             self._pld_v2 = self.__dict__.pop("_pld")
 
-    with pytest.raises(UnsupportedUpstreamError, match=r"dp-accounting>=0\.5\.0,<0\.7.*Renamed has no _pld"):
+    with pytest.raises(UnsupportedUpstreamError, match=r"dp-accounting>=0\.5\.0,<=0\.6\.0.*Renamed has no _pld"):
         _compat._check_dp_accounting(pld_cls=Renamed)
 
     class Bypassed(RdpAccountantBase):
@@ -122,7 +122,7 @@ def test_missing_accountant_internals_name_the_supported_range():
 
 
 def test_pmf_predict_names_the_supported_range_when_fairlearn_renames_it():
-    with pytest.raises(UnsupportedUpstreamError, match=r"fairlearn>=0\.13,<0\.16.*object has no _pmf_predict"):
+    with pytest.raises(UnsupportedUpstreamError, match=r"fairlearn>=0\.13,<=0\.15\.0.*object has no _pmf_predict"):
         _compat.pmf_predict(object(), np.zeros((1, 1)))
 
 

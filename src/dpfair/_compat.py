@@ -9,9 +9,9 @@ package reaches upstream internals only through this module.
 Supported upstream releases (kept in step with ``pyproject.toml``; pinned by
 ``tests/test_compat.py``):
 
-- dp-accounting ``>=0.5.0,<0.7`` (written against 0.6.0, checked on 0.5.0 and
+- dp-accounting ``>=0.5.0,<=0.6.0`` (written against 0.6.0, checked on 0.5.0 and
   0.5.1). 0.4.x has no ``RandomizedResponseDpEvent``, which dpfair releases.
-- fairlearn ``>=0.13,<0.16`` (written against 0.15.0, checked on 0.13.0 and
+- fairlearn ``>=0.13,<=0.15.0`` (written against 0.15.0, checked on 0.13.0 and
   0.14.0). Up to 0.12 ``UtilityParity.index`` is a plain attribute rather
   than a property over ``_index``; 0.11 also calls scikit-learn with the
   ``force_all_finite`` keyword that current scikit-learn no longer has.
@@ -30,8 +30,8 @@ from importlib import metadata
 import dp_accounting as dpa
 
 #: Release ranges whose internals this module was checked against (same as pyproject.toml).
-SUPPORTED_DP_ACCOUNTING = ">=0.5.0,<0.7"
-SUPPORTED_FAIRLEARN = ">=0.13,<0.16"
+SUPPORTED_DP_ACCOUNTING = ">=0.5.0,<=0.6.0"
+SUPPORTED_FAIRLEARN = ">=0.13,<=0.15.0"
 
 __all__ = [
     "SUPPORTED_DP_ACCOUNTING",

@@ -96,6 +96,7 @@ def test_output_perturbation_audit_holds_and_catches_a_reused_seed():
     assert broken.epsilon_lower_bound > 3.0 > broken.epsilon_claimed
 
 
+@pytest.mark.slow  # the CLI-level catch runs by default (tests/audit/test_audit_cli.py)
 def test_dp_sgd_audit_holds_and_catches_skipped_clipping():
     X, y, s = _small(100)
     est = DPSGDClassifier(epsilon=1.0, epochs=3, batch_size=50, learning_rate=0.5, classes=2, groups=2)
@@ -118,6 +119,7 @@ def test_dp_fermi_audit_holds_and_catches_private_proportions():
     assert broken.bound.statistic.startswith("released number")
 
 
+@pytest.mark.slow  # a minute of fits
 def test_a_non_private_model_audits_far_above_two():
     X, y, s = _small(200)
     report = audit_epsilon(ERMClassifier(epochs=2), X, y, s, runs=400)

@@ -22,7 +22,12 @@ def run(capsys, *argv):
     return code, out.out, out.err
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
+#: Methods whose full default training (the whole adult train part) takes half a minute or more on 2 cores.
+SLOW_DEFAULTS = {"dp-sgd", "pf-ld", "private-demographics", "reductions"}
+
+
+@pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_DEFAULTS else m
+                                    for m in sorted(METHODS)])
 def test_every_method_trains_with_no_other_argument(method, tmp_path, capsys, monkeypatch):
     """Done-when of issue 13: `dpfair train --method M` works with no other argument for every registered M
     (it once refused the non-private methods: "drop --epsilon" though none was given)."""
