@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
+import io
 import json
 import math
 import os
@@ -84,39 +86,181 @@ def _jsonable(value):
     return repr(value)
 
 
-def _write_atomic(path: Path, write) -> None:
-    """Write through a temporary file in the same folder, then rename: a crash leaves the old file intact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+#: errno values that mean the disk (or the quota, or the file-size limit) took no more bytes.
+_DISK_FULL = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is full",
+              errno.EFBIG: "the file is larger than the system allows"}
+
+
+def _write_atomic(out: Path, files, *, overwrite: bool = False, stamped: bool = False,
+                  spent: str = "") -> tuple[Path, ...]:
+    """Write a command's results as one unit: all of them or none, never replacing a file unless ``overwrite``.
+
+    ``files(out)`` gives ``[(path, bytes), ...]`` for the result ``out`` (a function of the name, so that a
+    result can name its model file). Every file is written in full to a temporary file in the same folder
+    first; a failure there (a full disk) removes the temporaries and leaves the folder as it was. Then,
+    under a lock on the folder, each temporary is hard-linked to its name, which fails if the name exists
+    (the existence check at write time: a file another command wrote meanwhile is never replaced), or with
+    ``overwrite`` renamed over it (the old file kept aside until the unit is in). A failure part-way removes
+    what this unit committed and puts back what it replaced. ``stamped`` (a default name): a name taken
+    is not an error, the unit goes to the next free one (``NAME-2``, ``NAME-3``, ...). Returns the paths
+    written. Errors are one line naming the file, the reason and what was kept (``spent``: what the run
+    cost all the same, e.g. its ε).
+    """
+    kept = "nothing was written" + (f" ({spent})" if spent else "")
     try:
-        write(Path(tmp))
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSError(f"cannot write in {out.parent}: {_why(exc)}; {kept}; choose another --out") from None
+    temps: list[str] = []
+    try:
+        for attempt in range(1, 1000):
+            target = out if attempt == 1 else out.with_name(f"{out.stem}-{attempt}{out.suffix}")
+            pairs = files(target)
+            staged = [(path, _stage(path, data, temps, kept)) for path, data in pairs]
+            try:
+                with _folder_lock(out.parent):
+                    _commit(staged, overwrite and not stamped)
+            except FileExistsError as exc:  # os.link names the target second, os.open first
+                if stamped:
+                    continue
+                raise ValueError(f"{exc.filename2 or exc.filename} already exists (written by another command while "
+                                 f"this one ran); {kept}; pass --overwrite or choose another --out") from None
+            except OSError as exc:
+                raise OSError(f"cannot write {exc.filename2 or exc.filename or target}: {_why(exc)}; {kept}; "
+                              "choose another --out") from None
+            return tuple(path for path, _ in pairs)
+        raise ValueError(f"{out.parent} holds 999 results named {out.stem}-N{out.suffix} already; {kept}; "
+                         "choose another --out")
+    finally:
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _why(exc: OSError) -> str:
+    return _DISK_FULL.get(exc.errno) or exc.strerror or str(exc)
+
+
+def _stage(path: Path, data: bytes, temps: list, kept: str) -> str:
+    """``data`` written in full to a new temporary file beside ``path``; its name is added to ``temps``."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        temps.append(tmp)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # as open() would create it (mkstemp's file is private to its owner)
-        os.replace(tmp, path)
+    except OSError as exc:
+        fix = "free some space or choose another --out" if exc.errno in _DISK_FULL else "choose another --out"
+        raise OSError(f"cannot write {path}: {_why(exc)}; {kept}; {fix}") from None
+    return tmp
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path):
+    """An exclusive ``flock`` on ``folder`` while a unit is committed, so that two commands' units never
+    interleave (best effort: where the system has no such lock, the per-file checks still hold)."""
+    fd = None
+    with contextlib.suppress(ImportError, OSError):
+        import fcntl
+
+        fd = os.open(folder, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if fd is not None:
+            os.close(fd)  # releases the lock
+
+
+def _commit(staged: list[tuple[Path, str]], overwrite: bool) -> None:
+    """Give each temporary file its name (see :func:`_write_atomic`); all or none."""
+    done: list[tuple[Path, str | None]] = []  # (path, the replaced file kept aside, or None)
+    try:
+        for path, tmp in staged:
+            if overwrite:
+                old = None
+                if path.exists():
+                    old = f"{path.parent}/.{path.name}.{os.getpid()}.{os.urandom(6).hex()}.old"
+                    try:
+                        os.link(path, old)
+                    except OSError:
+                        old = None
+                os.replace(tmp, path)
+                done.append((path, old))
+                continue
+            try:
+                os.link(tmp, path)  # fails if the name exists
+            except FileExistsError:
+                raise
+            except OSError:  # no hard links on this file system: claim the name exclusively, then fill it
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                done.append((path, None))
+                os.replace(tmp, path)
+                continue
+            done.append((path, None))
+    except BaseException:
+        for path, old in reversed(done):
+            with contextlib.suppress(OSError):
+                if old is None:
+                    os.unlink(path)
+                else:
+                    os.replace(old, path)
+        raise
+    for _, old in done:
+        if old is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(old)
+
+
+def _write_result(args, out: Path, result: dict, *, model: bytes | None = None, spent: str = "") -> tuple[Path, ...]:
+    """The JSON ``result`` at ``out`` and, given ``model`` (its bytes), the model beside it (``.pt``, named by
+    the result's ``model_file``), as one unit (:func:`_write_atomic`); a default ``--out`` takes the next free
+    name. Returns ``(out, model_path)`` or ``(out,)`` as written."""
+    def files(target: Path) -> list[tuple[Path, bytes]]:
+        if model is None:
+            return [(target, (json.dumps(_jsonable(result), indent=2) + "\n").encode())]
+        model_path = target.with_suffix(".pt")
+        text = json.dumps(_jsonable({**result, "model_file": model_path.name}), indent=2) + "\n"
+        return [(model_path, model), (target, text.encode())]
+
+    written = _write_atomic(out, files, overwrite=args.overwrite, stamped=args.out is None, spent=spent)
+    return written if model is None else (written[1], written[0])
+
+
+def _model_bytes(est, provenance: dict) -> bytes:
+    """The model file's bytes, built in memory so that writing them fails as an ``OSError`` (a full disk) rather
+    than inside torch's zip writer."""
+    buffer = io.BytesIO()
+    est.save(buffer, provenance=provenance)
+    return buffer.getvalue()
+
+
+def _spent(est, what: str = "fit") -> str:
+    """What a failed write leaves spent: the ε of the fit (or search) that built ``est`` (empty when ∞)."""
+    eps = est.privacy_spent_[0]
+    return f"the {what} spent ε = {eps:.6g} all the same" if math.isfinite(eps) else ""
 
 
 def _result_path(args, kind: str = "", companions: tuple[str, ...] = ()) -> tuple[Path, ...]:
     """``(out, *companions)``: the JSON result path (``--out``, or a stamped name under ``dpfair-runs/``)
     and the files written beside it (its name with each suffix in ``companions``); none may exist unless
-    ``--overwrite``."""
+    ``--overwrite`` (checked again when written: :func:`_write_result`). A stamped name is not checked here: a
+    taken one is never replaced, the result goes to the next free name when written."""
     if args.out is None:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         tag = f"-{kind}" if kind else ""
         out = Path("dpfair-runs") / f"{args.dataset}-{args.method}{tag}-seed{args.seed}-{stamp}.json"
     else:
         out = Path(args.out)
-    return _writable(out, ".json", args.overwrite, companions)
+    return _writable(out, ".json", args.overwrite or args.out is None, companions)
 
 
 def _writable(out: Path, suffix: str, overwrite: bool, companions: tuple[str, ...] = ()) -> tuple[Path, ...]:
     """``(out, *companions)`` checked before any work: ``out`` ends in ``suffix``, none of the files exists
     unless ``overwrite``, and ``out``'s folder takes a new file (a result that cannot be written must not cost
-    a whole fit)."""
+    a whole fit). The check that counts is at write time (:func:`_write_atomic`): this one only fails early."""
     if out.suffix != suffix:
         raise ValueError(f"--out must name a {suffix} file, got {str(out)!r}")
     paths = (out, *(out.with_suffix(s) for s in companions))
@@ -146,10 +290,60 @@ def _check_run_args(args) -> None:
         raise ValueError(f"--seed must be a non-negative integer, got {args.seed}")
 
 
-def _load_data(args):
-    """``(data, options)``: the data set of ``--dataset``/``--sensitive``/``--option``, split by ``--seed``."""
-    from dpfair.datasets import load_dataset
+def _resolve_data_args(args) -> None:
+    """Fill ``args.dataset`` of a command that reads data: ``--data FILE`` (a user's table, named after the file)
+    or ``--dataset NAME`` (a built-in; :data:`DEFAULT_DATASET` when neither is given), never both."""
+    if not hasattr(args, "data"):
+        return
+    if args.data is None:
+        for flag in ("label", "schema", "test_data"):
+            if getattr(args, flag, None) is not None:
+                raise ValueError(f"--{flag.replace('_', '-')} goes with --data FILE (your own table); add --data or "
+                                 f"drop --{flag.replace('_', '-')}")
+        if getattr(args, "infer_schema", False):
+            raise ValueError("--infer-schema goes with --data FILE (your own table); add --data or drop it")
+        if args.dataset is None and getattr(args, "command", None) != "predict":
+            args.dataset = DEFAULT_DATASET
+        return
+    from dpfair.datasets.tables import table_name
 
+    if args.dataset is not None:
+        raise ValueError(f"give --data FILE (your own table) or --dataset NAME (a built-in), not both; got --dataset "
+                         f"{args.dataset} and --data {args.data}")
+    if args.option:
+        raise ValueError("--option sets a built-in data set's loader options; with --data FILE, declare the table "
+                         "in --schema instead")
+    args.dataset = table_name(args.data)
+
+
+def _privacy_unit_of(args) -> str:
+    """The privacy unit the command's estimator will run under (``--param privacy_unit=...`` or its default)."""
+    from dpfair.algorithms import METHODS
+
+    given = _key_values(args.param, "--param").get("privacy_unit")
+    if given is not None:
+        return str(given)
+    cls = METHODS.get(getattr(args, "method", None))
+    return str(cls().get_params().get("privacy_unit", "sensitive")) if cls is not None else "sensitive"
+
+
+def _load_data(args):
+    """``(data, options)``: the data set of ``--dataset``/``--sensitive``/``--option``, split by ``--seed``; or the
+    user's table of ``--data`` (:func:`dpfair.datasets.load_table`: ``--label``, ``--sensitive``, ``--schema``,
+    ``--test-data``), split by ``--seed`` too."""
+    from dpfair.datasets import load_dataset, load_table
+
+    if getattr(args, "data", None) is not None:
+        unit = _privacy_unit_of(args)
+        if args.schema is None and unit == "record" and not args.infer_schema:
+            raise ValueError(f"under privacy_unit=record the schema of {args.data} must be public, not read off its "
+                             f"private rows: write one with `dpfair schema {args.data} --label COL --sensitive COL "
+                             "--out schema.toml`, review it and pass --schema schema.toml (or --infer-schema to "
+                             "accept the leak)")
+        data = load_table(args.data, label=args.label, sensitive=args.sensitive, schema=args.schema,
+                          test_data=args.test_data, random_state=args.seed, privacy_unit=unit,
+                          infer_under_record=args.infer_schema)
+        return data, {}
     options = _key_values(args.option, "--option")
     data = load_dataset(args.dataset, sensitive=args.sensitive, random_state=args.seed,
                         data_home=args.data_home, **options)
@@ -198,6 +392,7 @@ def _estimator_spec(args) -> tuple[type, dict]:
     if unknown:
         raise ValueError(f"method {args.method!r} has no hyper-parameter {unknown[0]!r}; valid: {', '.join(valid)} "
                          f"(`dpfair methods {args.method}` describes them)")
+    cls(**params).check_hyperparameters()  # the estimator's own checks of its hyper-parameters, before any data
     return cls, params
 
 
@@ -210,11 +405,21 @@ def _build_estimator(spec: tuple[type, dict], data):
 
 
 def _run_record(args, est, data, options, command: str) -> dict:
-    """The keys every result JSON starts with: what ran, on which data, with which public settings."""
-    return {"dpfair_version": __version__, "command": command, "method": args.method,
-            "estimator": type(est).__name__, "hyperparameters": est.get_params(), "dataset": data.name,
-            "sensitive": data.sensitive, "dataset_options": options, "groups": list(data.group_names),
-            "seed": args.seed}
+    """The keys every result JSON starts with: what ran, on which data, with which public settings (for a user's
+    table, its file and public schema too: what ``dpfair predict`` needs to score new rows)."""
+    record = {"dpfair_version": __version__, "command": command, "method": args.method,
+              "estimator": type(est).__name__, "hyperparameters": est.get_params(), "dataset": data.name,
+              "sensitive": data.sensitive, "dataset_options": options, "groups": list(data.group_names),
+              "seed": args.seed}
+    if getattr(args, "data", None) is not None:
+        record |= {"data_file": str(args.data), "schema": data.schema.to_dict()}
+    return record
+
+
+def _provenance(record: dict, n_train: int) -> dict:
+    """What a model file records of its run (:data:`PROVENANCE_KEYS`, and a user's table's file and schema)."""
+    return _jsonable({k: record[k] for k in PROVENANCE_KEYS} | {k: record[k] for k in ("data_file", "schema")
+                                                                if k in record} | {"n_train": n_train})
 
 
 def _print_table(rows: list[tuple[str, str]]) -> None:
@@ -285,9 +490,8 @@ def cmd_train(args) -> int:
         "fit_seconds": seconds,
         "model_file": model_path.name,
     }
-    provenance = _jsonable({k: record[k] for k in PROVENANCE_KEYS} | {"n_train": result["n_train"]})
-    _write_atomic(model_path, lambda p: est.save(p, provenance=provenance))
-    _write_atomic(out, lambda p: p.write_text(json.dumps(_jsonable(result), indent=2) + "\n"))
+    provenance = _provenance(record, result["n_train"])
+    out, model_path = _write_result(args, out, result, model=_model_bytes(est, provenance), spent=_spent(est))
 
     print(f"{args.method} on {data.name} (sensitive: {data.sensitive}, groups: {', '.join(data.group_names)}"
           f"{_target_text(est)})")
@@ -345,14 +549,17 @@ def cmd_tune(args) -> int:
         raise ValueError(f"method {args.method!r} is not private: every run of a search would spend ε = ∞; choose a "
                          "private method (`dpfair methods`)")
     grid = _grid(args)
+    settings = dict(notion=args.notion, max_error_increase=args.max_error_increase,
+                    reference_error=args.reference_error, repetitions=_parse_value(args.repetitions),
+                    mean_runs=args.mean_runs, strategy=args.strategy.replace("-", "_"),
+                    validation_size=args.validation_size, random_state=args.seed)
+    # every candidate and setting checked by the search and the estimator themselves, before any data is loaded
+    PrivateSearch(spec[0](**spec[1]), grid, epsilon=spec[1]["epsilon"], delta=spec[1]["delta"],
+                  **settings).check_hyperparameters()
     out, model_path = _result_path(args, "tune", (".pt",))
     data, options = _load_data(args)
     est = _build_estimator(spec, data)
-    search = PrivateSearch(est, grid, epsilon=est.epsilon, delta=est.delta, notion=args.notion,
-                           max_error_increase=args.max_error_increase, reference_error=args.reference_error,
-                           repetitions=_parse_value(args.repetitions), mean_runs=args.mean_runs,
-                           strategy=args.strategy.replace("-", "_"), validation_size=args.validation_size,
-                           random_state=args.seed)
+    search = PrivateSearch(est, grid, epsilon=est.epsilon, delta=est.delta, **settings)
     # no duration is published: a search's time grows with its secret number of runs (README, "dpfair tune")
     search.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
     best = search.best_estimator_
@@ -380,9 +587,9 @@ def cmd_tune(args) -> int:
         "selection": best.selection_,
         "model_file": model_path.name,
     }
-    provenance = _jsonable({k: record[k] for k in PROVENANCE_KEYS} | {"n_train": result["n_train"]})
-    _write_atomic(model_path, lambda p: best.save(p, provenance=provenance))
-    _write_atomic(out, lambda p: p.write_text(json.dumps(_jsonable(result), indent=2) + "\n"))
+    provenance = _provenance(record, result["n_train"])
+    out, model_path = _write_result(args, out, result, model=_model_bytes(best, provenance),
+                                    spent=_spent(best, "search"))
 
     selection = best.selection_
     print(f"{args.method} on {data.name} (sensitive: {data.sensitive}, groups: {', '.join(data.group_names)}), "
@@ -444,7 +651,7 @@ def cmd_audit_membership(args) -> int:
         "attacks": audit["attacks"],
         "seconds": seconds,
     }
-    _write_atomic(out, lambda p: p.write_text(json.dumps(_jsonable(result), indent=2) + "\n"))
+    (out,) = _write_result(args, out, result)
 
     print(f"membership inference against {args.method} on {data.name} (pool: {report.n_pool} training rows, "
           f"half of them members; {report.n_shadow} shadow models)")
@@ -487,8 +694,10 @@ def cmd_certify(args) -> int:
                          "dp-sgd)")
     if args.load is None:
         est.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
+    if args.distance is not None and not 0 < args.distance < math.inf:
+        raise ValueError(f"--distance must be a positive number, got {args.distance:g}")
     cert = certify(est, data.X_test, data.y_test, data.s_test, probability=args.probability,
-                   feature_norm_bound=args.norm_bound)
+                   feature_norm_bound=args.norm_bound, distance=args.distance)
     empirical = {}
     if args.draws:
         empirical = empirical_gaps(est, data.X_train, data.y_train, data.s_train, data.X_test, data.y_test,
@@ -514,7 +723,7 @@ def cmd_certify(args) -> int:
         for notion, gaps in empirical.items():
             result[f"empirical.{notion}"] = float(np.max(gaps))
             result[f"empirical_within_bound.{notion}"] = float(np.mean(gaps <= summary[f"bound.{notion}"]))
-    _write_atomic(out, lambda p: p.write_text(json.dumps(_jsonable(result), indent=2) + "\n"))
+    (out,) = _write_result(args, out, result, spent=_spent(est) if args.load is None else "")
 
     print(f"fairness certificate for {args.method} on {data.name} (sensitive: {data.sensitive}; "
           f"{len(data.y_test):,} test rows; probability {args.probability:g}; ‖h_priv − h*‖ ≤ {cert.distance:.3g})")
@@ -589,7 +798,7 @@ def cmd_audit_epsilon(args) -> int:
     seconds = time.perf_counter() - t0
     result = {**_run_record(args, est, data, options, "audit"), "note": AUDIT_NOTE, **summary,
               "rows": int(len(y)), "seconds": seconds}
-    _write_atomic(out, lambda p: p.write_text(json.dumps(_jsonable(result), indent=2) + "\n"))
+    (out,) = _write_result(args, out, result)
 
     return _print_audit(f"privacy audit of {args.method} on {data.name} ({len(y):,} rows; {summary['audit']}, "
                         f"unit {summary['unit']})", summary, args.confidence, seconds, out)
@@ -634,7 +843,7 @@ def cmd_audit_release(args) -> int:
         out = Path("dpfair-runs") / f"release-{args.mechanism}-audit-{stamp}.json"
     else:
         out = Path(args.out)
-    (out,) = _writable(out, ".json", args.overwrite)
+    (out,) = _writable(out, ".json", args.overwrite or args.out is None)  # a stamped name: see _result_path
     report = audit_release(mechanism, epsilon=args.epsilon, delta=args.delta, unit=args.unit, runs=args.releases,
                            confidence=args.confidence, accountant=args.accountant, buckets=args.buckets)
     summary = {**report.to_dict(), "audit": "release primitive"}
@@ -643,7 +852,7 @@ def cmd_audit_release(args) -> int:
               "epsilon_target": args.epsilon, "accountant": args.accountant,
               **({"buckets": args.buckets} if mechanism == "randomized_response" else {}),
               "note": AUDIT_NOTE, **summary}
-    _write_atomic(out, lambda p: p.write_text(json.dumps(_jsonable(result), indent=2) + "\n"))
+    (out,) = _write_result(args, out, result)
     name = args.mechanism.replace("-", " ")
     return _print_audit(f"privacy audit of the {name} release ({summary['runs']:,} releases; release primitive, "
                         f"unit {summary['unit']})", summary, args.confidence, summary["seconds"], out)
@@ -691,10 +900,18 @@ def cmd_accountant(args) -> int:
     if args.sampling_rate is None:
         if args.n is None or args.batch_size is None:
             raise ValueError("give --sampling-rate, or --n and --batch-size")
+        for flag, value in (("--n", args.n), ("--batch-size", args.batch_size)):
+            if value < 1:
+                raise ValueError(f"{flag} must be a positive integer, got {value}")
         args.sampling_rate = min(1.0, args.batch_size / args.n)
+    elif not 0.0 < args.sampling_rate <= 1.0:
+        raise ValueError(f"--sampling-rate must lie in (0, 1], got {args.sampling_rate:g}; or give --n and "
+                         "--batch-size")
     if args.steps is None:
         if args.epochs is None:
             raise ValueError("give --steps, or --epochs")
+        if not 0.0 < args.epochs < math.inf:
+            raise ValueError(f"--epochs must be a positive number, got {args.epochs:g}")
         args.steps = math.ceil(args.epochs / args.sampling_rate)
     if (args.noise is None) == (args.epsilon is None):
         raise ValueError("give exactly one of --noise (to get epsilon) and --epsilon (to get the noise)")
@@ -710,6 +927,19 @@ def cmd_accountant(args) -> int:
         print(f"noise multiplier = {sigma:.6g} (epsilon spent {eps:.6g} <= {args.epsilon:g} at delta = "
               f"{args.delta:g}; q = {args.sampling_rate:g}, {args.steps} steps, unit {args.unit}, {args.accountant})")
     return 0
+
+
+def _plain(text: str | None) -> str:
+    """reStructuredText markup of a docstring as plain text for the terminal: ``code`` as code, a role
+    :x:`~a.b.Name` as Name, :x:`words <target>` as words."""
+    import re
+
+    if not text:
+        return ""
+    text = re.sub(r":[\w:]+:`([^`<]*?)\s*<[^`>]*>`", r"\1", text)
+    text = re.sub(r":[\w:]+:`~?([^`]*)`", lambda m: m.group(1).rsplit(".", 1)[-1] if m.group(0).count("~")
+                  else m.group(1), text)
+    return text.replace("``", "")
 
 
 def cmd_methods(args) -> int:
@@ -736,7 +966,7 @@ def cmd_methods(args) -> int:
     if args.json:
         print(json.dumps(_jsonable({**row, "parameters": [vars(p) for p in params]}), indent=2))
         return 0
-    print(f"{row['method']}: {row['summary']}")
+    print(f"{row['method']}: {_plain(row['summary'])}")
     print(f"  estimator  {row['estimator']}")
     print(f"  guarantee  {row['guarantee']}")
     if row["notions"]:
@@ -745,7 +975,7 @@ def cmd_methods(args) -> int:
     print("hyper-parameters (--param KEY=VALUE):")
     width = max(len(f"{p.name}={p.default!r}") for p in params)
     for p in params:
-        print(f"  {f'{p.name}={p.default!r}':<{width}}  {p.description or '(undocumented)'}")
+        print(f"  {f'{p.name}={p.default!r}':<{width}}  {_plain(p.description) or '(undocumented)'}")
     return 0
 
 
@@ -762,10 +992,22 @@ def _check_model_fits(est, path, data) -> None:
                          f"{data.n_features}; pass the --dataset and --option it was trained with")
 
 
-def cmd_info(args) -> int:
-    from dpfair.persistence import load_estimator, load_provenance
+def _load_model(path):
+    """The dpfair estimator saved at ``path``; a saved scikit-learn Pipeline is one line (the CLI reads a model's
+    privacy and fairness attributes, which a Pipeline does not have)."""
+    from dpfair.persistence import load_estimator
 
-    est = load_estimator(args.model)
+    est = load_estimator(path)
+    if not hasattr(est, "privacy_spent_"):
+        raise ValueError(f"{path} holds a {type(est).__name__}, not a dpfair model: load it in Python with "
+                         "dpfair.persistence.load_estimator (the CLI reads and scores dpfair models)")
+    return est
+
+
+def cmd_info(args) -> int:
+    from dpfair.persistence import load_provenance
+
+    est = _load_model(args.model)
     provenance = load_provenance(args.model)
     eps, delta = est.privacy_spent_
     info = {"model": str(args.model), "method": _method_name(est), "estimator": type(est).__name__,
@@ -802,11 +1044,20 @@ def cmd_info(args) -> int:
 def cmd_predict(args) -> int:
     from dpfair.experiments import evaluate
     from dpfair.fairness import predict_with_groups
-    from dpfair.persistence import load_estimator, load_provenance
+    from dpfair.persistence import load_provenance
 
     out = _writable(Path(args.out), ".csv", args.overwrite)[0] if args.out else None
-    est = load_estimator(args.model)
+    if args.input is not None:
+        given = [f for f, v in (("--dataset", args.dataset), ("--option", args.option), ("--seed", args.seed),
+                                ("--sensitive", args.sensitive), ("--part", args.part)) if v is not None]
+        if given:
+            raise ValueError(f"--input scores the rows of a file; {given[0]} chooses a built-in data set's part: drop "
+                             "one of them")
+    est = _load_model(args.model)
     provenance = load_provenance(args.model)
+    if args.input is not None:
+        return _predict_input(args, est, provenance, out)
+    args.part = args.part or "test"
     from_model = argparse.Namespace(dataset=args.dataset or provenance.get("dataset"),
                                     sensitive=args.sensitive or provenance.get("sensitive"),
                                     seed=provenance.get("seed", 0) if args.seed is None else args.seed,
@@ -828,7 +1079,8 @@ def cmd_predict(args) -> int:
                               "group": s})
         for j, c in enumerate(est.classes_):
             table[f"proba_{c}"] = proba[:, j]
-        _write_atomic(out, lambda p: table.to_csv(p, index=False))
+        text = table.to_csv(index=False)
+        (out,) = _write_atomic(out, lambda target: [(target, text.encode())], overwrite=args.overwrite)
     print(f"{_method_name(est)} model {args.model} on the {args.part} part of {data.name} "
           f"({evaluation['n']:,} rows; sensitive: {data.sensitive}{_target_text(est)})")
     rows = _evaluation_rows(evaluation)
@@ -840,10 +1092,86 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def _predict_input(args, est, provenance: dict, out: Path | None) -> int:
+    """``dpfair predict MODEL --input FILE``: score the rows of a file with the public schema the model was trained
+    with (columns by name; a missing or unknown column is one error), and evaluate where the file holds labels."""
+    from dpfair.datasets import Schema, read_with_schema
+    from dpfair.experiments import evaluate
+    from dpfair.fairness import predict_with_groups
+
+    if provenance.get("schema") is None:
+        raise ValueError(f"{args.model} records no table schema (it was trained on a built-in data set, or before "
+                         "dpfair stored one): --input scores models trained with --data; use --dataset for a "
+                         "built-in data set's parts")
+    schema = Schema.from_dict(provenance["schema"], where=f"{args.model}'s schema")
+    frame = read_with_schema(args.input, schema)
+    X = schema.transform(frame, str(args.input), strict=True)
+    if est.n_features_in_ != X.shape[1]:
+        raise ValueError(f"{args.model} was fitted on {est.n_features_in_} features but its schema gives "
+                         f"{X.shape[1]} for {args.input}; the model file is damaged: train it again")
+    s = schema.codes(frame, "sensitive", str(args.input)) if schema.sensitive in frame.columns else None
+    if s is None and getattr(est, "_predict_needs_sensitive", False):
+        raise ValueError(f"{_method_name(est)} reads the group at prediction time: {args.input} needs the column "
+                         f"{schema.sensitive!r}")
+    y = schema.codes(frame, "label", str(args.input)) if schema.label in frame.columns else None
+    classes = np.asarray(schema.classes, dtype=object)
+    predicted = np.asarray(predict_with_groups(est, X, s)).astype(np.int64)
+    proba = predict_with_groups(est, X, s, "predict_proba")
+    if out is not None:
+        import pandas as pd
+
+        table = pd.DataFrame({"row": np.arange(len(X))})
+        if y is not None:
+            table[f"{schema.label}_true"] = classes[y]
+        table[f"{schema.label}_pred"] = classes[predicted]
+        for j, c in enumerate(est.classes_):
+            table[f"proba_{classes[int(c)]}"] = proba[:, j]
+        text = table.to_csv(index=False)
+        (out,) = _write_atomic(out, lambda target: [(target, text.encode())], overwrite=args.overwrite)
+    print(f"{_method_name(est)} model {args.model} on {args.input} ({len(X):,} rows{_target_text(est)})")
+    counts = np.bincount(predicted, minlength=len(classes))
+    rows = [("predicted", ", ".join(f"{c}: {n:,}" for c, n in zip(classes, counts)))]
+    if y is not None and s is not None:
+        evaluation = evaluate(est, X, y, s, list(schema.groups))
+        rows += [("error" if label == "test error" else label, value) for label, value in _evaluation_rows(evaluation)]
+    elif y is not None:
+        rows += [("error", f"{float(np.mean(predicted != y)):.4f}")]
+    rows += [("epsilon of the model", f"{est.privacy_spent_[0]:.6g}")]
+    if out is not None:
+        rows += [("predictions", str(out))]
+    _print_table(rows)
+    return 0
+
+
+def cmd_schema(args) -> int:
+    """``dpfair schema FILE``: propose a public schema for a table, as TOML to review and declare."""
+    from dpfair.datasets import infer_schema, read_table
+    from dpfair.exceptions import PrivacyLeakWarning
+
+    frame = read_table(args.file)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)  # said below, in the CLI's words
+        schema = infer_schema(frame, label=args.label, sensitive=args.sensitive, name=str(args.file),
+                              source=f"proposed by `dpfair schema` from the rows of {args.file}; reviewed by: ")
+    text = schema.to_toml()
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        (path,) = _writable(Path(args.out), ".toml", args.overwrite)
+        _write_atomic(path, lambda target: [(target, text.encode())], overwrite=args.overwrite)
+    print(f"dpfair: this schema was read off the {len(frame):,} rows of {args.file} (types, ranges, categories, "
+          f"classes, groups): review it, widen or edit what the rows should not decide, then pass it as --schema "
+          f"to declare it public", file=sys.stderr)
+    return 0
+
+
 def _add_estimator_arguments(p: argparse.ArgumentParser) -> None:
     """The flags that choose the data and build the estimator, shared by ``train`` and ``audit``."""
-    p.add_argument("--dataset", default=DEFAULT_DATASET, help="data set name (see `dpfair datasets`)")
-    p.add_argument("--sensitive", default=None, help="sensitive attribute (default: the data set's)")
+    p.add_argument("--dataset", default=None,
+                   help=f"built-in data set name (see `dpfair datasets`; default {DEFAULT_DATASET})")
+    _add_table_arguments(p)
+    p.add_argument("--sensitive", default=None,
+                   help="sensitive attribute (default: the data set's); with --data, the column that holds it")
     p.add_argument("--method", default=DEFAULT_METHOD,
                    help="training method: dp-fermi (default; certify: output-perturbation), dp-sgd, erm, pf-ld, "
                         "dp-postprocess, dp-oracle, private-demographics, output-perturbation, reductions, threshold "
@@ -863,6 +1191,22 @@ def _add_estimator_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="estimator hyper-parameter")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="data set option, e.g. n_groups=3")
     p.add_argument("--data-home", default=None, help="folder of raw data files (default $DPFAIR_DATA)")
+
+
+def _add_table_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of a user's own table (:func:`dpfair.datasets.load_table`)."""
+    p.add_argument("--data", default=None, metavar="FILE",
+                   help="your own table instead of --dataset: a CSV (.csv, .tsv, optionally compressed) or Parquet "
+                        "file; with --label and --sensitive, or a --schema that declares them")
+    p.add_argument("--label", default=None, metavar="COL", help="with --data: the column to predict")
+    p.add_argument("--schema", default=None, metavar="FILE",
+                   help="with --data: the table's public schema (TOML; `dpfair schema FILE` proposes one): "
+                        "features, ranges, categories, label classes, groups")
+    p.add_argument("--test-data", default=None, metavar="FILE",
+                   help="with --data: a second file of test rows (default: a split of --data by --seed)")
+    p.add_argument("--infer-schema", action="store_true",
+                   help="with --data and no --schema under privacy_unit=record: infer the schema from the private "
+                        "rows anyway (its ranges and categories then leak outside ε; refused without this flag)")
 
 
 def _add_output_arguments(p: argparse.ArgumentParser, out_help: str = "JSON result file") -> None:
@@ -955,6 +1299,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "test part of --dataset, which must be the split it was trained beside (same --seed)")
     p.add_argument("--norm-bound", type=float, default=None,
                    help="DP-SGD only: a public bound on every row's norm (the loss's Lipschitz constant)")
+    p.add_argument("--distance", type=float, default=None,
+                   help="a bound on ‖h_priv − h*‖ holding with --probability, for a model whose distance no lemma "
+                        "gives (default: from the method, Lemma 4.1 or 4.2)")
     _add_output_arguments(p)
     p.set_defaults(func=cmd_certify)
 
@@ -1000,23 +1347,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser(
-        "predict", help="evaluate a saved model on a data set's test part and write its predictions",
-        description="Load a model written by `dpfair train` (safely: no code from the file runs), rebuild the data "
-                    "set and split it was trained beside (as recorded in the model; --dataset, --option and --seed "
-                    "override), print error and fairness on the chosen part, and write per-row predictions with --out.")
+        "predict", help="score new rows of a file (--input), or evaluate a saved model on a data set's test part",
+        description="Load a model written by `dpfair train` (safely: no code from the file runs). With --input, score "
+                    "the rows of a CSV or Parquet file through the schema stored in the model (columns by name). "
+                    "Otherwise rebuild the data set and split it was trained beside (as recorded in the model; "
+                    "--dataset, --option and --seed override) and print error and fairness on the chosen part. "
+                    "--out writes per-row predictions and class probabilities.")
     p.add_argument("model", metavar="MODEL.pt", help="a model file written by `dpfair train`")
     p.add_argument("--dataset", default=None, help="data set (default: the one the model records)")
     p.add_argument("--sensitive", default=None, help="sensitive attribute (default: the one the model records)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="data set option (default: the ones the model records)")
     p.add_argument("--seed", type=int, default=None, help="split seed (default: the one the model records)")
-    p.add_argument("--part", choices=["test", "train"], default="test",
+    p.add_argument("--input", default=None, metavar="FILE",
+                   help="score the rows of this CSV or Parquet file instead of a data set's part (a model trained "
+                        "with --data: its schema matches the columns by name); labels, where present, are evaluated")
+    p.add_argument("--part", choices=["test", "train"], default=None,
                    help="rows to evaluate (default test; train re-reads the private training rows, a use the "
                         "model's ε does not cover)")
     p.add_argument("--out", default=None, help="CSV of per-row predictions and class probabilities")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--data-home", default=None, help="folder of raw data files (default $DPFAIR_DATA)")
     p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser(
+        "schema", help="propose a public schema (TOML) for your own table, to review and pass as --schema",
+        description="Read a CSV or Parquet file and propose its schema: each column's kind, numeric ranges (rounded "
+                    "outward) and scaling, categories (others map to one level), the label's classes and the "
+                    "groups. It reads the data to do so: review the result and declare it public before training.")
+    p.add_argument("file", metavar="FILE", help="a CSV (.csv, .tsv, optionally compressed) or Parquet file")
+    p.add_argument("--label", required=True, metavar="COL", help="the column to predict")
+    p.add_argument("--sensitive", required=True, metavar="COL", help="the column of the sensitive attribute")
+    p.add_argument("--out", default=None, help="TOML file to write (default: standard output)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("datasets", help="list the data sets and whether they are on disk")
     p.add_argument("name", nargs="?", default=None, help="one data set only")
@@ -1061,7 +1425,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--accountant", choices=["pld", "rdp"], default="pld")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_accountant)
+    _every_command_takes_quiet(sub, audit_sub)
     return parser
+
+
+def _every_command_takes_quiet(*subcommands) -> None:
+    """``--quiet`` on every subcommand (the README says every command takes it): where one has none, it is
+    added (silencing its progress bars and notes, as elsewhere). ``subcommands``: the actions of
+    ``add_subparsers``."""
+    for action in subcommands:
+        for command in action.choices.values():
+            with contextlib.suppress(argparse.ArgumentError):  # it has one already
+                command.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def cmd_sweep(args) -> int:
@@ -1083,6 +1458,8 @@ def cmd_sweep(args) -> int:
         return 130
     rows = [("models in the spec", str(summary.points)), ("already stored", str(summary.skipped)),
             ("trained now", str(summary.trained))]
+    if summary.elsewhere:
+        rows.append(("stored by another sweep", f"{summary.elsewhere} (ran on the same store meanwhile)"))
     rows += [(f"failed ({n})", message) for message, n in summary.failed.items()]
     by_category: dict = {}
     for line, n in summary.warnings.items():
@@ -1136,6 +1513,7 @@ def main(argv=None) -> int:
         silenced = quiet()
     try:
         with silenced:
+            _resolve_data_args(args)
             return args.func(args)
     except BrokenPipeError:  # `dpfair methods | head`: the reader left; nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

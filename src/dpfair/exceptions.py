@@ -24,6 +24,12 @@ class UtilityWarning(UserWarning):
     """
 
 
+class LearnedNothingWarning(UtilityWarning):
+    """A fit ended no better than the constant model (one class predicted for every training row, or a training
+    loss not below that of predicting the class shares): the message names the likely cause and the fix
+    (see :mod:`dpfair.algorithms.learned`)."""
+
+
 class DataNotFoundError(FileNotFoundError):
     """A data set file is neither at the given path, nor in the data home, nor downloadable."""
 

@@ -45,6 +45,14 @@ on allow-lists can appear in it and be rebuilt:
   threshold rules and pandas containers. An object of any other class makes
   :func:`save_estimator` fail with the path of the attribute: nothing a model
   needs is dropped silently.
+- a scikit-learn ``Pipeline`` whose last step is a dpfair estimator and whose
+  other steps are allow-listed transformers (``StandardScaler``,
+  ``MinMaxScaler``, ``MaxAbsScaler``, ``RobustScaler``) or ``"passthrough"``:
+  stored as its steps, each encoded as above, and read back as a ``Pipeline``.
+  A transformer's fitted statistics (means, ranges, row counts) are computed
+  from the rows it was fitted on and published by the file; saving warns
+  (:class:`~dpfair.exceptions.PrivacyLeakWarning`) when the estimator's ε covers
+  those rows (a private method under the record unit) and so does not cover them.
 
 Why an explicit encoding rather than skops: no new dependency, the allow-list
 is exactly what dpfair's estimators hold, the training data that fairlearn
@@ -201,6 +209,8 @@ def _trusted() -> dict[str, _Trusted]:
     from sklearn.dummy import DummyClassifier
     from sklearn.linear_model import LogisticRegression
     from sklearn.naive_bayes import GaussianNB
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, RobustScaler, StandardScaler
     from sklearn.svm import LinearSVC
 
     from dpfair.algorithms.private_demographics import CorrectedParity
@@ -228,7 +238,15 @@ def _trusted() -> dict[str, _Trusted]:
         "fairlearn.reductions.ErrorRateParity": _Trusted(ErrorRateParity, **moment),
         "fairlearn.reductions.ErrorRate": _Trusted(ErrorRate, **moment),
         "dpfair.algorithms.private_demographics.CorrectedParity": _Trusted(CorrectedParity, **moment),
+        **{f"sklearn.preprocessing.{cls.__name__}": _Trusted(cls)
+           for cls in (StandardScaler, MinMaxScaler, MaxAbsScaler, RobustScaler)},
+        "sklearn.pipeline.Pipeline": _Trusted(Pipeline, check=_check_pipeline),
     }
+
+
+def _check_pipeline(obj, where):
+    if obj.memory is not None:
+        raise _SaveError(f"{where} caches its steps (memory={obj.memory!r}); save a Pipeline with memory=None")
 
 
 def _trusted_name(obj) -> str | None:
@@ -491,15 +509,20 @@ def save_estimator(est, path, *, provenance: dict | None = None) -> None:
     its options, the sensitive attribute, the group names and the seed), read back by :func:`load_provenance`.
     It is published with the model: public facts only.
     """
+    from sklearn.pipeline import Pipeline
     from sklearn.utils.validation import check_is_fitted
 
-    if type(est) not in _estimators().values():
-        raise ValueError(f"save_estimator saves dpfair's estimators ({', '.join(sorted(_estimators()))}), "
+    pipeline = type(est) is Pipeline
+    final = _pipeline_estimator(est) if pipeline else est
+    if type(final) not in _estimators().values():
+        raise ValueError(f"save_estimator saves dpfair's estimators ({', '.join(sorted(_estimators()))}) and "
+                         "scikit-learn Pipelines ending in one, "
                          f"got {type(est).__module__}.{type(est).__qualname__}")
-    check_is_fitted(est, "classes_")
+    check_is_fitted(final, "classes_")
     saver = _Saver()
     try:
-        node = _encode_estimator(est, type(est).__name__, saver)
+        node = ({"pipeline": _encode(est, "Pipeline", saver, final)} if pipeline
+                else _encode_estimator(est, type(est).__name__, saver))
     except _SaveError as exc:
         where = os.fspath(path) if _is_path(path) else repr(path)
         raise ValueError(f"cannot save {type(est).__name__} to {where}: {exc}") from None
@@ -514,6 +537,42 @@ def save_estimator(est, path, *, provenance: dict | None = None) -> None:
     blob = {"format": FORMAT, "version": VERSION, "meta": json.dumps(meta, allow_nan=False),
             "tensors": saver.tensors}
     torch.save(blob, path, pickle_protocol=2)
+
+
+def _pipeline_estimator(pipe):
+    """The dpfair estimator ending the Pipeline ``pipe``, after refusing (one line, naming it) a step that a model
+    file cannot hold and warning about transformers whose fitted statistics the estimator's ε does not cover."""
+    import warnings
+
+    from dpfair.exceptions import PrivacyLeakWarning
+
+    steps = list(pipe.steps)
+    final = steps[-1][1] if steps else None
+    if type(final) not in _estimators().values():
+        raise ValueError(f"cannot save this Pipeline: its last step must be a dpfair estimator, got "
+                         f"{type(final).__name__}")
+    transformers = [f"sklearn.preprocessing.{n}" for n in ("StandardScaler", "MinMaxScaler", "MaxAbsScaler",
+                                                          "RobustScaler")]
+    fitted = []
+    for name, step in steps[:-1]:
+        if step is None or step == "passthrough":
+            continue
+        if _trusted_name(step) not in transformers:
+            raise ValueError(f"cannot save this Pipeline: its step {name!r} is a {type(step).__module__}."
+                             f"{type(step).__qualname__}, which a safe model file cannot hold (it stores no code); "
+                             f"use one of {', '.join(n.rsplit('.', 1)[1] for n in transformers)} or 'passthrough', "
+                             "or transform X before the Pipeline")
+        stats = [k for k in vars(step) if k.endswith("_") and not k.startswith("_")
+                 and k not in ("n_features_in_", "feature_names_in_")]
+        if stats:
+            fitted.append(f"{name!r} ({type(step).__name__}: {', '.join(stats)})")
+    unit = getattr(final, "privacy_unit_", None)
+    if fitted and unit is not None and getattr(unit, "value", unit) == "record":
+        warnings.warn(f"the Pipeline's step(s) {'; '.join(fitted)} hold statistics of the rows they were fitted on, "
+                      f"which the model file publishes and the ε of {type(final).__name__} does not cover; fit them "
+                      "on public data, or scale from publicly declared ranges instead", PrivacyLeakWarning,
+                      stacklevel=3)
+    return final
 
 
 def _is_path(path) -> bool:
@@ -977,7 +1036,22 @@ def load_estimator(path, *, model=None):
     with _load_errors(where):
         blob, meta = _read_meta(path, where)
         loader = _Loader(blob["tensors"], model, where)
-        return _decode_estimator(meta["estimator"], "estimator", loader)
+        node = meta["estimator"]
+        if type(node) is dict and set(node) == {"pipeline"}:
+            return _decode_pipeline(node["pipeline"], loader)
+        return _decode_estimator(node, "estimator", loader)
+
+
+def _decode_pipeline(node, ld: _Loader):
+    """A saved Pipeline: only an allow-listed ``Pipeline`` whose last step is a dpfair estimator."""
+    from sklearn.pipeline import Pipeline
+
+    _expect(type(node) is dict and set(node) == {"__object__"} and type(node["__object__"]) is list
+            and node["__object__"][:1] == ["sklearn.pipeline.Pipeline"], "Pipeline: malformed pipeline")
+    pipe = _decode(node, "Pipeline", ld)
+    _expect(type(pipe) is Pipeline and bool(pipe.steps) and type(pipe.steps[-1][1]) in _estimators().values(),
+            "Pipeline: its last step is not a dpfair estimator")
+    return pipe
 
 
 def load_provenance(path) -> dict:

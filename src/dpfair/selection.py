@@ -95,6 +95,7 @@ sensitivity 1/n_val).
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -445,7 +446,20 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         return self.best_estimator_.predict(X, **kwargs)
 
     # ---- the search -----------------------------------------------------------------------------
-    def _check(self, X, y, s):
+    def check_hyperparameters(self) -> PrivateSearch:
+        """Refuse settings and candidates that no data could make valid; return ``self``. ``fit`` runs it first.
+
+        It reads the search's parameters alone, never the data, so a bad candidate costs no privacy and the CLI
+        refuses it before loading any data: every candidate is checked by the estimator's own
+        :meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters` (a clone with the candidate set),
+        ``validation_size`` is ``"auto"`` or a share in [0, 1), and a held-out share is refused where the
+        strategy (the constrained one fits and scores every row) would ignore it.
+        """
+        self._settings()
+        return self
+
+    def _settings(self):
+        """``(base, target, notion, candidates)``: the data-free checks of :meth:`check_hyperparameters`."""
         base = self.estimator
         if not isinstance(base, FairEstimator) or not base._private:
             raise ValueError(f"a private search needs a private dpfair estimator, got {type(base).__name__}: a "
@@ -458,7 +472,9 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
             raise ValueError(f"{type(base).__name__} targets {', '.join(base._notions)}; notion={notion!r} is not "
                              "one of them")
         check_positive(self.max_error_increase, "max_error_increase", allow_zero=True)
-        check_positive(self.penalty, "penalty", allow_zero=True)
+        if not math.isfinite(check_positive(self.penalty, "penalty", allow_zero=True)):
+            raise ValueError(f"penalty must be finite, got {self.penalty!r}: the score's sensitivity grows with it, and "
+                             "an infinite one would need infinite noise")
         if self.reference_error is not None and not 0.0 <= check_positive(
                 self.reference_error, "reference_error", allow_zero=True) <= 1.0:
             raise ValueError(f"reference_error must lie in [0, 1], got {self.reference_error!r}")
@@ -481,6 +497,25 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
             if unknown:
                 raise ValueError(f"{type(base).__name__} has no hyper-parameter {unknown[0]!r}; valid: "
                                  f"{', '.join(valid)}")
+            try:
+                clone(base).set_params(**point).check_hyperparameters()
+            except ValueError as exc:
+                raise ValueError(f"the grid's candidate {point}: {exc}") from None
+        size = self.validation_size
+        if not (isinstance(size, str) and size == "auto") and not (
+                isinstance(size, numbers.Real) and not isinstance(size, bool) and 0.0 <= size < 1.0):
+            raise ValueError(f"validation_size must lie in [0, 1) (the share of rows held out to score the runs) or be "
+                             f"'auto', got {size!r}")
+        strategy = self._strategy(base, candidates, check_privacy_unit(getattr(base, "privacy_unit", "record")))
+        if strategy == "constrained" and not isinstance(size, str) and size > 0:
+            raise ValueError(f"validation_size={size!r} holds rows out to score random stopping's runs, but the "
+                             "constrained strategy scores none (its one fit trains on every row): drop validation_size "
+                             "(or pass 0), or pass strategy='random_stopping'")
+        return base, target, notion, candidates
+
+    def _check(self, X, y, s):
+        base, target, notion, candidates = self._settings()
+        valid = base.get_params()
         # a DataFrame's columns named after the sensitive Series encode s: refused where the runs read X as public,
         # else handed to the runs' own accounting (the search fits them on arrays, which carry no names)
         groups = valid.get("groups")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import numbers
 import warnings
 
@@ -97,6 +98,38 @@ def _check_features(X, name: str) -> np.ndarray:
     return arr
 
 
+#: The Euclidean norm a row of ``X`` must stay below for float32 training (:func:`check_feature_scale`).
+FLOAT32_MAX_ROW_NORM = 1e18
+
+
+def check_feature_scale(X: np.ndarray, name: str = "X", bound: float = FLOAT32_MAX_ROW_NORM) -> np.ndarray:
+    """Refuse a row of ``X`` (as :func:`check_features` returns it) whose Euclidean norm reaches ``bound``.
+
+    **Why float32 training needs it.** A per-sample gradient of a linear layer is ``δ ⊗ (x, 1)``, with
+    ``‖δ‖² ≤ 2`` for softmax cross-entropy, and clipping computes its squared norm ``‖δ‖²(‖x‖² + 1)``. In
+    float32 (largest value 3.4e38) that square is ``inf`` once ``‖x‖`` passes about 1.3e19, and the clipped
+    gradient ``0 · inf`` is NaN: the model turns to NaN silently. ``bound = 1e18`` keeps the square 170 times
+    below the limit, room for hidden layers and fairness terms.
+
+    **Why the refusal is sound.** It branches on X. Under ``privacy_unit="sensitive"`` X is public: nothing
+    private is read. Under ``"record"`` the bound is part of the data universe, a public constant fixed in
+    code, as finiteness is (:func:`check_features`): the guarantee is stated for data sets whose rows all
+    lie below it, and between two such neighbours the check never fires, so it adds nothing to ε. A data set
+    with a row beyond it is outside the guarantee either way: trained on, it would publish a NaN model, which
+    tells the same with certainty.
+    """
+    peak = max(abs(float(X.max())), abs(float(X.min()))) if X.size else 0.0
+    if peak * math.sqrt(X.shape[1]) < bound:  # every row's norm is at most peak·√d
+        return X
+    norms = np.linalg.norm(X, axis=1)
+    row = int(np.argmax(norms))  # the largest row, the one the message names
+    if norms[row] < bound:
+        return X
+    raise ValueError(f"{name} has a row of norm {norms[row]:.3g} (row {row}); float32 training overflows on rows of "
+                     f"norm {bound:.0e} or more (their squared gradient norms pass 3.4e38 and the model turns to "
+                     f"NaN): standardise {name} (e.g. sklearn's StandardScaler) or rescale its large columns")
+
+
 def check_1d(a, name: str, n: int | None = None) -> np.ndarray:
     """Return ``a`` as a 1-D array, optionally of length ``n``; a column vector ``(n, 1)`` is raveled, with
     scikit-learn's ``DataConversionWarning``."""
@@ -156,8 +189,16 @@ def check_min_count(codes: np.ndarray, k: int, name: str, minimum: int, what: st
     return counts
 
 
-def check_epsilon(epsilon, name: str = "epsilon", allow_inf: bool = True) -> float:
-    """ε must be a positive number (``inf`` means no privacy when allowed)."""
+#: The largest finite privacy budget ε a fit or a noise calibration takes (:func:`check_epsilon` with
+#: ``budget=True``). A guarantee e^ε past it means nothing (e^710 is past the float range, so the noise of
+#: a randomized response or a Laplace at such an ε is below what a float represents), and the accountants'
+#: cost is only proven bounded up to it (:mod:`dpfair.privacy.accounting`): ``inf`` asks for no noise.
+MAX_EPSILON = 1e4
+
+
+def check_epsilon(epsilon, name: str = "epsilon", allow_inf: bool = True, budget: bool = False) -> float:
+    """ε must be a positive number (``inf`` means no privacy when allowed); a privacy ``budget`` that is
+    finite must also be at most :data:`MAX_EPSILON`."""
     if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
         raise ValueError(f"{name} must be a positive number, got {epsilon!r}")
     eps = float(epsilon)
@@ -165,6 +206,10 @@ def check_epsilon(epsilon, name: str = "epsilon", allow_inf: bool = True) -> flo
         raise ValueError(f"{name} must be > 0, got {epsilon!r}; smaller ε means more privacy")
     if np.isinf(eps) and not allow_inf:
         raise ValueError(f"{name} must be finite, got {epsilon!r}")
+    if budget and MAX_EPSILON < eps < math.inf:
+        raise ValueError(f"{name}={eps:g} is above {MAX_EPSILON:g}, the largest finite privacy budget dpfair calibrates "
+                         f"noise for (a guarantee e^ε past it means nothing); give {name} ≤ {MAX_EPSILON:g}"
+                         + (f", or {name}=inf to train without noise" if allow_inf else ""))
     return eps
 
 

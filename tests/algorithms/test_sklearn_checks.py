@@ -61,6 +61,11 @@ PLAIN = [
 ]
 
 PLAIN_FAILS = {
+    "ERMClassifier": {
+        "check_sample_weight_equivalence_on_dense_data": (
+            "training runs in float32 to the gradient tolerance tol: weighted and repeated rows give the same "
+            "optimum, met to ~1e-5 (tests/algorithms/test_api_parity.py), not to scikit-learn's rtol=1e-7"),
+    },
     "OutputPerturbationClassifier": {
         "check_non_transformer_estimators_n_iter": (
             "n_iter_ would publish how many Newton steps the non-private minimiser took, a function of the "
@@ -91,6 +96,7 @@ FAIR_SETTINGS = {
 #: The checks that call ``fit(X, y)``: a method that needs s fails them with its "needs sensitive_features" error.
 NEEDS_S = dict.fromkeys([
     "check_classifier_data_not_an_array", "check_classifiers_classes", "check_classifiers_train",
+    "check_decision_proba_consistency",
     "check_dict_unchanged", "check_dont_overwrite_parameters", "check_dtype_object", "check_estimators_dtypes",
     "check_estimators_fit_returns_self", "check_estimators_nan_inf", "check_estimators_overwrite_params",
     "check_estimators_pickle", "check_f_contiguous_array_estimator", "check_fit2d_1feature",

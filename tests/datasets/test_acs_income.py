@@ -167,3 +167,36 @@ def test_codes_outside_the_schema_are_errors(pums, tmp_path):
     frame.to_csv(tmp_path / "bad.csv", index=False)
     with pytest.raises(ValueError, match="MAR.*'7'"):
         load_acs_income(path=tmp_path / "bad.csv")
+
+
+@pytest.mark.parametrize("column, value, message", [
+    ("WKHP", "forty", r"column WKHP holds 'forty' on line 2, not a number"),
+    ("SCHL", 12.5, r"column SCHL holds 12.5 on line 2, not an integer code"),
+    ("SEX", 3, r"column SEX holds 3 on line 2, outside its 2 groups \(codes 1-2\)"),
+])
+def test_bad_values_are_named_by_file_column_and_line(pums, tmp_path, column, value, message):
+    """Issue 27 item 9. Before: "acs_income: a feature holds a non-integer code", "could not convert string to
+    float: 'forty'" or "SEX holds a code outside its 2 groups", naming neither the file nor the column or row."""
+    path, _ = pums
+    frame = pd.read_csv(path)
+    frame[column] = frame[column].astype(object)
+    frame.loc[0, column] = value
+    bad = tmp_path / "bad.csv"
+    frame.to_csv(bad, index=False)
+    with pytest.raises(ValueError, match=message) as caught:
+        load_acs_income(path=bad)
+    assert str(bad) in str(caught.value)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", r"not a readable CSV file"),
+    ("AGEP,COW,SCHL,MAR,OCCP,POBP,RELP,WKHP,SEX,RAC1P,PINCP,PWGTP\n", "holds no rows, only a header"),
+    ("AGEP,COW,SCHL,MAR,OCCP,POBP,RELP,WKHP,SEX,RAC1P,PINCP,PWGTP\n5,1,1,1,10,1,1,1,1,1,500,1\n",
+     "none of its 1 rows passes folktables' filters"),
+])
+def test_empty_or_unreadable_files_are_named(tmp_path, content, message):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(content)
+    with pytest.raises(ValueError, match=message) as caught:
+        load_acs_income(path=bad)
+    assert str(bad) in str(caught.value)

@@ -30,16 +30,19 @@ RECORD, REPLACE = "ADD_OR_REMOVE_ONE", "REPLACE_ONE"
 
 
 def _store(path, releases) -> ResultsStore:
-    """A store holding ``releases``: ``(dataset, sensitive, relation, event, models)`` each, at δ = DELTA."""
-    store = ResultsStore(path)
+    """A store holding ``releases``: ``(dataset, sensitive, relation, event, models)`` each, at δ = DELTA,
+    each with its ``models`` rows in ``runs`` (the totals count a release's stored models)."""
+    store = ResultsStore(path).create()
     with sqlite3.connect(path) as db:
-        for dataset, sensitive, relation, event, models in releases:
+        for i, (dataset, sensitive, relation, event, models) in enumerate(releases):
             private = not isinstance(event, dpa.NonPrivateDpEvent)
             eps = epsilon_of(event, DELTA, "record" if relation == RECORD else "sensitive") if private else math.inf
-            db.execute("INSERT INTO releases (data_key, relation, event, delta, epsilon, models, created) "
-                       "VALUES (?, ?, ?, ?, ?, ?, 0)",
-                       (json.dumps({"dataset": dataset, "sensitive": sensitive}), relation,
-                        json.dumps(event_to_json(event)), DELTA, eps, models))
+            cur = db.execute("INSERT INTO releases (data_key, relation, event, delta, epsilon, models, created) "
+                             "VALUES (?, ?, ?, ?, ?, ?, 0)",
+                             (json.dumps({"dataset": dataset, "sensitive": sensitive}), relation,
+                              json.dumps(event_to_json(event)), DELTA, eps, models))
+            db.executemany("INSERT INTO runs (key, release_id) VALUES (?, ?)",
+                           [(f"{i}-{m}", cur.lastrowid) for m in range(models)])
     return store
 
 

@@ -126,12 +126,13 @@ def test_run_grid_batches_dp_fermi_and_releases_the_grid_under_its_joint_event()
 
 
 def test_a_task_that_refuses_its_input_is_a_failure_that_is_retried(tmp_path):
-    spec = _spec(TINY.replace("lam = [0.0, 1.0]", "lam = [0.0, 1.0]\n\n[params.dp-fermi]\nbatch_size = 0"))
+    # a setting only the data refuse (compas has 2 groups); one refused by the method alone fails the spec's check
+    spec = _spec(TINY.replace("lam = [0.0, 1.0]", "lam = [0.0, 1.0]\n\n[params.dp-fermi]\ngroup_proportions = [1.0]"))
     store = ResultsStore(tmp_path / "s.sqlite")
     summary = run_sweep(spec, store, workers=1, verbose=False)
     assert summary.trained == 2 and sum(summary.failed.values()) == 4  # ERM trains, DP-FERMI refuses
     (message,) = summary.failed
-    assert "batch_size" in message
+    assert "group_proportions" in message
     assert {f["config"]["method"] for f in store.failures()} == {"dp-fermi"}
     assert len(store.done_keys()) == 2 and len(store.frame()) == 2
 

@@ -83,6 +83,7 @@ class RandomizedGroupClassifierMixin:
 
     def predict_proba(self, X, sensitive_features=None) -> np.ndarray:
         check_is_fitted(self, "classes_")
+        X, sensitive_features = self._prediction_groups(X, sensitive_features)
         X = self._prediction_features(X)
         s = None
         if self._uses_sensitive_at_prediction():

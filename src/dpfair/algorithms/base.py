@@ -43,8 +43,10 @@ import pandas as pd
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from dpfair.algorithms.learned import check_learned
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import make_model
 from dpfair.privacy import (
@@ -62,6 +64,7 @@ from dpfair.validation import (
     check_1d,
     check_delta,
     check_epsilon,
+    check_feature_scale,
     check_features,
     check_min_count,
     check_positive,
@@ -141,6 +144,22 @@ def public_categories(declared, values, name: str, private: bool, fix: str, stac
     return found
 
 
+def check_sample_weight(weight, n: int) -> np.ndarray:
+    """``fit``'s ``sample_weight``: one finite weight ≥ 0 per row, not all zero, as float64."""
+    w = check_1d(weight, "sample_weight", n)
+    try:
+        w = np.asarray(w, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("sample_weight must hold numbers (one weight >= 0 per row)") from None
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("sample_weight must be finite and >= 0 (one weight per row of X); give the rows you mean "
+                         "to ignore weight 0")
+    if not np.any(w > 0):
+        raise ValueError("sample_weight is zero for every row, so nothing would be fitted: give some rows a "
+                         "weight > 0")
+    return w
+
+
 def named_sensitive_columns(columns, sensitive, groups=()) -> list[int]:
     """The positions in ``columns`` (a DataFrame's column names) of those named as encoding the attribute named
     ``sensitive`` (a Series' name): the column itself (``fit(X, y, sensitive_features=X["sex"])``) and its
@@ -179,6 +198,28 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
     #: notion, none for a method that targets none) and the hyper-parameter setting how strictly it does
     _notions: tuple[str, ...] = ()
     _fairness_strength: str | None = None
+    #: whether ``fit`` trains in float32, whose range X's rows must respect (:func:`~dpfair.validation.check_feature_scale`)
+    _float32_training = False
+    #: the real hyper-parameters that may be infinite (``epsilon=inf``: no privacy)
+    _infinite_allowed: tuple[str, ...] = ("epsilon",)
+
+    def check_hyperparameters(self) -> FairEstimator:
+        """Refuse hyper-parameters that no data could make valid; return ``self``. ``fit`` runs it first.
+
+        It reads the hyper-parameters alone (public), never the data, so callers may run it before any data is
+        loaded or any release is made: the CLI, a sweep spec's grid, a private search's candidates
+        (:class:`~dpfair.selection.PrivateSearch`), each asking a clone with the candidate set. Here: every real
+        hyper-parameter is finite, save ``epsilon`` (``inf``: no privacy; a finite one at most
+        :data:`~dpfair.validation.MAX_EPSILON`); a subclass adds its own checks.
+        """
+        if self._private:
+            check_epsilon(self.epsilon, budget=True)
+        for name, value in self.get_params(deep=False).items():
+            if (isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isfinite(value)
+                    and name not in self._infinite_allowed):
+                raise ValueError(f"{name} must be a finite number, got {value!r}; give a finite value (only "
+                                 f"{' and '.join(self._infinite_allowed)} may be inf)")
+        return self
 
     def fairness_target(self) -> dict:
         """What the method targets, from its hyper-parameters: ``{"notion": ..., <strength parameter>: value}``
@@ -212,21 +253,37 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         return new
 
     # ---- fitting -------------------------------------------------------
-    def fit(self, X, y, sensitive_features=None, *, callback=None):
+    def fit(self, X, y, sensitive_features=None, *, callback=None, **fit_params):
         """Fit on ``(X, y)`` with the sensitive attribute ``sensitive_features``.
+
+        ``sensitive_features``: one group value per row, or the name of a column of the DataFrame ``X``. A named
+        column is taken out of X (s is then never a feature) and remembered as ``sensitive_column_``: prediction
+        drops it from a DataFrame that holds it, and a method that reads s at prediction takes s from it. To keep
+        that column as a feature too, pass it as a Series, ``sensitive_features=X["sex"]``: the rules for features
+        that encode s apply (refused where X is public, ``privacy_unit="sensitive"``).
+
+        ``sample_weight=w`` (row weights): taken by a method whose loss may weight rows (``ERMClassifier``), with
+        its own ``fit`` signature; refused by the others with one line saying why (a private method's accounting
+        bounds one row's unweighted contribution, and a weight multiplies it).
 
         ``callback``: ``callback(estimator, info)`` at the end of every epoch (round, solve) of
         training, ``info`` holding public counters (``epoch``, ``step``, ``steps``); it may read
         :meth:`privacy_spent_so_far`. With ``verbose=True`` a progress bar shows the steps and the ε
         spent so far (:mod:`dpfair.progress`; ``dpfair.progress.quiet()`` silences it).
+
+        A fit that learned nothing (one class predicted, or a training loss not below the constant model's)
+        warns with the likely cause (:func:`dpfair.algorithms.learned.check_learned`: it reads the rows only
+        where X and y are public, never under ``privacy_unit="record"``).
         """
         with progress(desc=type(self).__name__, unit="step", enabled=bool(getattr(self, "verbose", False))) as bar, \
                 charging(self):  # an attached PrivacyBudget (dpfair.privacy.budget): checked before, charged after
             try:
-                data = self._start_fit(X, y, sensitive_features)
+                data = self._start_fit(X, y, sensitive_features, **fit_params)
                 claim(self)  # a non-private fit claims ε = ∞ here, before it reads the data; others at calibration
                 self._bar, self._callback = bar, callback
                 self._fit(*data)
+                self._check_fitted()
+                check_learned(self, *data, rows_public=not self._labels_private)  # warns if it learned nothing
                 if "_epoch" not in vars(self):  # a method without epochs: its whole fit is one
                     self._progress(1, "fit").update()
                     self._end_epoch(epoch=1, step=1, steps=1)
@@ -250,13 +307,18 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         for key in [k for k in vars(self) if k.startswith("_") and k not in before]:
             delattr(self, key)
 
-    def _start_fit(self, X, y, sensitive_features):
+    def _start_fit(self, X, y, sensitive_features, **fit_params):
         """Checks, encoding, randomness, budget and an empty ledger; returns ``(X, y_codes, s_codes)``."""
         self._unfit()
+        self._check_fit_params(fit_params)
         self._attributes_before_fit = set(vars(self)) | {"_attributes_before_fit"}
         if self._private:
             self.privacy_unit_ = check_privacy_unit(self.privacy_unit)
+        self.check_hyperparameters()
+        X, sensitive_features = self._sensitive_column(X, sensitive_features)
         X, y_codes, s_codes = self._check_fit_inputs(X, y, sensitive_features)
+        if vars(self).get("_sample_weight") is not None:
+            self._sample_weight = check_sample_weight(self._sample_weight, X.shape[0])
         self.device_ = resolve_device(getattr(self, "device", "cpu"))
         self._np_rng, self._torch_rng, self.random_state_ = make_generators(
             getattr(self, "random_state", None), self.device_
@@ -264,7 +326,10 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         if self._private:
             self._secret = SecretRandom((type(self).__name__, self.random_state_),
                                         secure=bool(getattr(self, "secure_mode", False)))
-            self.epsilon_target_ = check_epsilon(self.epsilon)
+            self.epsilon_target_ = check_epsilon(self.epsilon, budget=True)
+            if self.delta is None and len(X) < 2:  # the default δ = 1/n² is 1 there: no guarantee at all
+                raise ValueError(f"{type(self).__name__} got {len(X)} training row; a private fit needs at least 2 "
+                                 "(its default delta is 1/n²): train on more rows")
             self.delta_ = check_delta(self.delta if self.delta is not None else 1.0 / len(X) ** 2, n=len(X))
             self.privacy_guarantee_ = VOID_GUARANTEE if self._secret.reproducible else "differential privacy"
         else:
@@ -272,6 +337,40 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         self.privacy_ledger_ = PrivacyLedger(self.privacy_unit_ if self._private else "record")
         self.history_ = []
         return X, y_codes, s_codes
+
+    #: why ``fit`` refuses ``sample_weight`` (``None``: the method weights its loss, reading ``self._sample_weight``)
+    _sample_weight_refusal: str | None = (
+        "a row of weight w moves what the method releases w times as far as an unweighted row, a sensitivity "
+        "its privacy accounting does not cover; fit without sample_weight")
+
+    def _check_fit_params(self, fit_params: dict) -> None:
+        """``fit``'s keyword arguments beyond s and ``callback``: ``sample_weight`` where the method takes it."""
+        unknown = sorted(set(fit_params) - {"sample_weight"})
+        if unknown:
+            raise TypeError(f"{type(self).__name__}.fit() got an unexpected keyword argument {unknown[0]!r}")
+        weight = fit_params.get("sample_weight")
+        if weight is None:
+            return
+        if self._sample_weight_refusal is not None:
+            raise ValueError(f"{type(self).__name__} does not take sample_weight: {self._sample_weight_refusal}")
+        self._sample_weight = weight
+
+    def _sensitive_column(self, X, sensitive_features):
+        """``(X, s)`` with ``sensitive_features`` naming a column of the DataFrame ``X``: that column taken out of
+        X as s (``sensitive_column_`` remembers its name, a public fact like X's column names); else unchanged."""
+        if not isinstance(sensitive_features, str):
+            return X, sensitive_features
+        name = sensitive_features
+        if not isinstance(X, pd.DataFrame):
+            raise ValueError(f"sensitive_features={name!r} names a column, but X is a {type(X).__name__}, which has "
+                             "no named columns: pass X as a pandas DataFrame holding that column, or pass the "
+                             "groups themselves (one value per row)")
+        if name not in X.columns:
+            raise ValueError(f"sensitive_features={name!r} is not a column of X (it has {list(map(str, X.columns))[:8]}"
+                             f"{' …' if X.shape[1] > 8 else ''}); name one of X's columns, or pass the groups "
+                             "themselves (one value per row)")
+        self.sensitive_column_ = name
+        return X.drop(columns=[name]), X[name]
 
     @property
     def _labels_private(self) -> bool:
@@ -286,6 +385,8 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         if isinstance(X, pd.DataFrame) and len(X.columns) and all(isinstance(c, str) for c in X.columns):
             self.feature_names_in_ = np.asarray(X.columns, dtype=object)
         X = check_features(X, "X")
+        if self._float32_training:
+            check_feature_scale(X, "X")
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None: "
                              "call fit(X, y) with one label per row")
@@ -370,6 +471,9 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
     def _fit(self, X, y, s):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _check_fitted(self) -> None:
+        """After ``_fit``: refuse a fitted model that cannot predict (a subclass says how to tell)."""
+
     # ---- privacy -------------------------------------------------------
     def _calibrate(self, plan) -> dict[str, float]:
         """σ of every part of ``plan`` for this fit's budget (``noise_multiplier`` fixes the joint parts' σ)."""
@@ -447,9 +551,38 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             self.privacy_spent_ = (math.inf, 0.0)
 
     # ---- prediction ----------------------------------------------------
+    def _prediction_groups(self, X, sensitive_features):
+        """``(X, s)`` at prediction: ``sensitive_features`` naming a column of the DataFrame X, or (``None``) the
+        column ``fit`` took s from when X holds it, is taken out of X as s; other values are returned as given."""
+        column = sensitive_features if isinstance(sensitive_features, str) else (
+            vars(self).get("sensitive_column_") if sensitive_features is None else None)
+        if column is not None and isinstance(X, pd.DataFrame) and column in X.columns:
+            return X.drop(columns=[column]), X[column]
+        if isinstance(sensitive_features, str):
+            raise ValueError(f"sensitive_features={sensitive_features!r} is not a column of X; pass a DataFrame "
+                             "holding that column, or the groups themselves (one value per row)")
+        return X, sensitive_features
+
     def _prediction_features(self, X) -> np.ndarray:
-        """``X`` at prediction: named columns put in the order seen in fit, finite, of the fitted width."""
+        """``X`` at prediction: the column s was taken from dropped, named columns put in the order seen in fit,
+        finite, of the fitted width.
+
+        As scikit-learn does, a DataFrame given to a model fitted on an array (whose columns could be in any
+        order: nothing says) warns, and so does an array given to a model fitted on named columns."""
+        column = vars(self).get("sensitive_column_")
+        if column is not None and isinstance(X, pd.DataFrame) and column in X.columns:
+            X = X.drop(columns=[column])
         names = getattr(self, "feature_names_in_", None)
+        named = isinstance(X, pd.DataFrame) and len(X.columns) and all(isinstance(c, str) for c in X.columns)
+        if names is None and named:
+            warnings.warn(f"X has feature names, but {type(self).__name__} was fitted without feature names: its "
+                          "columns are read by position, in the order of the array fit was given",
+                          UserWarning, stacklevel=3)
+        elif names is not None and not isinstance(X, pd.DataFrame):
+            warnings.warn(f"X does not have valid feature names, but {type(self).__name__} was fitted with feature "
+                          "names: its columns are read by position, as in fit's DataFrame "
+                          f"({', '.join(map(str, names[:5]))}{', …' if len(names) > 5 else ''})",
+                          UserWarning, stacklevel=3)
         if names is not None and isinstance(X, pd.DataFrame):
             missing = [c for c in names if c not in X.columns]
             unexpected = [c for c in X.columns if c not in set(names)]
@@ -471,6 +604,23 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         proba = self.predict_proba(X)  # first: an unfitted model raises NotFittedError there
         return self.classes_[np.argmax(proba, axis=1)]
+
+    def _predicts_by_argmax(self) -> bool:
+        return type(self).predict is FairEstimator.predict
+
+    @available_if(_predicts_by_argmax)
+    def decision_function(self, X) -> np.ndarray:
+        """Confidence scores, as scikit-learn's classifiers give them: for two classes the log-odds of the second,
+        ``log p₁ − log p₀`` (positive exactly where ``predict`` gives ``classes_[1]``), shape (n,); for more, the
+        log-probabilities, shape (n, k), whose argmax is ``predict``. Post-processing of ``predict_proba``: no
+        privacy cost. Only for a method whose ``predict`` is that argmax (a randomised one has none)."""
+        check_is_fitted(self, "classes_")
+        logs = self._log_proba(self._prediction_features(X))
+        return logs[:, 1] - logs[:, 0] if logs.shape[1] == 2 else logs
+
+    def _log_proba(self, X) -> np.ndarray:
+        """log ``predict_proba`` (a method with a more exact route, e.g. from logits, overrides it)."""
+        return np.log(np.clip(self._predict_proba(X), np.finfo(np.float64).tiny, None))
 
     def score(self, X, y, sensitive_features=None, sample_weight=None) -> float:
         """Accuracy of ``predict`` on ``(X, y)``; a method that reads the group at prediction time
@@ -504,7 +654,27 @@ def load_estimator(path, *, model=None) -> FairEstimator:
 
 
 class TorchClassifier(FairEstimator):
-    """Estimators that train a ``torch.nn.Module`` (a name from :func:`dpfair.nn.make_model` or a module)."""
+    """Estimators that train a ``torch.nn.Module`` (a name from :func:`dpfair.nn.make_model` or a module).
+
+    Training runs in float32: X's rows must have norm below :data:`~dpfair.validation.FLOAT32_MAX_ROW_NORM`
+    (:func:`~dpfair.validation.check_feature_scale`), and a fit whose parameters end NaN or infinite (gradient
+    steps too long for the scale of X) is refused rather than returned: the check reads only the fitted
+    parameters, which the fit would publish, so under either unit it is post-processing of the release.
+    """
+
+    _float32_training = True
+
+    def check_hyperparameters(self) -> TorchClassifier:
+        """:meth:`FairEstimator.check_hyperparameters`, and the training schedule (:meth:`_validate_training`)."""
+        super().check_hyperparameters()
+        self._validate_training()
+        return self
+
+    def _check_fitted(self) -> None:
+        if not all(bool(torch.isfinite(p).all()) for p in self.model_.parameters()):
+            raise ValueError(f"{type(self).__name__}'s training diverged: its fitted parameters are NaN or infinite, "
+                             "so every prediction would be NaN; standardise X (e.g. sklearn's StandardScaler) or "
+                             "lower the learning rate")
 
     def _build_model(self, n_classes: int) -> torch.nn.Module:
         if isinstance(self.model, torch.nn.Module):
@@ -540,7 +710,7 @@ class TorchClassifier(FairEstimator):
             return rows.to(self.device_)
         return rows.pin_memory().to(self.device_, non_blocking=True)
 
-    def _predict_proba(self, X) -> np.ndarray:
+    def _predict_proba(self, X, log: bool = False) -> np.ndarray:
         model = self.model_
         dev = next(model.parameters()).device
         out = []
@@ -548,8 +718,14 @@ class TorchClassifier(FairEstimator):
         with torch.no_grad():
             for start in range(0, X.shape[0], 8192):
                 xb = torch.as_tensor(X[start:start + 8192], dtype=torch.float32, device=dev)
-                out.append(torch.softmax(model(xb), dim=1).double().cpu().numpy())
+                logits = model(xb)
+                out.append((torch.log_softmax(logits.double(), dim=1) if log else
+                            torch.softmax(logits, dim=1).double()).cpu().numpy())
         return np.concatenate(out)
+
+    def _log_proba(self, X) -> np.ndarray:
+        """From the logits in float64: the log-odds stay exact where float32 probabilities round to 0 or 1."""
+        return self._predict_proba(X, log=True)
 
     def _validate_training(self):
         check_positive(self.epochs, "epochs", integer=True)

@@ -52,7 +52,7 @@ from sklearn.linear_model import LogisticRegression
 from dpfair.algorithms._jagielski import RandomizedGroupClassifierMixin, cell_counts
 from dpfair.algorithms.base import FairEstimator
 from dpfair.algorithms.signal import noise_tolerance
-from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit
+from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, check_privacy_unit
 from dpfair.validation import check_positive
 
 #: The names of the plan's parts (and of the ledger's entries).
@@ -157,8 +157,10 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     def _uses_sensitive_at_prediction(self) -> bool:
         return bool(self.sensitive_aware)
 
-    def _check_hyperparameters(self) -> None:
-        if self.privacy_unit_ is not PrivacyUnit.SENSITIVE:
+    def check_hyperparameters(self) -> DPOracleClassifier:
+        """The hyper-parameters alone (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`)."""
+        super().check_hyperparameters()
+        if check_privacy_unit(self.privacy_unit) is not PrivacyUnit.SENSITIVE:
             raise ValueError("DPOracleClassifier protects the sensitive attribute only (its hypothesis class and "
                              "error term use X and y as public): use privacy_unit='sensitive', or "
                              "DPPostProcessingClassifier with a record-private base for privacy_unit='record'")
@@ -172,10 +174,10 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         share = check_positive(self.counts_budget, "counts_budget")
         if share >= 1:
             raise ValueError(f"counts_budget must lie in (0, 1), got {share}")
+        return self
 
     # ---- the game ----------------------------------------------------------------
     def _fit(self, X, y, s):
-        self._check_hyperparameters()
         k, T = len(self.groups_), int(self.n_rounds)
         sizes = cell_counts(np.zeros_like(y), y, s, 1, 2, k)[0].T.astype(np.float64)  # (2 labels, k)
         n_components = min(int(self.n_components), X.shape[1])

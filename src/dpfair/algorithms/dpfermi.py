@@ -43,10 +43,10 @@ import torch
 
 from dpfair.algorithms import dpfermi_engine as engine
 from dpfair.algorithms.base import TorchClassifier
-from dpfair.algorithms.signal import floor_counts
+from dpfair.algorithms.signal import floor_counts, warn_if_too_few_records
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import LogisticRegression
-from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, SecretRandom
+from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, SecretRandom, check_privacy_unit
 from dpfair.privacy.planted import planted
 from dpfair.validation import check_group_proportions, check_positive
 
@@ -146,7 +146,8 @@ class DPFERMIClassifier(TorchClassifier):
     notion : "demographic_parity", "equalized_odds" or "equal_opportunity" (binary labels).
     lam : λ ≥ 0, weight of the ERMI regulariser (0: DP-SGD-like ERM).
     epsilon, delta : target budget (``delta=None``: 1/n²; ``epsilon=inf``: no noise).
-    privacy_unit : "sensitive" (DP of s, the paper's setting) or "record".
+    privacy_unit : "sensitive" (DP of s, the paper's setting) or "record" (a fit calibrated to ε there warns, as
+        DP-SGD does, when √(p·ln(1/δ))/(n·ε) > 0.02: :func:`~dpfair.algorithms.signal.warn_if_too_few_records`).
     group_proportions : public group proportions (k,) — or (l, k) for equalized odds, one row per label —
         used instead of releasing them; ``None`` releases them with ``proportions_budget`` of ε.
     proportions_budget : share of ε spent on the group counts when they are released.
@@ -245,17 +246,13 @@ class DPFERMIClassifier(TorchClassifier):
                 target["lam"] = self.lam_
         return target
 
-    def _check_hyperparameters(self):
+    def check_hyperparameters(self) -> DPFERMIClassifier:
+        """The hyper-parameters alone (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`)."""
+        super().check_hyperparameters()
         if self.notion not in NOTIONS:
             raise ValueError(f"notion must be one of {', '.join(NOTIONS)}, got {self.notion!r}")
-        if self.notion == "equal_opportunity" and len(self.classes_) != 2:
-            raise ValueError(
-                f"notion='equal_opportunity' needs binary labels, got {len(self.classes_)} classes; "
-                "use notion='equalized_odds' for multiclass labels"
-            )
         if self.calibration not in CALIBRATIONS:
             raise ValueError(f"calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
-        self._validate_training()
         check_positive(self.lam, "lam", allow_zero=True)
         check_positive(self.w_learning_rate, "w_learning_rate")
         if self.max_grad_norm != "auto":
@@ -270,12 +267,13 @@ class DPFERMIClassifier(TorchClassifier):
             raise ValueError(f"proportions_budget must lie in (0, 1), got {share}")
         if self.target_error is not None:
             self._check_target_error()
+        return self
 
     def _check_target_error(self):
         if not 0.0 < check_positive(self.target_error, "target_error") < 1.0:
             raise ValueError(f"target_error must lie in (0, 1), got {self.target_error!r}")
         check_positive(self.lam_rate, "lam_rate")
-        if self.privacy_unit_ is not PrivacyUnit.SENSITIVE:
+        if check_privacy_unit(self.privacy_unit) is not PrivacyUnit.SENSITIVE:
             raise ValueError("target_error adapts λ to the training error, which is public only under "
                              "privacy_unit='sensitive' (x and y known); under 'record' the error is private: pick λ "
                              "with dpfair.selection.tune (or dpfair tune), whose search is accounted")
@@ -355,7 +353,11 @@ class DPFERMIClassifier(TorchClassifier):
 
         ``data``: the device tensors of ``(X, y, s)`` when a grid shares them.
         """
-        self._check_hyperparameters()
+        if self.notion == "equal_opportunity" and len(self.classes_) != 2:
+            raise ValueError(
+                f"notion='equal_opportunity' needs binary labels, got {len(self.classes_)} classes; "
+                "use notion='equalized_odds' for multiclass labels"
+            )
         n, k, l = X.shape[0], len(self.groups_), len(self.classes_)
         cells, m = self._cells(y)
         self.batch_size_ = auto_batch_size(n) if self.batch_size == "auto" else int(self.batch_size)
@@ -394,6 +396,9 @@ class DPFERMIClassifier(TorchClassifier):
         w_bound = 2.0 / math.sqrt(p_min) + (2.0 * self.w_radius_ if record else 0.0)
 
         model = self._build_model(l)
+        if record and self.noise_multiplier is None and self.calibration != "paper":  # as DP-SGD says it
+            warn_if_too_few_records("DP-FERMI", n, sum(q.numel() for q in model.parameters() if q.requires_grad),
+                                    self.epsilon_target_, self.delta_)
         self.noise_multiplier_, noise_theta, noise_w = self._noise(n, p_min, w_bound)
         if data is None:
             data = engine.FermiData(self._tensor(X), self._tensor(y, torch.long), self._tensor(s, torch.long),

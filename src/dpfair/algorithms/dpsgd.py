@@ -167,9 +167,13 @@ class DPSGDClassifier(TorchClassifier):
         return {k: float(v) for k, v in zip(self._key_names, np.atleast_1d(values))}
 
     # ---- the loop ---------------------------------------------------------------------------
-    def _fit(self, X, y, s):
-        self._validate_training()
+    def check_hyperparameters(self) -> DPSGDClassifier:
+        """The hyper-parameters alone (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`)."""
+        super().check_hyperparameters()
         check_positive(self.max_grad_norm, "max_grad_norm")
+        return self
+
+    def _fit(self, X, y, s):
         rule = self._check_rule(s)
         n = X.shape[0]
         N = n  # public size: q, T and the scale of the noisy sum

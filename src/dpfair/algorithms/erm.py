@@ -5,6 +5,8 @@ cross-entropy plus ``(weight_decay/2)‖θ‖²`` over the whole training set wi
 L-BFGS (strong-Wolfe line search) to a gradient tolerance: the exact optimum a
 private method approximates, as scikit-learn's ``LogisticRegression`` finds it.
 ``solver="minibatch"`` (any other model) trains by shuffled minibatch SGD/Adam.
+``fit(..., sample_weight=w)`` minimises the weighted mean ``Σ wᵢ ℓᵢ / Σ wᵢ`` instead
+(minibatches: each batch's ``Σ wᵢ ℓᵢ`` over its size times the mean weight, an unbiased estimate of it).
 It spends an infinite privacy budget: its ledger holds one non-private event and
 ``privacy_spent_ = (inf, 0)``.
 """
@@ -31,16 +33,20 @@ class ERMClassifier(TorchClassifier):
         "adam", at ``learning_rate``).
     weight_decay : L2 regularisation λ of the loss.
     model_kwargs : keyword arguments of :func:`dpfair.nn.make_model` for a named model (e.g. ``hidden=(64, 64)``).
+    groups, classes : the public lists of group and label values (an int k: ``0..k-1``), as every dpfair
+        estimator takes them; ``None`` infers them from the data (not private here: no warning).
     device : "cpu" (default), "cuda", "cuda:N" or "auto" (CUDA when available).
     random_state : seeds initialisation and minibatch order.
     verbose : a progress bar on stderr (L-BFGS's function evaluations, or the epochs; :mod:`dpfair.progress`).
 
-    ``n_iter_``: L-BFGS iterations run, or the epochs of the minibatch path.
+    ``n_iter_``: L-BFGS iterations run, or the epochs of the minibatch path (``n_steps_``: its optimizer steps).
     """
+
+    _sample_weight_refusal = None  # a non-private loss may weight its rows: nothing to account
 
     def __init__(self, model="logistic", *, solver="auto", max_iter=500, tol=1e-6, batch_size=256, epochs=20,
                  learning_rate=0.01, optimizer="adam", momentum=0.0, weight_decay=0.0, model_kwargs=None,
-                 device="cpu", random_state=None, verbose=False):
+                 device="cpu", groups=None, classes=None, random_state=None, verbose=False):
         self.model = model
         self.solver = solver
         self.max_iter = max_iter
@@ -53,24 +59,34 @@ class ERMClassifier(TorchClassifier):
         self.weight_decay = weight_decay
         self.model_kwargs = model_kwargs
         self.device = device
+        self.groups = groups
+        self.classes = classes
         self.random_state = random_state
         self.verbose = verbose
 
+    def fit(self, X, y, sensitive_features=None, *, sample_weight=None, callback=None):
+        """:meth:`FairEstimator.fit <dpfair.algorithms.FairEstimator.fit>`, with row weights ``sample_weight``
+        (one finite weight ≥ 0 per row; the loss becomes their weighted mean)."""
+        return super().fit(X, y, sensitive_features, sample_weight=sample_weight, callback=callback)
+
+    def _weights(self, n: int) -> torch.Tensor | None:
+        w = vars(self).get("_sample_weight")
+        return None if w is None else self._tensor(w / w.mean())
+
     def _fit(self, X, y, s):
-        self._validate_training()
         if self.solver not in ("auto", "lbfgs", "minibatch"):
             raise ValueError(f"solver must be 'auto', 'lbfgs' or 'minibatch', got {self.solver!r}")
         self.model_ = self._build_model(len(self.classes_))
         full_batch = self.solver == "lbfgs" or (self.solver == "auto" and self.model == "logistic")
         if full_batch:
-            self._fit_lbfgs(self._tensor(X), self._tensor(y, torch.long))
+            self._fit_lbfgs(self._tensor(X), self._tensor(y, torch.long), self._weights(len(X)))
         else:
             self._fit_minibatch(X, y)
         self.model_.eval()
         self.privacy_ledger_.record(dpa.NonPrivateDpEvent(), "non-private training")
         self._finish_privacy()
 
-    def _fit_lbfgs(self, Xt, yt):
+    def _fit_lbfgs(self, Xt, yt, wt=None):
         decay = check_positive(self.weight_decay, "weight_decay", allow_zero=True)
         check_positive(self.max_iter, "max_iter", integer=True)
         tol = check_positive(self.tol, "tol")
@@ -83,7 +99,8 @@ class ERMClassifier(TorchClassifier):
         def objective():
             bar.update()
             opt.zero_grad()
-            loss = F.cross_entropy(self.model_(Xt), yt)
+            loss = F.cross_entropy(self.model_(Xt), yt) if wt is None else (
+                (wt * F.cross_entropy(self.model_(Xt), yt, reduction="none")).mean())
             if decay:
                 loss = loss + 0.5 * decay * sum((p * p).sum() for p in params)
             loss.backward()
@@ -97,7 +114,7 @@ class ERMClassifier(TorchClassifier):
 
     def _fit_minibatch(self, X, y):
         opt = self._make_optimizer(self.model_.parameters())
-        Xt, yt = self._tensor(X), self._tensor(y, torch.long)
+        Xt, yt, wt = self._tensor(X), self._tensor(y, torch.long), self._weights(len(X))
         n = X.shape[0]
         self.model_.train()
         bar = self._progress(int(self.epochs), "epoch")
@@ -106,7 +123,8 @@ class ERMClassifier(TorchClassifier):
             total = 0.0
             for start in range(0, n, self.batch_size):
                 idx = order[start:start + self.batch_size]
-                loss = F.cross_entropy(self.model_(Xt[idx]), yt[idx])
+                loss = F.cross_entropy(self.model_(Xt[idx]), yt[idx]) if wt is None else (
+                    (wt[idx] * F.cross_entropy(self.model_(Xt[idx]), yt[idx], reduction="none")).mean())
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -115,3 +133,4 @@ class ERMClassifier(TorchClassifier):
             bar.update()
             self._end_epoch(epoch=epoch + 1, step=epoch + 1, steps=int(self.epochs))
         self.n_iter_ = int(self.epochs)
+        self.n_steps_ = int(self.epochs) * -(-n // int(self.batch_size))  # the optimizer's steps

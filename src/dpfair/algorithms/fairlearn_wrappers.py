@@ -103,6 +103,8 @@ class ReductionsClassifier(FairEstimator):
         not a privacy parameter.
     max_iter, nu, eta0, run_linprog_step : passed to ``ExponentiatedGradient`` unchanged (``n_iter_``: the
         rounds it ran).
+    groups, classes : the public lists of group and label values (an int k: ``0..k-1``), as every dpfair
+        estimator takes them; ``None`` infers them from the data (not private here: no warning).
     random_state : seeds the base estimator (when its ``random_state`` is unset) and ``predict``'s draws.
     verbose : a progress bar on stderr (:mod:`dpfair.progress`).
     """
@@ -110,10 +112,13 @@ class ReductionsClassifier(FairEstimator):
     _requires_sensitive = True
     _binary_only = True
     _notions = tuple(REDUCTION_MOMENTS)
+    _sample_weight_refusal = ("fairlearn's exponentiated gradient weights the rows itself (by its Lagrange "
+                              "multipliers) and takes no row weights; fit without sample_weight")
     _fairness_strength = "difference_bound"
 
     def __init__(self, estimator=None, *, notion="demographic_parity", difference_bound=0.01, eg_eps=0.01,
-                 max_iter=50, nu=None, eta0=2.0, run_linprog_step=True, random_state=None, verbose=False):
+                 max_iter=50, nu=None, eta0=2.0, run_linprog_step=True, groups=None, classes=None, random_state=None,
+                 verbose=False):
         self.estimator = estimator
         self.notion = notion
         self.difference_bound = difference_bound
@@ -122,6 +127,8 @@ class ReductionsClassifier(FairEstimator):
         self.nu = nu
         self.eta0 = eta0
         self.run_linprog_step = run_linprog_step
+        self.groups = groups
+        self.classes = classes
         self.random_state = random_state
         self.verbose = verbose
 
@@ -173,6 +180,8 @@ class ThresholdClassifier(FairEstimator):
         (default: logistic regression); fitted on the data unless ``prefit=True``.
     notion : "demographic_parity", "equalized_odds" or "equal_opportunity".
     objective, grid_size, flip, prefit, predict_method : passed to ``ThresholdOptimizer`` unchanged.
+    groups, classes : the public lists of group and label values (an int k: ``0..k-1``), as every dpfair
+        estimator takes them; ``None`` infers them from the data (not private here: no warning).
     random_state : seeds the base estimator (when its ``random_state`` is unset) and ``predict``'s draws.
     verbose : a progress bar on stderr (:mod:`dpfair.progress`).
     """
@@ -181,9 +190,12 @@ class ThresholdClassifier(FairEstimator):
     _binary_only = True
     _notions = tuple(THRESHOLD_CONSTRAINTS)
     _predict_needs_sensitive = True
+    _sample_weight_refusal = ("fairlearn's ThresholdOptimizer chooses its thresholds on unweighted rows; fit "
+                              "without sample_weight")
 
     def __init__(self, estimator=None, *, notion="demographic_parity", objective="accuracy_score", grid_size=1000,
-                 flip=False, prefit=False, predict_method="auto", random_state=None, verbose=False):
+                 flip=False, prefit=False, predict_method="auto", groups=None, classes=None, random_state=None,
+                 verbose=False):
         self.estimator = estimator
         self.notion = notion
         self.objective = objective
@@ -191,6 +203,8 @@ class ThresholdClassifier(FairEstimator):
         self.flip = flip
         self.prefit = prefit
         self.predict_method = predict_method
+        self.groups = groups
+        self.classes = classes
         self.random_state = random_state
         self.verbose = verbose
 
@@ -222,6 +236,7 @@ class ThresholdClassifier(FairEstimator):
 
     def _check_predict_inputs(self, X, sensitive_features):
         check_is_fitted(self, "postprocessor_")
+        X, sensitive_features = self._prediction_groups(X, sensitive_features)
         X = self._prediction_features(X)
         if sensitive_features is None:
             raise ValueError(f"{type(self).__name__} uses the sensitive attribute at prediction: "

@@ -87,7 +87,7 @@ import torch.nn.functional as F
 from dpfair.algorithms.base import TorchClassifier, public_categories
 from dpfair.algorithms.signal import floor_counts, noise_tolerance
 from dpfair.nn import assign_grads, clipped_gradient_sum
-from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, PrivacyUnit, Release
+from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, PrivacyUnit, Release, check_privacy_unit
 from dpfair.validation import check_group_proportions, check_positive, encode_categories
 
 DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY = "demographic_parity", "equalized_odds", "accuracy_parity"
@@ -294,10 +294,12 @@ class PFLDClassifier(TorchClassifier):
         self.n_features_in_ = X.shape[1]
         return X, y_codes, s_codes
 
-    def _check_hyperparameters(self):
+    def check_hyperparameters(self) -> PFLDClassifier:
+        """The hyper-parameters alone (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`)."""
+        super().check_hyperparameters()
         if self.notion not in NOTIONS:
             raise ValueError(f"notion must be one of {', '.join(NOTIONS)}, got {self.notion!r}")
-        if self.privacy_unit_ is not PrivacyUnit.SENSITIVE:
+        if check_privacy_unit(self.privacy_unit) is not PrivacyUnit.SENSITIVE:
             raise ValueError("PF-LD protects the sensitive attribute only: use privacy_unit='sensitive' "
                              "(for record-level DP use DPFERMIClassifier(privacy_unit='record'))")
         check_positive(self.primal_clip, "primal_clip")
@@ -315,6 +317,7 @@ class PFLDClassifier(TorchClassifier):
             if r > 1:
                 raise ValueError(f"sensitive_fraction must lie in (0, 1], got {r!r}: it is the fraction of "
                                  "rows whose sensitive value is known")
+        return self
 
     # ---- normalisers: public or released group sizes ------------------------------------------
     def _public_sizes(self, cells_n: np.ndarray, k: int) -> np.ndarray:
@@ -358,8 +361,6 @@ class PFLDClassifier(TorchClassifier):
 
     # ---- training -------------------------------------------------------------------------------
     def _fit(self, X, y, s):
-        self._validate_training()
-        self._check_hyperparameters()
         n, k, l = X.shape[0], len(self.groups_), len(self.classes_)
         notion = self.notion
         groups, cells = constraint_cells(notion, y, s, k)

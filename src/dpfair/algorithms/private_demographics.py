@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from dpfair._compat import _ALL, _EVENT, _GROUP_ID, _LABEL, _SIGN, Moment, UtilityParity, set_utility_parity_state
+from dpfair.algorithms.base import FairEstimator
 from dpfair.algorithms.fairlearn_wrappers import ReductionsClassifier
 from dpfair.privacy import Part, PrivacyPlan, keep_probability
 
@@ -151,8 +152,8 @@ class PrivateDemographicsClassifier(ReductionsClassifier):
         :class:`~dpfair.algorithms.fairlearn_wrappers.ReductionsClassifier`. The corrected constraints
         are noisier than the exact ones (the variance of ``ê_i`` grows like ``1/(π − π̄)²``), so a bound
         far below that estimation noise is met on the estimates, not certified on the true groups.
-    groups : the public list of group values (an int k: ``0..k-1``); ``None`` infers it from s, with a
-        ``PrivacyLeakWarning``.
+    groups, classes : the public lists of group and label values (an int k: ``0..k-1``); ``None`` infers
+        them from the data, with a ``PrivacyLeakWarning`` for the groups (s is private; y is public here).
     secure_mode : draw the coins of randomized response from the OS CSPRNG (:mod:`dpfair.privacy.samplers`).
     random_state : seeds public randomness only (the base estimator, ``predict``'s draws); the randomized
         response draws from a secret generator made fresh for each fit.
@@ -164,17 +165,17 @@ class PrivateDemographicsClassifier(ReductionsClassifier):
 
     _private = True
     privacy_unit = "sensitive"
+    _sample_weight_refusal = FairEstimator._sample_weight_refusal
 
     def __init__(self, estimator=None, *, notion="demographic_parity", epsilon=1.0, delta=None, accountant="pld",
                  difference_bound=0.01, eg_eps=0.01, max_iter=50, nu=None, eta0=2.0, run_linprog_step=True,
-                 groups=None, secure_mode=False, random_state=None, verbose=False):
+                 groups=None, classes=None, secure_mode=False, random_state=None, verbose=False):
         super().__init__(estimator, notion=notion, difference_bound=difference_bound, eg_eps=eg_eps,
-                         max_iter=max_iter, nu=nu, eta0=eta0, run_linprog_step=run_linprog_step,
-                         random_state=random_state, verbose=verbose)
+                         max_iter=max_iter, nu=nu, eta0=eta0, run_linprog_step=run_linprog_step, groups=groups,
+                         classes=classes, random_state=random_state, verbose=verbose)
         self.epsilon = epsilon
         self.delta = delta
         self.accountant = accountant
-        self.groups = groups
         self.secure_mode = secure_mode
 
     def _fit(self, X, y, s):

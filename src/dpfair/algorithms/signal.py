@@ -9,9 +9,11 @@ little signal for a useful model; privacy holds as printed either way.
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -50,6 +52,25 @@ def noise_tolerance(noise: np.ndarray, describe: Callable[[tuple, float, float],
     return tolerance
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` made by this function's caller that names the first frame
+    outside dpfair: the user's line, however many of dpfair's frames (a subclass's ``fit``) lie between."""
+    package = str(Path(__file__).resolve().parents[1])
+    frame, level = inspect.currentframe().f_back, 1  # the caller's frame: level 1
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def record_level_ratio(n: int, n_params: int, epsilon: float, delta: float) -> float:
+    """``√(p·ln(1/δ))/(n·ε)``: the excess risk, in units of the loss's scale, that record-level (ε, δ)-DP on
+    ``n`` rows forces on a model of ``p`` parameters (see :func:`warn_if_too_few_records`); 0 at ε = ∞ or δ ≥ 1.
+    Public quantities only."""
+    if math.isinf(epsilon) or delta >= 1.0:
+        return 0.0
+    return math.sqrt(n_params * math.log(1.0 / delta)) / (n * epsilon)
+
+
 def warn_if_too_few_records(method: str, n: int, n_params: int, epsilon: float, delta: float) -> None:
     """Warn when record-level (ε, δ)-DP on ``n`` rows leaves too little signal to expect a useful model.
 
@@ -61,13 +82,12 @@ def warn_if_too_few_records(method: str, n: int, n_params: int, epsilon: float, 
     on compas and 0.001 on adult, where both reached ERM's error within 0.002 (output perturbation:
     compas only; on adult its μ = 1 keeps it at 0.235). Above ``RECORD_LEVEL_LIMIT`` the fit says so.
     """
-    if math.isinf(epsilon):
-        return
-    ratio = math.sqrt(n_params * math.log(1.0 / delta)) / (n * epsilon)
+    ratio = record_level_ratio(n, n_params, epsilon, delta)
     if ratio > RECORD_LEVEL_LIMIT:
         warnings.warn(
             f"{method} protects whole records at epsilon={epsilon:g} on {n} rows with {n_params} parameters: "
             f"sqrt(p·ln(1/δ))/(n·ε) = {ratio:.3f} > {RECORD_LEVEL_LIMIT:g}, too little data for that privacy, so "
             "expect test error near a constant predictor's. Raise epsilon, train on more rows, use fewer features "
-            "or a smaller model, or protect only the sensitive attribute (e.g. --method dp-fermi)",
-            UtilityWarning, stacklevel=4)
+            "or a smaller model, or protect only the sensitive attribute ("
+            + ("privacy_unit='sensitive')" if method == "DP-FERMI" else "e.g. --method dp-fermi)"),
+            UtilityWarning, stacklevel=user_stacklevel())

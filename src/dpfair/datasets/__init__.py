@@ -14,6 +14,11 @@ set's provenance and definitions.
 parkinsons; ``pf-ld``: adult, compas, bank; ``fairdp``: adult, dutch; ``jagielski``: communities; ``mangold``:
 celeba, acs_income): its rows, features, encoding, label, groups and, where the paper states it, its test fraction.
 ``dataset_info(name)["presets"]`` lists a data set's presets.
+
+A user's own table (CSV or Parquet) loads with ``load_table(path, schema=...)`` through a public :class:`Schema`
+(:class:`Column` s, label and classes, sensitive column and groups; ``Schema.from_toml`` reads one, ``to_toml``
+writes one, ``transform`` scores new rows); ``infer_schema`` proposes one from the rows, with a
+``PrivacyLeakWarning``.  See :mod:`dpfair.datasets.tables`.
 """
 
 from dpfair.datasets._acs import load_acs_income
@@ -32,12 +37,16 @@ from dpfair.datasets._tabular import (
     load_german,
     load_parkinsons,
 )
-from dpfair.datasets.base import Dataset
+from dpfair.datasets.base import Column, Dataset, Schema
+from dpfair.datasets.tables import infer_schema, load_table, read_table, read_with_schema
 
 __all__ = [
+    "Column",
     "Dataset",
+    "Schema",
     "data_home",
     "dataset_info",
+    "infer_schema",
     "list_datasets",
     "load_acs_income",
     "load_adult",
@@ -53,5 +62,8 @@ __all__ = [
     "load_mnist_unbalanced",
     "load_parkinsons",
     "load_synthetic",
+    "load_table",
     "make_synthetic",
+    "read_table",
+    "read_with_schema",
 ]

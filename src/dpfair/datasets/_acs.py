@@ -7,8 +7,8 @@ import io
 import numpy as np
 import pandas as pd
 
-from dpfair.datasets._files import DataFile, fetch
-from dpfair.datasets.base import Column, Dataset, Schema, Table, check_choice, finish
+from dpfair.datasets._files import DataFile, fetch, locate
+from dpfair.datasets.base import Column, Dataset, Schema, Table, check_choice, check_test_size, finish
 
 ACS_PUMS_URL = "https://www2.census.gov/programs-surveys/acs/data/pums"
 ACS_FILES = (
@@ -91,16 +91,30 @@ def load_acs_income(*, sensitive: str = "SEX", test_size: float = 0.25, random_s
     public-use data.
     """
     check_choice(sensitive, "sensitive attribute", tuple(ACS_GROUPS), "acs_income")
+    test_size = check_test_size(test_size)
     (raw,) = fetch(ACS_FILES, path=path, data_home=data_home, download=download)
+    (found,) = locate(ACS_FILES, path=path, data_home=data_home)
+    where = f"acs_income: {found or 'the ACS file'}"  # every error about the file names it
     needed = set(ACS_FEATURES) | {"PINCP", "PWGTP", "RELSHIPP"}
-    frame = pd.read_csv(io.BytesIO(raw), usecols=lambda c: c in needed)
+    try:
+        frame = pd.read_csv(io.BytesIO(raw), usecols=lambda c: c in needed)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where} is not a readable CSV file ({str(exc).strip().splitlines()[0]}); expected an ACS "
+                         "PUMS person CSV or an ACSIncome CSV") from None
     absent = [c for c in ACS_FEATURES + ["PINCP"] if c not in frame.columns]
     if absent:
         hint = " (ACS PUMS files from 2019 on have RELSHIPP instead of RELP)" if "RELSHIPP" in frame.columns else ""
-        raise ValueError(f"acs_income: the file has no column(s) {', '.join(absent)}{hint}; expected an ACS PUMS "
-                         "person CSV or an ACSIncome CSV with AGEP, COW, SCHL, MAR, OCCP, POBP, RELP, WKHP, SEX, "
-                         "RAC1P and PINCP")
+        raise ValueError(f"{where} has no column(s) {', '.join(absent)}{hint}; expected an ACS PUMS person CSV or an "
+                         "ACSIncome CSV with AGEP, COW, SCHL, MAR, OCCP, POBP, RELP, WKHP, SEX, RAC1P and PINCP")
     pums = "PWGTP" in frame.columns
+    numeric = ACS_FEATURES + (["PWGTP"] if pums else []) + ([] if frame["PINCP"].dtype == bool else ["PINCP"])
+    for column in numeric:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = np.flatnonzero(values.isna().to_numpy() & frame[column].notna().to_numpy())
+        if bad.size:
+            raise ValueError(f"{where}: column {column} holds {frame[column].iloc[bad[0]]!r} on line {bad[0] + 2}, "
+                             "not a number; the ACS PUMS columns hold numeric codes")
+        frame[column] = values
     is_label = not pums and (frame["PINCP"].dtype == bool or frame["PINCP"].isin([0, 1]).all())
     n_raw = len(frame)
     keep = pd.Series(True, index=frame.index)
@@ -108,17 +122,30 @@ def load_acs_income(*, sensitive: str = "SEX", test_size: float = 0.25, random_s
         if column in frame.columns and not (column == "PINCP" and is_label):
             values = frame[column].astype(float)
             keep &= values > bound if op == ">" else values >= bound
-    frame = frame.loc[keep].reset_index(drop=True)
+    frame = frame.loc[keep]
+    if n_raw == 0:
+        raise ValueError(f"{where} holds no rows, only a header; give a file of ACS PUMS person records")
+    if frame.empty:
+        raise ValueError(f"{where}: none of its {n_raw:,} rows passes folktables' filters (AGEP > 16, PINCP > 100, "
+                         "WKHP > 0, PWGTP >= 1); give a file of ACS PUMS person records")
+    lines = frame.index.to_numpy() + 2  # the file's line of each kept row (line 1 is the header)
+    frame = frame.reset_index(drop=True)
     y = frame["PINCP"].astype(bool) if is_label else frame["PINCP"] > ACS_THRESHOLD
 
     codes = frame[ACS_FEATURES].astype(float).fillna(0.0)
-    if not np.array_equal(codes, np.round(codes)):
-        raise ValueError("acs_income: a feature holds a non-integer code")
+    bad_codes = (~np.isfinite(codes) | (codes != np.round(codes))).to_numpy()
+    if bad_codes.any():
+        row, col = np.argwhere(bad_codes)[0]
+        raise ValueError(f"{where}: column {ACS_FEATURES[col]} holds {codes.iat[row, col]:g} on line {lines[row]}, "
+                         "not an integer code of the PUMS data dictionary")
     codes = codes.astype(np.int64)
     groups = ACS_GROUPS[sensitive]
     s = codes["SEX"].map({2: 0, 1: 1}) if sensitive == "SEX" else codes["RAC1P"] - 1
-    if s.isna().any() or not s.between(0, len(groups) - 1).all():
-        raise ValueError(f"acs_income: {sensitive} holds a code outside its {len(groups)} groups")
+    outside = np.flatnonzero((s.isna() | ~s.between(0, len(groups) - 1)).to_numpy())
+    if outside.size:
+        raise ValueError(f"{where}: column {sensitive} holds {codes[sensitive].iat[outside[0]]} on line "
+                         f"{lines[outside[0]]}, outside its {len(groups)} groups (codes "
+                         f"{'1-2' if sensitive == 'SEX' else f'1-{len(groups)}'})")
     kind = "an ACS PUMS person file" if pums else "a pre-extracted ACSIncome file"
     table = Table(
         name="acs_income", y=y.to_numpy().astype(np.int64), s=s.to_numpy().astype(np.int64),
@@ -135,4 +162,7 @@ def load_acs_income(*, sensitive: str = "SEX", test_size: float = 0.25, random_s
         schema=ACS_SCHEMA if include_sensitive else ACS_SCHEMA.without([sensitive]),
         encodes_sensitive=[sensitive] if include_sensitive else [],
     )
-    return finish(table, test_size, random_state)
+    try:
+        return finish(table, test_size, random_state)
+    except ValueError as exc:  # a code outside the schema's categories, a split it cannot make: about this file
+        raise ValueError(f"{str(exc).strip().splitlines()[0]} (in {found or 'the ACS file'})") from None

@@ -225,8 +225,11 @@ def fetch(files: Sequence[DataFile], *, path=None, data_home=None, download: boo
     return contents
 
 
+def locate(files: Sequence[DataFile], *, path=None, data_home=None) -> list[Path | None]:
+    """Where :func:`fetch` reads each of ``files`` from (``None``: nowhere on disk), for messages naming the file."""
+    return [_first_existing(_search_list(file, i == 0, path, data_home)) for i, file in enumerate(files)]
+
+
 def is_available(files: Sequence[DataFile], *, path=None, data_home=None) -> bool:
     """Whether every file can be read without downloading (checksums are not checked here)."""
-    return all(
-        _first_existing(_search_list(file, i == 0, path, data_home)) is not None for i, file in enumerate(files)
-    )
+    return all(found is not None for found in locate(files, path=path, data_home=data_home))

@@ -7,10 +7,12 @@ its definitions) and hands it to :func:`finish`, which
   label × group cell has fewer than 2 rows it stratifies by label only, and if some label has fewer than 2 rows
   it does not stratify (the description says which was used).  A loader may instead fix the split (an
   official split) or give row groups that must not straddle train and test (e.g. patients);
-* turns every row into features with the data set's public :class:`Schema`, declared in code with the loader:
+* turns every row into features with the data set's public :class:`Schema`, declared in code with the loader
+  (or by the user for their own table, :func:`dpfair.datasets.load_table`):
   numeric columns are clipped to a declared range ``[lo, hi]`` and mapped to ``(x - center) / scale`` with
   declared constants, categorical columns are one-hot encoded over a declared vocabulary in its declared order
-  (a value outside it is an error), 0/1 columns are passed through.  No statistic of the rows is used, so a row's
+  (a value outside it is an error, or one "other" level where declared), 0/1 columns are passed through.  No
+  statistic of the rows is used, so a row's
   features depend on that row alone, whichever other rows exist and whichever split it falls in: what the
   record-level privacy unit needs (removing one training record changes no other row's features and no feature
   name).  A ready matrix ``X`` (MNIST pixels) is passed through unchanged;
@@ -21,8 +23,11 @@ its definitions) and hands it to :func:`finish`, which
 
 from __future__ import annotations
 
+import json
 import math
+import tomllib
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -32,16 +37,70 @@ from dpfair.validation import check_1d, check_features
 
 
 KINDS = ("numeric", "categorical", "binary")
+#: The level a categorical column declared with ``other=True`` maps unlisted values to (feature ``name=<other>``).
+OTHER = "<other>"
+#: The version of the dict/TOML form of a :class:`Schema` (``Schema.to_dict``).
+SCHEMA_VERSION = 1
+_COLUMN_KEYS = {"numeric": ("lo", "hi", "center", "scale"), "categorical": ("categories", "other"), "binary": ()}
+_SCHEMA_KEYS = ("version", "source", "label", "classes", "sensitive", "groups", "ignore", "columns")
+
+
+def as_text(values) -> np.ndarray:
+    """The values of a column as the strings a schema lists them by (an object array, ``None`` where missing).
+
+    A float that is a whole number prints as an integer (``2.0`` → ``"2"``: a CSV column of integer codes with a
+    gap reads as float), anything else as ``str`` does; so a category list reads the same from CSV and Parquet.
+    """
+    values = pd.Series(values)
+    missing = values.isna().to_numpy()
+    out = np.full(len(values), None, dtype=object)
+    present = values[~missing]
+    if pd.api.types.is_float_dtype(present.dtype):
+        x = present.to_numpy(np.float64)
+        whole = (np.round(x) == x) & (np.abs(x) < 2.0**53)
+        text = x.astype(str).astype(object)
+        text[whole] = x[whole].astype(np.int64).astype(str)
+    else:
+        text = present.astype(str).to_numpy(object)
+    out[~missing] = text
+    return out
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{where} must be a number, got {value!r}")
+    return float(value)
+
+
+def _strings(value, where: str, at_least: int = 0) -> tuple[str, ...]:
+    """A list of distinct strings (integers are taken as their text: TOML users write ``[1, 2]``)."""
+    ok = isinstance(value, (list, tuple)) and all(
+        isinstance(v, (str, int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in value)
+    items = tuple(str(v) for v in value) if ok else ()
+    if not ok or len(items) < at_least or len(set(items)) != len(items) or not all(items):
+        need = f"at least {at_least} " if at_least else ""
+        raise ValueError(f"{where} must be a list of {need}distinct non-empty strings, got {value!r}")
+    return items
+
+
+def _flag(value, where: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{where} must be true or false, got {value!r}")
+    return bool(value)
 
 
 @dataclass(frozen=True)
 class Column:
-    """One column of a public schema: how a raw value becomes features, with constants fixed in code.
+    """One column of a public schema: how a raw value becomes features, with declared constants.
 
     ``kind`` is ``"numeric"`` (the value is clipped to ``[lo, hi]``, then mapped to ``(x - center) / scale``: one
-    feature named after the column), ``"categorical"`` (one-hot over ``categories`` in their declared order:
-    features ``name=category``; a value outside them is an error) or ``"binary"`` (a 0/1 value passed through).
-    Build columns with :meth:`numeric`, :meth:`categorical` and :meth:`binary`.
+    feature named after the column; ``center`` and ``scale`` default to ``(lo + hi) / 2`` and ``(hi - lo) / 2``,
+    so the declared range maps onto ``[-1, 1]``), ``"categorical"`` (one-hot over ``categories`` in their
+    declared order: features ``name=category``; a value outside them, or a missing one, is an error, unless
+    ``other=True`` declares one more level ``name=<other>`` that takes them) or ``"binary"`` (a 0/1 value passed
+    through).  ``encodes_sensitive`` declares, as a public fact, that the column encodes the sensitive attribute
+    (s itself, a proxy s is a function of): see ``Dataset.sensitive_columns``.  A row's features depend on that
+    row and these constants alone.  Build columns with :meth:`numeric`, :meth:`categorical` and :meth:`binary`.
     """
 
     name: str
@@ -49,55 +108,90 @@ class Column:
     categories: tuple[str, ...] = ()
     lo: float = -math.inf
     hi: float = math.inf
-    center: float = 0.0
-    scale: float = 1.0
+    center: float | None = None
+    scale: float | None = None
+    other: bool = False
+    encodes_sensitive: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"a column name must be a non-empty string, got {self.name!r}")
         if self.kind not in KINDS:
             raise ValueError(f"column {self.name!r}: unknown kind {self.kind!r}; valid: {', '.join(KINDS)}")
+        where = f"column {self.name!r}:"
+        object.__setattr__(self, "categories", tuple(self.categories))
+        object.__setattr__(self, "other", _flag(self.other, f"{where} other"))
+        object.__setattr__(self, "encodes_sensitive", _flag(self.encodes_sensitive, f"{where} encodes_sensitive"))
         if self.kind == "categorical":
             cats = self.categories
             if not cats or not all(isinstance(c, str) for c in cats) or len(set(cats)) != len(cats):
-                raise ValueError(f"column {self.name!r}: categories must be distinct strings, got {cats!r}")
+                raise ValueError(f"{where} categories must be distinct strings, got {cats!r}")
+            if self.other and OTHER in cats:
+                raise ValueError(f"{where} {OTHER!r} names the level of other values; rename that category")
         elif self.categories:
-            raise ValueError(f"column {self.name!r}: only a categorical column has categories")
-        if not (self.lo <= self.hi and math.isfinite(self.center) and math.isfinite(self.scale) and self.scale > 0):
-            raise ValueError(f"column {self.name!r}: need lo <= hi, a finite center and a finite scale > 0")
+            raise ValueError(f"{where} only a categorical column has categories")
+        elif self.other:
+            raise ValueError(f"{where} only a categorical column has an other level")
+        lo, hi = _number(self.lo, f"{where} lo"), _number(self.hi, f"{where} hi")
+        center, scale = self.center, self.scale
+        if self.kind == "numeric" and (center is None or scale is None):
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                raise ValueError(f"{where} give its public range lo and hi (finite numbers), or center and scale")
+            center = (lo + hi) / 2 if center is None else center
+            scale = ((hi - lo) / 2 or 1.0) if scale is None else scale
+        center = 0.0 if center is None else _number(center, f"{where} center")
+        scale = 1.0 if scale is None else _number(scale, f"{where} scale")
+        for key, value in (("lo", lo), ("hi", hi), ("center", center), ("scale", scale)):
+            object.__setattr__(self, key, value)
+        if not (lo <= hi and math.isfinite(center) and math.isfinite(scale) and scale > 0):
+            raise ValueError(f"{where} need lo <= hi, a finite center and a finite scale > 0")
 
     @classmethod
-    def numeric(cls, name: str, lo: float, hi: float, center: float, scale: float) -> Column:
-        return cls(name, "numeric", lo=float(lo), hi=float(hi), center=float(center), scale=float(scale))
+    def numeric(cls, name: str, lo: float, hi: float, center: float | None = None, scale: float | None = None, *,
+                encodes_sensitive: bool = False) -> Column:
+        """Clip to ``[lo, hi]``, then ``(x - center) / scale`` (default: the range mapped onto ``[-1, 1]``)."""
+        return cls(name, "numeric", lo=lo, hi=hi, center=center, scale=scale, encodes_sensitive=encodes_sensitive)
 
     @classmethod
-    def categorical(cls, name: str, categories) -> Column:
-        return cls(name, "categorical", categories=tuple(categories))
+    def categorical(cls, name: str, categories, *, other: bool = False, encodes_sensitive: bool = False) -> Column:
+        return cls(name, "categorical", categories=tuple(categories), other=other,
+                   encodes_sensitive=encodes_sensitive)
 
     @classmethod
-    def binary(cls, name: str) -> Column:
-        return cls(name, "binary")
+    def binary(cls, name: str, *, encodes_sensitive: bool = False) -> Column:
+        return cls(name, "binary", encodes_sensitive=encodes_sensitive)
 
     @property
     def feature_names(self) -> list[str]:
         if self.kind == "categorical":
-            return [f"{self.name}={c}" for c in self.categories]
+            return [f"{self.name}={c}" for c in self.categories + ((OTHER,) if self.other else ())]
         return [self.name]
 
     def encode(self, values: pd.Series, dataset: str = "data") -> np.ndarray:
         """The ``(n, len(feature_names))`` float64 features of the raw ``values``, row by row."""
         where = f"{dataset}: column {self.name!r}"
-        if values.isna().any():
-            raise ValueError(f"{where} has a missing value (row {int(np.flatnonzero(values.isna())[0])})")
+        missing = values.isna().to_numpy()
         if self.kind == "categorical":
-            text = values.astype(str).to_numpy()
+            text = as_text(values)
             codes = pd.Index(self.categories).get_indexer(text)
-            if np.any(codes < 0):
+            if self.other:
+                codes[codes < 0] = len(self.categories)
+            elif missing.any():
+                raise ValueError(f"{where} has a missing value (row {int(np.flatnonzero(missing)[0])}); fill or drop "
+                                 f"such rows, or declare the column with other = true")
+            elif np.any(codes < 0):
                 bad = sorted(set(text[codes < 0]))
                 raise ValueError(f"{where} has value(s) {', '.join(map(repr, bad[:5]))} outside its declared "
-                                 f"categories {list(self.categories)}")
-            return np.eye(len(self.categories))[codes]
-        x = pd.to_numeric(values, errors="raise").to_numpy(np.float64)
+                                 f"categories {list(self.categories)}; add them, or declare other = true")
+            return np.eye(len(self.feature_names))[codes]
+        if missing.any():
+            raise ValueError(f"{where} has a missing value (row {int(np.flatnonzero(missing)[0])}); fill or drop "
+                             f"such rows")
+        x = pd.to_numeric(values, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+        if np.isnan(x).any():
+            bad = sorted(set(as_text(values[np.isnan(x)])))
+            raise ValueError(f"{where} is declared {self.kind} but holds {', '.join(map(repr, bad[:5]))}; fix the "
+                             f"values or declare the column categorical")
         if self.kind == "binary":
             if not np.isin(x, (0.0, 1.0)).all():
                 raise ValueError(f"{where} is declared 0/1 but holds {sorted(set(x[~np.isin(x, (0.0, 1.0))]))[:5]}")
@@ -105,11 +199,55 @@ class Column:
         return ((np.clip(x, self.lo, self.hi) - self.center) / self.scale)[:, None]
 
     def describe(self) -> str:
+        tag = " (encodes the sensitive attribute)" if self.encodes_sensitive else ""
         if self.kind == "categorical":
-            return f"{self.name}: one-hot over {{{', '.join(self.categories)}}}"
+            other = f", other values -> {self.name}={OTHER}" if self.other else ""
+            return f"{self.name}: one-hot over {{{', '.join(self.categories)}}}{other}{tag}"
         if self.kind == "binary":
-            return f"{self.name}: 0/1"
-        return f"{self.name}: clip to [{self.lo:g}, {self.hi:g}], (x - {self.center:g}) / {self.scale:g}"
+            return f"{self.name}: 0/1{tag}"
+        return f"{self.name}: clip to [{self.lo:g}, {self.hi:g}], (x - {self.center:g}) / {self.scale:g}{tag}"
+
+    def to_dict(self) -> dict:
+        """The column as JSON-able data (an infinite bound as ``None``); :meth:`from_dict` reads it back."""
+        out = {"name": self.name, "kind": self.kind}
+        if self.kind == "numeric":
+            out.update({key: (v if math.isfinite(v) else None) for key, v in (("lo", self.lo), ("hi", self.hi))})
+            out.update(center=self.center, scale=self.scale)
+        elif self.kind == "categorical":
+            out.update(categories=list(self.categories), other=self.other)
+        if self.encodes_sensitive:
+            out["encodes_sensitive"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, data, where: str = "column") -> Column:
+        """A column from :meth:`to_dict`'s form; an error names the key at fault (``where`` prefixes it)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} must be a table with keys name, kind, ..., got {data!r}")
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{where}.name must be a non-empty string, got {name!r}")
+        where = f"{where} ({name!r})"
+        kind = data.get("kind")
+        if kind not in KINDS:
+            raise ValueError(f"{where}.kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        valid = ("name", "kind", *_COLUMN_KEYS[kind], "encodes_sensitive")
+        unknown = [key for key in data if key not in valid]
+        if unknown:
+            raise ValueError(f"{where}: unknown key {unknown[0]!r} for a {kind} column; valid: {', '.join(valid)}")
+        options = {}
+        for key in ("lo", "hi", "center", "scale"):
+            if data.get(key) is not None:
+                options[key] = _number(data[key], f"{where}.{key}")
+        if kind == "categorical":
+            options["categories"] = _strings(data.get("categories"), f"{where}.categories", 1)
+        for key in ("other", "encodes_sensitive"):
+            if key in data:
+                options[key] = _flag(data[key], f"{where}.{key}")
+        try:
+            return cls(name, kind, **options)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {str(exc).split(': ', 1)[-1]}") from None
 
 
 def numeric_columns(text: str) -> tuple[Column, ...]:
@@ -122,22 +260,67 @@ def numeric_columns(text: str) -> tuple[Column, ...]:
     return tuple(columns)
 
 
+def _toml_value(value) -> str:
+    """A TOML literal for a string, number, boolean or list of them (written by hand: no TOML writer needed)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(float(value)) if isinstance(value, float) else str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+
+
 @dataclass(frozen=True)
 class Schema:
-    """The public description of a data set's features, fixed in code: its :class:`Column` s in feature order.
+    """The public description of a table: its feature :class:`Column` s in feature order, and its targets.
 
-    ``source`` says where the constants come from (documentation, or a rounded summary of the public file fixed
-    once in code).
+    ``source`` says where the constants come from (documentation, a rounded summary of a public file fixed once in
+    code, or a user's declaration).  A user's table also declares, as public facts, its ``label`` column with the
+    ``classes`` (codes ``0..l-1`` in that order), its ``sensitive`` column with the ``groups`` (codes ``0..k-1``),
+    and the columns it ``ignore`` s; the built-in loaders compute their labels and groups in code instead.  The
+    sensitive column may also be a feature; it then encodes s, as does any column declared ``encodes_sensitive``.
+    Under the record-level privacy unit nothing here may be computed from the private rows: the schema is
+    declared (or reviewed and declared, :func:`dpfair.datasets.infer_schema`), and travels with a model
+    (:meth:`to_dict`) so that prediction applies the same preprocessing (:meth:`transform`).
     """
 
     columns: tuple[Column, ...]
     source: str = ""
+    label: str | None = None
+    classes: tuple[str, ...] = ()
+    sensitive: str | None = None
+    groups: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
 
     def __post_init__(self):
-        object.__setattr__(self, "columns", tuple(self.columns))
+        for key in ("columns", "classes", "groups", "ignore"):
+            object.__setattr__(self, key, tuple(getattr(self, key)))
+        if not all(isinstance(c, Column) for c in self.columns):
+            raise ValueError("a schema's columns must be Column objects (Column.numeric, .categorical, .binary)")
+        if not isinstance(self.source, str):
+            raise ValueError(f"source must be a string, got {self.source!r}")
         names = [c.name for c in self.columns]
         if len(set(names)) != len(names):
             raise ValueError(f"a schema lists a column twice: {names}")
+        for target, values in (("label", "classes"), ("sensitive", "groups")):
+            column = getattr(self, target)
+            if column is None:
+                if getattr(self, values):
+                    raise ValueError(f"{values} given without the {target} column they are the values of")
+                continue
+            if not isinstance(column, str) or not column:
+                raise ValueError(f"{target} must be the name of a column, got {column!r}")
+            object.__setattr__(self, values, _strings(getattr(self, values), f"{values} (of {target} {column!r})", 2))
+        if self.label is not None and self.label in names:
+            raise ValueError(f"the label column {self.label!r} may not also be a feature; remove it from the columns")
+        if self.label is not None and self.label == self.sensitive:
+            raise ValueError(f"the label and the sensitive column are both {self.label!r}")
+        ignore = _strings(self.ignore, "ignore")
+        clash = [n for n in ignore if n in names or n in (self.label, self.sensitive)]
+        if clash:
+            raise ValueError(f"ignore lists {clash}, which the schema also uses; remove them from one of the two")
+        object.__setattr__(self, "ignore", ignore)
 
     @property
     def names(self) -> list[str]:
@@ -146,6 +329,11 @@ class Schema:
     @property
     def feature_names(self) -> list[str]:
         return [f for c in self.columns for f in c.feature_names]
+
+    @property
+    def encodes_sensitive(self) -> list[str]:
+        """The feature columns declared to encode the sensitive attribute (the sensitive column itself if kept)."""
+        return [c.name for c in self.columns if c.encodes_sensitive or c.name == self.sensitive]
 
     def __getitem__(self, name: str) -> Column:
         for c in self.columns:
@@ -160,18 +348,137 @@ class Schema:
             raise ValueError(f"no column(s) {unknown} in the schema; columns: {self.names}")
         return replace(self, columns=tuple(c for c in self.columns if c.name not in set(names)))
 
-    def transform(self, frame: pd.DataFrame, dataset: str = "data") -> np.ndarray:
-        """The float64 feature matrix of ``frame``: each row from that row's values and the schema alone."""
+    def transform(self, frame: pd.DataFrame, dataset: str = "data", *, strict: bool = False) -> np.ndarray:
+        """The float64 feature matrix of ``frame``: each row from that row's values and the schema alone.
+
+        Columns are matched by name, whatever their order in ``frame``; the features come in the schema's order
+        (:attr:`feature_names`).  A feature column missing from ``frame`` is an error; with ``strict=True``
+        (new rows to score, a user's file) so is a column the schema does not know (neither a feature, the
+        label, the sensitive column nor an ignored one), since silently dropping it would hide a mismatch.
+        """
+        if not isinstance(frame, pd.DataFrame):
+            raise ValueError(f"{dataset}: expected a pandas DataFrame with named columns, got {type(frame).__name__}")
         missing = [n for n in self.names if n not in frame.columns]
         if missing:
-            raise ValueError(f"{dataset}: the schema's column(s) {missing} are not in the data")
+            raise ValueError(f"{dataset}: the schema's column(s) {missing} are not in the data; add them to the data "
+                             f"or remove them from the schema")
+        if strict:
+            known = {*self.names, *self.ignore, self.label, self.sensitive}
+            extra = [c for c in frame.columns if c not in known]
+            if extra:
+                raise ValueError(f"{dataset}: column(s) {extra} are not in the schema; drop them from the data or "
+                                 f"list them in the schema's ignore")
         blocks = [c.encode(frame[c.name], dataset) for c in self.columns]
         return np.hstack(blocks) if blocks else np.zeros((len(frame), 0))
 
+    def codes(self, frame: pd.DataFrame, target: str, dataset: str = "data") -> np.ndarray:
+        """The int64 codes of the ``target`` (``"label"`` or ``"sensitive"``) column of ``frame``: each value's
+        position in the declared ``classes`` or ``groups``; a missing or undeclared value is an error."""
+        if target not in ("label", "sensitive"):
+            raise ValueError(f"target must be 'label' or 'sensitive', got {target!r}")
+        column, key = getattr(self, target), "classes" if target == "label" else "groups"
+        if column is None:
+            raise ValueError(f"{dataset}: the schema declares no {target} column; add {target} = \"...\" and "
+                             f"{key} = [...] to it")
+        if column not in frame.columns:
+            raise ValueError(f"{dataset}: no {target} column {column!r} in the data; columns: {list(frame.columns)}")
+        missing = frame[column].isna().to_numpy()
+        if missing.any():
+            raise ValueError(f"{dataset}: the {target} column {column!r} has a missing value (row "
+                             f"{int(np.flatnonzero(missing)[0])}); drop such rows first")
+        text = as_text(frame[column])
+        declared = getattr(self, key)
+        codes = pd.Index(declared).get_indexer(text)
+        if np.any(codes < 0):
+            bad = sorted(set(text[codes < 0]))
+            raise ValueError(f"{dataset}: the {target} column {column!r} has value(s) {', '.join(map(repr, bad[:5]))} "
+                             f"outside the declared {key} {list(declared)}; add them to the schema's {key}")
+        return codes.astype(np.int64)
+
     def describe(self) -> str:
-        """One line per column, then the source of the constants."""
+        """One line per column, the targets, then the source of the constants."""
         lines = [c.describe() for c in self.columns]
-        return "\n".join(lines + [f"(public schema: {self.source})"])
+        if self.label is not None:
+            lines.append(f"label {self.label}: classes {', '.join(f'{i} = {c}' for i, c in enumerate(self.classes))}")
+        if self.sensitive is not None:
+            lines.append(f"sensitive {self.sensitive}: groups "
+                         f"{', '.join(f'{i} = {g}' for i, g in enumerate(self.groups))}")
+        if self.ignore:
+            lines.append(f"ignored: {', '.join(self.ignore)}")
+        return "\n".join(lines + [f"(schema source: {self.source})"])
+
+    def to_dict(self) -> dict:
+        """The schema as JSON-able data (what a model file stores); :meth:`from_dict` reads it back."""
+        out = {"version": SCHEMA_VERSION, "source": self.source}
+        if self.label is not None:
+            out.update(label=self.label, classes=list(self.classes))
+        if self.sensitive is not None:
+            out.update(sensitive=self.sensitive, groups=list(self.groups))
+        if self.ignore:
+            out["ignore"] = list(self.ignore)
+        out["columns"] = [c.to_dict() for c in self.columns]
+        return out
+
+    @classmethod
+    def from_dict(cls, data, where: str = "schema") -> Schema:
+        """A schema from :meth:`to_dict`'s form (or parsed TOML); a one-line error names the key at fault."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} must be a table of keys ({', '.join(_SCHEMA_KEYS)}), got {type(data).__name__}")
+        unknown = [key for key in data if key not in _SCHEMA_KEYS]
+        if unknown:
+            raise ValueError(f"{where}: unknown key {unknown[0]!r}; valid: {', '.join(_SCHEMA_KEYS)}")
+        if data.get("version", SCHEMA_VERSION) != SCHEMA_VERSION:
+            raise ValueError(f"{where}: version {data['version']!r} is not one this dpfair reads "
+                             f"(version = {SCHEMA_VERSION}); upgrade dpfair")
+        for key in ("source", "label", "sensitive"):
+            if key in data and not isinstance(data[key], str):
+                raise ValueError(f"{where}: {key} must be a string, got {data[key]!r}")
+        columns = data.get("columns", [])
+        if not isinstance(columns, list):
+            raise ValueError(f"{where}: columns must be a list of tables ([[columns]] in TOML), got {columns!r}")
+        lists = {key: _strings(data[key], f"{where}: {key}") for key in ("classes", "groups", "ignore") if key in data}
+        try:
+            return cls(tuple(Column.from_dict(c, f"{where}: columns[{i}]") for i, c in enumerate(columns)),
+                       data.get("source", ""), data.get("label"), sensitive=data.get("sensitive"), **lists)
+        except ValueError as exc:
+            message = str(exc)
+            raise ValueError(message if message.startswith(f"{where}:") else f"{where}: {message}") from None
+
+    def to_toml(self) -> str:
+        """The schema as TOML text, for a user to review, edit and declare (:meth:`from_toml` reads it back)."""
+        data = self.to_dict()
+        columns = data.pop("columns")
+        lines = ["# dpfair schema: every value below is treated as a public fact, not computed from private rows.",
+                 "# Numeric columns are clipped to [lo, hi] and mapped to (x - center) / scale; categorical ones are",
+                 "# one-hot over categories (other = true: one more level for any other value). Once reviewed,",
+                 "# say who declared it in source.", ""]
+        lines += [f"{key} = {_toml_value(value)}" for key, value in data.items()]
+        for column in columns:
+            lines += ["", "[[columns]]"]
+            lines += [f"{key} = {_toml_value(value)}" for key, value in column.items() if value is not None]
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_toml(cls, source) -> Schema:
+        """A schema from TOML: a :class:`~pathlib.Path`, a file name, or the text itself (a string with a newline
+        or an ``=``)."""
+        if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and "=" not in source):
+            where = str(source)
+            try:
+                text = Path(source).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise ValueError(f"schema file {where!r} not found") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ValueError(f"cannot read the schema file {where!r}: {exc}") from None
+        elif isinstance(source, str):
+            where, text = "schema", source
+        else:
+            raise ValueError(f"from_toml takes a path or TOML text, got {type(source).__name__}")
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{where}: not valid TOML: {exc}") from None
+        return cls.from_dict(data, where)
 
 
 @dataclass(repr=False)
@@ -345,8 +652,9 @@ def _preprocess(table: Table, train: np.ndarray, test: np.ndarray):
 
 
 def _sensitive_columns(table: Table, schema: Schema | None, feature_names: list[str]) -> tuple[int, ...]:
-    """The indices of the features built from ``table.encodes_sensitive``: every feature of each named schema
-    column (its one-hot columns), or the named features of a ready matrix."""
+    """The indices of the features built from ``table.encodes_sensitive`` and the schema's own declaration
+    (``Schema.encodes_sensitive``): every feature of each named schema column (its one-hot columns), or the named
+    features of a ready matrix."""
     if schema is None:
         where = {name: [j] for j, name in enumerate(feature_names)}
     else:
@@ -355,10 +663,11 @@ def _sensitive_columns(table: Table, schema: Schema | None, feature_names: list[
             width = len(column.feature_names)
             where[column.name] = list(range(start, start + width))
             start += width
-    unknown = [name for name in table.encodes_sensitive if name not in where]
+    declared = list(table.encodes_sensitive) + ([] if schema is None else schema.encodes_sensitive)
+    unknown = [name for name in declared if name not in where]
     if unknown:
         raise ValueError(f"{table.name}: the column(s) {unknown} said to encode {table.sensitive!r} are not features")
-    return tuple(sorted({j for name in table.encodes_sensitive for j in where[name]}))
+    return tuple(sorted({j for name in declared for j in where[name]}))
 
 
 def finish(table: Table, test_size: float, random_state: int) -> Dataset:
@@ -374,7 +683,7 @@ def finish(table: Table, test_size: float, random_state: int) -> Dataset:
     if schema is None:
         description += "."
     else:
-        description += "; features from the data set's public schema fixed in code (no statistic of the rows)."
+        description += "; each row's features from that row and the data set's public schema alone."
     return Dataset(
         name=table.name,
         X_train=X_train,

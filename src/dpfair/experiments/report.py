@@ -10,6 +10,7 @@ HTML-escaped. The page holds:
   sensitive attribute what all the releases reveal about it
   (:meth:`~dpfair.experiments.store.ResultsStore.privacy_totals`), beside which a model's own ε
   understates what was spent;
+- the points whose last attempt failed, with their messages (also when no model is stored yet);
 - per data set, notion and ε: the trade-off plot (each method's points at their seed mean with ± one
   standard deviation, its Pareto front joined), the fronts and the lowest violation within each slack
   of the non-private error (:func:`~dpfair.experiments.frontier.frontier`);
@@ -132,23 +133,24 @@ def _slug(text: str) -> str:
 # ---- loading -----------------------------------------------------------------------------------------
 
 def _load(source):
-    """``(frame, store or None, description)`` from a store, a store path or a frame; a clear error if empty."""
+    """``(frame, store or None, description)`` from a store, a store path or a frame; a clear error if a path
+    holds no store. A store without models (empty, or holding only failures) gives an empty frame."""
     from dpfair.experiments.store import ResultsStore
 
-    hint = "run `dpfair sweep SPEC.toml --store PATH` first"
     if isinstance(source, pd.DataFrame):
         frame, store, where = source, None, "the given frame"
+        if frame.empty and not len(frame.columns):
+            frame = pd.DataFrame(columns=list(_REQUIRED))
     else:
         if isinstance(source, ResultsStore):
             store = source
         else:
             path = Path(source)
             if not path.is_file():
-                raise ValueError(f"no results store at {str(path)!r}; {hint}")
+                raise ValueError(f"no results store at {str(path)!r}; run `dpfair sweep SPEC.toml --store PATH` "
+                                 "first")
             store = ResultsStore(path)
         frame, where = store.frame(), f"the results store {str(store.path)!r}"
-    if frame.empty:
-        raise ValueError(f"{where} holds no models; {hint}")
     missing = [c for c in _REQUIRED if c not in frame.columns]
     if missing:
         raise ValueError(f"{where} has no column {', '.join(missing)}; pass a ResultsStore or its frame()")
@@ -195,8 +197,9 @@ def _summary(frame: pd.DataFrame, store, where: str) -> str:
 
     rows = [["source", where], ["models", f"{len(frame)} ({int(frame['epsilon'].map(_private).sum())} private)"],
             ["sweeps", counts("sweep")], ["data sets", counts("data")], ["methods", counts("method")],
-            ["notions targeted", counts("notion")], ["ε targets", ", ".join(sorted({_eps(v) for v in frame['epsilon']}))],
-            ["seeds", ", ".join(str(s) for s in sorted(frame["seed"].dropna().unique()))]]
+            ["notions targeted", counts("notion")],
+            ["ε targets", ", ".join(sorted({_eps(v) for v in frame['epsilon']})) or "—"],
+            ["seeds", ", ".join(str(s) for s in sorted(frame["seed"].dropna().unique())) or "—"]]
     if "commit_hash" in frame.columns:
         rows.append(["commits", ", ".join(f"{str(k)[:12]} ({n})" for k, n in frame["commit_hash"].fillna("unknown")
                                           .value_counts(sort=False).items())])
@@ -216,7 +219,8 @@ def _summary(frame: pd.DataFrame, store, where: str) -> str:
         rows.append(["training wall time", f"{frame['wall_s'].sum():.1f} s (sum over models)"])
     if store is not None:
         failures = store.failures()
-        rows.append(["failed points", f"{len(failures)} (retried by the next `dpfair sweep`)" if failures else "none"])
+        rows.append(["failed points", f"{len(failures)} (listed below; retried by the next `dpfair sweep`)"
+                     if failures else "none"])
     return "<h2 id=\"summary\">Summary</h2>" + _table(None, rows)
 
 
@@ -229,6 +233,8 @@ def _totals(store) -> str:
     if store is None:
         return head + "<p class=\"note\">Privacy totals need the results store (the report was given a frame).</p>"
     totals = store.privacy_totals()
+    if totals.empty:
+        return head + "<p>No model is stored: nothing was released, and no privacy was spent.</p>"
     rows = []
     for r in totals.to_dict("records"):
         covers = r["covers"] + (" (by group privacy: 2ε)" if r["conversion"] == "group privacy" else "")
@@ -247,6 +253,35 @@ def _totals(store) -> str:
         "composed; the private models' ε is what publishing only the private ones costs.</p>"
         + _table(["data set", "protects", "covers", "models", "release groups", "ε", "private models", "their ε",
                   "δ", "not bounded here"], rows, {3, 4, 5, 6, 7, 8, 9}))
+
+
+def _failures(store) -> str:
+    """The points whose last attempt failed, per message (what the fit refused, read off public quantities)."""
+    if store is None:
+        return ""
+    failures = store.failures()
+    head = "<h2 id=\"failures\">Failed points</h2>"
+    if not failures:
+        return head + "<p class=\"note\">None: every point tried so far was stored.</p>"
+    by_message: dict = {}
+    for f in failures:
+        by_message.setdefault(f["message"], []).append(f)
+    one = len(failures) == 1
+    its, them = ("its", "it") if one else ("their", "them")
+    parts = [head, (f"<p>{len(failures)} point{'' if one else 's'} failed at {its} last attempt and released "
+                    f"nothing; the next <code>dpfair sweep</code> of {its} spec tries {them} again.</p>")]
+    for message, group in sorted(by_message.items(), key=lambda kv: -len(kv[1])):
+        rows = []
+        for f in group:
+            c = f["config"]
+            data = c.get("dataset", "—") + (f" ({c['preset']})" if c.get("preset") else "") + (
+                f", s = {c['sensitive']}" if c.get("sensitive") else "")
+            rows.append([f["sweep"] or "—", data, c.get("method", "—"), c.get("notion") or "—",
+                         _eps(c.get("epsilon")), c.get("seed", "—"), _params(c.get("params"))])
+        parts.append(f"<details open><summary>{_e(message)} ({len(group)} point{'s' if len(group) > 1 else ''})"
+                     "</summary>" + _table(["sweep", "data set", "method", "notion", "privacy", "seed",
+                                            "hyper-parameters"], rows) + "</details>")
+    return "".join(parts)
 
 
 def _tradeoff_plot(curves: pd.DataFrame, references: pd.DataFrame, notion: str, title: str, base: float) -> str:
@@ -473,7 +508,8 @@ def render_report(store_or_frame, out_path, *, title: str | None = None, tables=
     :meth:`~dpfair.experiments.store.ResultsStore.frame` (then without the privacy totals, which need the
     store). One self-contained file (inline PNG images and style, no script or external resource), written
     to a temporary file beside ``out_path`` and renamed over it, so a reader never sees half a report.
-    A missing or empty store raises ``ValueError`` ("run dpfair sweep first"). ``tables``: a folder to
+    A missing store raises ``ValueError`` ("run dpfair sweep first"); an empty store, or one holding only
+    failures, gives a page that says so and lists the failures. ``tables``: a folder to
     write :func:`write_tables`' tables into as well, from the same reading of the store.
     """
     out = Path(out_path)
@@ -515,8 +551,11 @@ def render_report(store_or_frame, out_path, *, title: str | None = None, tables=
          f"{_e(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))} from {_e(where)}. The test scores below, and "
          "any choice made by them, read test rows that no privacy ledger counts.</p>"),
         "<nav><ul><li><a href=\"#summary\">Summary</a></li><li><a href=\"#privacy\">Privacy spent</a></li>",
+        "" if store is None else "<li><a href=\"#failures\">Failed points</a></li>",
         *nav, "<li><a href=\"#papers\">Published numbers</a></li></ul></nav>",
-        _summary(rows, store, where), _totals(store), *sections, _published(rows, anchors),
+        _summary(rows, store, where), _totals(store), _failures(store),
+        *(sections or [(f"<p>{_e(where[:1].upper() + where[1:])} holds no models yet: run <code>dpfair sweep "
+                        "SPEC.toml --store PATH</code> to train them.</p>")]), _published(rows, anchors),
         "</body></html>"])
     return _write(out, page)
 

@@ -21,6 +21,13 @@ SHA-256 of its canonical configuration) that the results store uses to run nothi
 Notions: a fair method runs once per listed notion it supports (its default when ``notions`` is not
 given); a method that targets no notion runs once with ``notion = None``. Every model is evaluated on
 every notion (:func:`~dpfair.experiments.evaluate`).
+
+A spec that cannot mean what it says is refused when it is read, with one line naming the key: a list that
+trains nothing (no data set, seed or ε; a fair method none of whose notions is listed), a listed notion no
+method targets, ε or δ given to a sweep without a private method, a value of the wrong type (``epsilon =
+[true]``), a name that is not a plain file name (it names the default store), and every hyper-parameter
+point of ``[grid.M]`` × ``[params.M]`` that method M's own
+:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters` refuses.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import numbers
+import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -39,6 +48,8 @@ SPEC_PACKAGE = "dpfair.experiments.specs"
 _SWEEP_KEYS = {"name", "datasets", "methods", "epsilon", "seeds", "presets", "notions", "delta", "test_size",
                "description"}
 _DATASET_KEYS = {"name", "sensitive", "preset", "options"}
+#: A sweep's name: it names the default store ``dpfair-runs/<name>.sqlite``, so it is a plain file name.
+_NAME = re.compile(r"[^\W_][\w.+-]*")
 
 
 def _canonical(value) -> str:
@@ -131,35 +142,63 @@ class SweepSpec:
         for key in ("name", "datasets", "methods"):
             if key not in sweep:
                 raise ValueError(f"{where}: [sweep] needs {key!r}")
-        methods = _str_list(sweep["methods"], "methods", where)
+        name = sweep["name"]
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ValueError(f"{where}: [sweep] name must be a plain name (a letter or digit, then letters, digits, "
+                             f"'.', '_', '+' or '-': it names the default store dpfair-runs/<name>.sqlite), got {name!r}")
+        description = sweep.get("description", "")
+        if not isinstance(description, str):
+            raise ValueError(f"{where}: [sweep] description must be a string, got {description!r}")
+        methods = _distinct(_str_list(sweep["methods"], "methods", where), "methods", where)
         for m in methods:
             if m not in METHODS:
                 raise ValueError(f"{where}: unknown method {m!r}; valid: {', '.join(METHODS)}")
-        datasets = [_data_spec(d, sweep.get("presets"), where) for d in _as_list(sweep["datasets"])]
-        datasets = [d for group in datasets for d in group]
+        private = [m for m in methods if METHODS[m]._private]
+        presets = sweep.get("presets")
+        if presets is not None:
+            presets = _distinct(_str_list(presets, "presets", where), "presets", where)
+        entries = _as_list(sweep["datasets"])
+        if not entries:
+            raise ValueError(f"{where}: datasets is empty, so the sweep trains nothing; name at least one data set "
+                             f"(valid: {', '.join(list_datasets())})")
+        datasets = [d for entry in entries for d in _data_spec(entry, presets, where)]
         for d in datasets:
             if d.name not in list_datasets():
                 raise ValueError(f"{where}: unknown data set {d.name!r}; valid: {', '.join(list_datasets())}")
             if d.preset is not None and d.preset not in presets_of(d.name):
                 raise ValueError(f"{where}: data set {d.name!r} has no preset {d.preset!r}; its presets: "
                                  f"{', '.join(presets_of(d.name)) or '(none)'}")
-        epsilon = [float(e) for e in _as_list(sweep.get("epsilon", [1.0]))]
+        for key in ("epsilon", "delta"):
+            if key in sweep and not private:
+                raise ValueError(f"{where}: [sweep] {key} is given but no method of the sweep is private "
+                                 f"({', '.join(methods)} run without noise); drop {key} or add a private method")
+        epsilon = _distinct(_as_list(sweep.get("epsilon", [1.0])), "epsilon", where)
+        if not epsilon:
+            raise ValueError(f"{where}: epsilon is empty, so no private model would train; list at least one ε > 0 "
+                             "(inf for no privacy)")
+        if not all(_is_number(e) for e in epsilon):
+            raise ValueError(f"{where}: every epsilon must be a number (inf for no privacy), got {epsilon!r}")
         if not all(e > 0 for e in epsilon):
-            raise ValueError(f"{where}: every epsilon must be > 0 (inf for no privacy), got {epsilon}")
-        seeds = _as_list(sweep.get("seeds", [0]))
-        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
-            raise ValueError(f"{where}: seeds must be non-negative integers, got {seeds}")
+            raise ValueError(f"{where}: every epsilon must be > 0 (inf for no privacy), got {epsilon!r}")
+        epsilon = [float(e) for e in epsilon]
+        seeds = _distinct(_as_list(sweep.get("seeds", [0])), "seeds", where)
+        if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+            raise ValueError(f"{where}: seeds must be a non-empty list of non-negative integers, got {seeds}")
         notions = sweep.get("notions")
-        notions = None if notions is None else _str_list(notions, "notions", where)
+        if notions is not None:
+            notions = _distinct(_str_list(notions, "notions", where), "notions", where)
+            _check_notions(notions, [METHODS[m] for m in methods], methods, where)
         test_size = sweep.get("test_size")
-        if test_size is not None and not 0 < float(test_size) < 1:
-            raise ValueError(f"{where}: test_size must be in (0, 1), got {test_size}")
+        if test_size is not None and not (_is_number(test_size) and 0 < test_size < 1):
+            raise ValueError(f"{where}: test_size must be a number in (0, 1), got {test_size!r}")
         delta = sweep.get("delta")
-        if delta is not None and not 0 < float(delta) < 1:
-            raise ValueError(f"{where}: delta must be in (0, 1), got {delta}")
+        if delta is not None and not (_is_number(delta) and 0 < delta < 1):
+            raise ValueError(f"{where}: delta must be in (0, 1), got {delta!r}")
         tables = {}
         for table in ("grid", "params"):
             per_method = raw.get(table, {})
+            if not isinstance(per_method, dict):
+                raise ValueError(f"{where}: [{table}] must hold one table per method, [{table}.METHOD]")
             for m, values in per_method.items():
                 if m not in methods:
                     raise ValueError(f"{where}: [{table}.{m}] names a method the sweep does not run; methods: "
@@ -170,11 +209,25 @@ class SweepSpec:
                 if table == "grid" and not all(isinstance(v, list) and v for v in values.values()):
                     raise ValueError(f"{where}: every entry of [grid.{m}] must be a non-empty list of values")
             tables[table] = per_method
-        return cls(name=str(sweep["name"]), datasets=datasets, methods=methods, epsilon=epsilon, seeds=seeds,
+        for m in methods:  # every point of the method's grid, by the method's own checks (they read no data)
+            grid, fixed = tables["grid"].get(m, {}), tables["params"].get(m, {})
+            both = sorted(set(grid) & set(fixed))
+            if both:
+                raise ValueError(f"{where}: [grid.{m}] and [params.{m}] both set {both[0]!r}; keep it in one of them")
+            for values in itertools.product(*grid.values()):
+                point = dict(zip(grid, values))
+                try:
+                    METHODS[m](**fixed, **point).check_hyperparameters()
+                except (TypeError, ValueError) as exc:
+                    at = f"[grid.{m}] point {point}" if point else f"[params.{m}]"
+                    raise ValueError(f"{where}: {at}: {exc}") from None
+        spec = cls(name=name, datasets=datasets, methods=methods, epsilon=epsilon, seeds=seeds,
                    notions=notions, delta=None if delta is None else float(delta),
                    test_size=None if test_size is None else float(test_size), grids=tables["grid"],
-                   params=tables["params"],
-                   description=str(sweep.get("description", "")))
+                   params=tables["params"], description=description)
+        if not spec.points():  # the checks above leave no way to it; kept as the rule they serve
+            raise ValueError(f"{where}: the spec trains no model; check its datasets, methods, seeds, epsilon, notions")
+        return spec
 
     @classmethod
     def load(cls, spec: str | Path) -> SweepSpec:
@@ -226,6 +279,37 @@ def _as_list(value) -> list:
     return value if isinstance(value, list) else [value]
 
 
+def _is_number(value) -> bool:
+    """A real number and not a bool (TOML's ``true`` is no ε)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _distinct(values: list, key: str, where: str) -> list:
+    seen = []
+    for v in values:
+        if v in seen and not isinstance(v, bool):
+            raise ValueError(f"{where}: {key} lists {v!r} twice; list each value once (the store runs a model once)")
+        seen.append(v)
+    return values
+
+
+def _check_notions(notions: list[str], classes: list, methods: list[str], where: str) -> None:
+    """Every listed notion is a notion, targeted by a method of the sweep; every fair method targets one listed."""
+    from dpfair.fairness.notions import NOTIONS
+
+    for notion in notions:
+        if notion not in NOTIONS:
+            raise ValueError(f"{where}: unknown notion {notion!r} in notions; valid: {', '.join(NOTIONS)}")
+        if not any(notion in cls._notions for cls in classes):
+            targets = "; ".join(f"{m}: {', '.join(cls._notions) or 'none'}" for m, cls in zip(methods, classes))
+            raise ValueError(f"{where}: no method of the sweep targets notion {notion!r} ({targets}); drop it "
+                             "(every model is evaluated on every notion anyway)")
+    for m, cls in zip(methods, classes):
+        if cls._notions and not set(notions) & set(cls._notions):
+            raise ValueError(f"{where}: {m} targets {', '.join(cls._notions)}, none of the notions listed, so it would "
+                             f"train nothing; add one of them to notions or drop {m}")
+
+
 def _str_list(value, key: str, where: str) -> list[str]:
     items = _as_list(value)
     if not items or not all(isinstance(v, str) for v in items):
@@ -242,6 +326,12 @@ def _data_spec(entry, presets, where: str) -> list[DataSpec]:
     if unknown:
         raise ValueError(f"{where}: unknown key {unknown[0]!r} for data set {entry['name']!r}; valid: "
                          f"{', '.join(sorted(_DATASET_KEYS))}")
+    for key in ("name", "sensitive", "preset"):
+        if key in entry and not isinstance(entry[key], str):
+            raise ValueError(f"{where}: data set {key} must be a string, got {entry[key]!r}")
+    if not isinstance(entry.get("options", {}), dict):
+        raise ValueError(f"{where}: options of data set {entry['name']!r} must be a table of loader options, got "
+                         f"{entry['options']!r}")
     options = tuple(sorted((entry.get("options") or {}).items()))
     chosen = [entry["preset"]] if "preset" in entry else (_as_list(presets) if presets is not None else [None])
     return [DataSpec(entry["name"], entry.get("sensitive"), p, options) for p in chosen]

@@ -46,7 +46,14 @@ from dpfair.fairness.metrics import (
     selection_rates,
 )
 from dpfair.fairness.notions import NOTIONS, ConstraintGroups, constraint_groups
-from dpfair.fairness.scorers import FairScorer, error_scorer, fairness_scorer, predict_with_groups, violation_scorer
+from dpfair.fairness.scorers import (
+    FairScorer,
+    MissingGroupsError,
+    error_scorer,
+    fairness_scorer,
+    predict_with_groups,
+    violation_scorer,
+)
 
 __all__ = [
     "CONVENTIONS",
@@ -54,6 +61,7 @@ __all__ = [
     "ConstraintGroups",
     "FairScorer",
     "FairnessCoefficients",
+    "MissingGroupsError",
     "accuracy_inequality",
     "accuracy_parity_violation",
     "atkinson_index",

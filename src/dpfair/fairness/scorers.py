@@ -5,7 +5,11 @@ They need the groups of the scored rows, which scikit-learn passes by metadata r
 ``sklearn.set_config(enable_metadata_routing=True)`` (dpfair's wrappers switch it on themselves),
 ``search.fit(X, y, sensitive_features=s)`` routes each test fold's s to every scorer. The scorers
 request ``sensitive_features`` unasked; ``set_score_request(sensitive_features=...)`` changes that
-(``False``, or an alias). An estimator that reads the group at prediction time
+(``False``, or an alias). Without metadata routing (scikit-learn's own ``cross_val_score``), name the column of
+the DataFrame X that holds the groups: ``fairness_scorer(..., sensitive_features="sex")`` reads each scored
+fold's groups from it, as ``fit(X, y, sensitive_features="sex")`` does (``params={"sensitive_features":
+"sex"}``). A scorer that gets no groups raises :class:`MissingGroupsError`, which scikit-learn's
+``error_score`` cannot turn into a NaN score. An estimator that reads the group at prediction time
 (``predict(X, sensitive_features=s)``: DP post-processing, the A-aware oracle learner, threshold
 post-processing) is given the same s.
 
@@ -38,7 +42,17 @@ from sklearn.utils.metadata_routing import MetadataRequest
 from dpfair.fairness.metrics import CONVENTIONS, _summary_positive_label, _violation
 from dpfair.fairness.notions import NOTIONS
 
-__all__ = ["FairScorer", "error_scorer", "fairness_scorer", "predict_with_groups", "violation_scorer"]
+__all__ = ["FairScorer", "MissingGroupsError", "error_scorer", "fairness_scorer", "predict_with_groups",
+           "violation_scorer"]
+
+
+class MissingGroupsError(BaseException):
+    """A fairness scorer was given no groups for the rows it scores.
+
+    A ``BaseException``, like pytest's outcomes, on purpose: scikit-learn's ``cross_val_score`` and
+    ``GridSearchCV`` turn every ``Exception`` a scorer raises into a NaN score (``error_score=np.nan``) and a
+    warning, and then rank the NaNs. This one stops the selection with its message instead.
+    """
 
 
 def predict_with_groups(estimator, X, sensitive_features=None, method: str = "predict"):
@@ -61,9 +75,16 @@ class FairScorer:
     convention : "pairwise" (the largest gap between two groups) or "marginal" (to the overall rate).
     positive_label : the positive label of ``equal_opportunity``; ``None``: the second smallest label
         (1 for 0/1 labels), as :func:`~dpfair.fairness.fairness_summary` uses.
+    sensitive_features : the name of the column of the DataFrame X that holds the groups, read when none are
+        routed (scikit-learn's CV without metadata routing); ``None``: routed groups only.
     """
 
-    def __init__(self, notion=None, *, weight=1.0, error_weight=1, convention="pairwise", positive_label=None):
+    def __init__(self, notion=None, *, weight=1.0, error_weight=1, convention="pairwise", positive_label=None,
+                 sensitive_features=None):
+        if sensitive_features is not None and not isinstance(sensitive_features, str):
+            raise ValueError(f"sensitive_features of a scorer names a column of X, got a "
+                             f"{type(sensitive_features).__name__}; pass the column's name (groups given as values "
+                             "are routed with metadata routing)")
         if notion is not None and notion not in NOTIONS:
             raise ValueError(f"notion must be one of {list(NOTIONS)} or None, got {notion!r}")
         if convention not in CONVENTIONS:
@@ -75,6 +96,7 @@ class FairScorer:
             raise ValueError("a scorer of nothing: give a notion, or error_weight > 0")
         self.notion, self.weight, self.error_weight = notion, float(weight), float(error_weight)
         self.convention, self.positive_label = convention, positive_label
+        self.sensitive_features = sensitive_features
         self._requests = {"sensitive_features": True}
 
     # ---- metadata routing (scikit-learn asks every scorer what it consumes) -----------------------
@@ -91,12 +113,27 @@ class FairScorer:
         return request
 
     # ---- scoring -------------------------------------------------------------------------------
+    def _groups(self, X, sensitive_features):
+        """The scored rows' groups: routed values, or a column of the DataFrame X (routed name, else this
+        scorer's ``sensitive_features``); ``None`` when neither is there."""
+        column = sensitive_features if isinstance(sensitive_features, str) else (
+            self.sensitive_features if sensitive_features is None else None)
+        if column is None:
+            return sensitive_features
+        if not hasattr(X, "columns") or column not in X.columns:
+            raise ValueError(f"{self!r} reads the groups from the column {column!r} of X, which X does not have; "
+                             "pass X as a DataFrame holding it")
+        return X[column]
+
     def __call__(self, estimator, X, y_true, sensitive_features=None) -> float:
-        if sensitive_features is None and self.notion is not None:
-            raise ValueError(
-                f"{self!r} needs the groups of the scored rows: switch on scikit-learn's metadata routing "
-                "(sklearn.set_config(enable_metadata_routing=True), or use dpfair.model_selection, which does) and "
-                "pass them to fit, e.g. GridSearchCV(...).fit(X, y, sensitive_features=s)")
+        sensitive_features = self._groups(X, sensitive_features)
+        if sensitive_features is None and (self.notion is not None or getattr(estimator, "_predict_needs_sensitive",
+                                                                              False)):
+            raise MissingGroupsError(
+                f"{self!r} got no groups for the scored rows (a NaN score would be ranked): name the column of the "
+                "DataFrame X that holds them, fairness_scorer(..., sensitive_features='sex'), or route them: "
+                "sklearn.set_config(enable_metadata_routing=True) (dpfair.model_selection does it) and "
+                "fit(X, y, sensitive_features=s)")
         y_pred = predict_with_groups(estimator, X, sensitive_features)
         value = 0.0
         if self.error_weight:
@@ -117,19 +154,23 @@ class FairScorer:
         return f"fairness_scorer({self.notion!r}, weight={self.weight:g})"
 
 
-def error_scorer() -> FairScorer:
-    """``−error``, the misclassification rate negated; gives the groups to estimators that predict with them."""
-    return FairScorer()
+def error_scorer(*, sensitive_features=None) -> FairScorer:
+    """``−error``, the misclassification rate negated; gives the groups to estimators that predict with them
+    (``sensitive_features``: the column of X holding them, when none are routed)."""
+    return FairScorer(sensitive_features=sensitive_features)
 
 
 def violation_scorer(notion: str = "demographic_parity", *, convention: str = "pairwise",
-                     positive_label=None) -> FairScorer:
-    """``−violation`` of ``notion`` on the scored rows (greater is better, like scikit-learn's losses)."""
-    return FairScorer(notion, error_weight=0, convention=convention, positive_label=positive_label)
+                     positive_label=None, sensitive_features=None) -> FairScorer:
+    """``−violation`` of ``notion`` on the scored rows (greater is better, like scikit-learn's losses);
+    ``sensitive_features``: the column of X holding the groups, when none are routed."""
+    return FairScorer(notion, error_weight=0, convention=convention, positive_label=positive_label,
+                      sensitive_features=sensitive_features)
 
 
 def fairness_scorer(notion: str = "demographic_parity", weight: float = 1.0, *, convention: str = "pairwise",
-                    positive_label=None) -> FairScorer:
+                    positive_label=None, sensitive_features=None) -> FairScorer:
     """``−(error + weight · violation)``: one violation point costs ``weight`` error points (module docstring: why a
-    sum and not a cap)."""
-    return FairScorer(notion, weight=weight, convention=convention, positive_label=positive_label)
+    sum and not a cap); ``sensitive_features``: the column of X holding the groups, when none are routed."""
+    return FairScorer(notion, weight=weight, convention=convention, positive_label=positive_label,
+                      sensitive_features=sensitive_features)

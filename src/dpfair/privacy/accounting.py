@@ -58,6 +58,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -89,6 +90,15 @@ PLD_DISCRETIZATION = 1e-4
 #: The interval of that coarse first pass, and the ε above which the interval scales.
 PLD_COARSE_DISCRETIZATION = 1e-2
 PLD_SCALE_FROM = 4.0
+
+#: Most grid points of one mechanism's discretised privacy loss: the interval of either pass is at
+#: least the widest privacy-loss range of one mechanism (:func:`privacy_loss_span`) over this, so that a
+#: tiny noise (a huge target ε) cannot make a PLD unboundedly large.
+PLD_MAX_POINTS = 2_000_000
+
+#: The Gaussian tail, in standard deviations, that the PLD's privacy loss covers on each side
+#: (dp_accounting truncates at a log mass of −50: about 10.1).
+_GAUSSIAN_TAIL = 10.5
 
 _REPLACE = NeighboringRelation.REPLACE_ONE
 _ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -252,7 +262,9 @@ def replace_one_equivalent(event: dpa.DpEvent) -> dpa.DpEvent | None:
         if event.noise_parameter == 0:
             return dpa.NonPrivateDpEvent()
         ratio = 2.0 / event.noise_parameter - 1.0  # e^ε of binary randomized response with this noise
-        return dpa.RandomizedResponseDpEvent(2.0 / (ratio * ratio + 1.0), 2)  # the same with e^(2ε)
+        noise = 2.0 / (ratio * ratio + 1.0)  # the same with e^(2ε) (a float overflow gives 0)
+        # below the normal floats the noise no longer says which mechanism it is: ε = ∞ bounds it
+        return dpa.RandomizedResponseDpEvent(noise, 2) if noise >= sys.float_info.min else dpa.NonPrivateDpEvent()
     if isinstance(event, dpa.SelfComposedDpEvent):
         inner = replace_one_equivalent(event.event)
         return None if inner is None else dpa.SelfComposedDpEvent(inner, event.count)
@@ -316,18 +328,29 @@ def _epsilon_uncached(event: dpa.DpEvent, delta: float, relation: NeighboringRel
         )
     try:
         if accountant == "pld":
-            acc = _pld_at_scale(event, delta, relation)
+            span = privacy_loss_span(event, relation)
+            if not math.isfinite(span):  # a loss beyond the float range: no PLD holds it; ∞ bounds it
+                return math.inf, True
+            acc = _pld_at_scale(event, delta, relation, span)
         else:
             acc.compose(event)
         eps = acc.get_epsilon(delta)
-    except MemoryError:
+    except OverflowError:  # dp_accounting takes e^loss of a loss past ~709 nats (a tiny noise): ∞ bounds ε
+        return math.inf, True
+    except (MemoryError, ValueError):
+        # the PLD cannot hold the event: a grid too large, or dp_accounting's discretisation failing numerically at
+        # a tiny noise (its Laplace PLD at a parameter near 1e-3 reports "deltas are not in non-increasing
+        # order"). RDP bounds the same ε (a looser upper bound); where it cannot account the event, ∞ does.
         if accountant != "pld":
             raise
+        if not make_accountant("rdp", relation).supports(event):
+            return math.inf, False
         return epsilon_of(event, delta, relation, "rdp"), False
     return float(eps), True
 
 
-def _pld_at_scale(event: dpa.DpEvent, delta: float, relation: NeighboringRelation) -> PLDAccountant:
+def _pld_at_scale(event: dpa.DpEvent, delta: float, relation: NeighboringRelation,
+                  span: float | None = None) -> PLDAccountant:
     """A PLD accountant holding ``event``, discretised at ``PLD_DISCRETIZATION``, or ``PLD_DISCRETIZATION · ε`` above
     ``PLD_SCALE_FROM``.
 
@@ -335,16 +358,54 @@ def _pld_at_scale(event: dpa.DpEvent, delta: float, relation: NeighboringRelatio
     pessimistic PLD (dp_accounting's default), so each pass upper-bounds the true ε; the
     interval only trades tightness for time (about 0.05 % of ε when scaled), and ε stays
     non-decreasing as the noise shrinks across the switch (a coarser pessimistic PLD is never tighter).
+    Neither pass's interval is below ``span / PLD_MAX_POINTS`` (``span``: :func:`privacy_loss_span`):
+    each mechanism's discretised loss has at most about ``PLD_MAX_POINTS`` points whatever its noise,
+    so the cost of an accounting is bounded by its releases, not by ε (a huge ε: an interval that
+    grows with it).
     """
-    coarse = PLDAccountant(relation, PLD_COARSE_DISCRETIZATION)
+    if span is None:
+        span = privacy_loss_span(event, relation)
+    floor = span / PLD_MAX_POINTS
+    coarse = PLDAccountant(relation, max(PLD_COARSE_DISCRETIZATION, floor))
     coarse.compose(event)
     rough = coarse.get_epsilon(delta)
     scale = rough if rough > PLD_SCALE_FROM else 1.0
     if not math.isfinite(scale):  # a noiseless release: ε = ∞ at any interval
         return coarse
-    fine = PLDAccountant(relation, PLD_DISCRETIZATION * scale)
+    fine = PLDAccountant(relation, max(PLD_DISCRETIZATION * scale, floor))
     fine.compose(event)
     return fine
+
+
+def privacy_loss_span(event: dpa.DpEvent, relation="record") -> float:
+    """The widest range (in nats) of one mechanism's privacy loss in ``event``, as the PLD accountant
+    discretises it (0 where no mechanism has a finite, non-trivial one).
+
+    Gaussian with multiplier σ (sensitivity 1; under ``REPLACE_ONE`` unsampled, σ/2 as this module
+    converts it): the loss of an output x is (1/2 − x)/σ², linear, and over the outputs within
+    ``_GAUSSIAN_TAIL``·σ of either mean (what the PLD keeps) it spans 1/σ² + 2·tail/σ; Poisson sampling
+    only narrows it (a ratio of two mixtures lies between its components' ratios). Laplace with parameter b: ±1/b
+    (b/2 under replace-one). Randomized response with noise p over k buckets: its two extreme losses
+    ±log(1 + k·(1 − p)/p). A composition: its widest part. ∞ where a loss exceeds the float range.
+    """
+    def span(e, halve: bool) -> float:  # float arithmetic: an overflow gives inf, never an exception
+        if isinstance(e, dpa.GaussianDpEvent):
+            s = e.noise_multiplier / (2.0 if halve else 1.0)
+            t = 1.0 / s if s > 0 else 0.0
+            return t * t + 2.0 * _GAUSSIAN_TAIL * t
+        if isinstance(e, dpa.LaplaceDpEvent):
+            b = e.noise_multiplier / (2.0 if halve else 1.0)
+            return 2.0 / b if b > 0 else 0.0
+        if isinstance(e, dpa.RandomizedResponseDpEvent):
+            p = e.noise_parameter
+            return 2.0 * math.log1p(e.num_buckets * (1.0 - p) / p) if 0.0 < p < 1.0 else 0.0
+        if isinstance(e, (dpa.PoissonSampledDpEvent, dpa.SelfComposedDpEvent, dpa.dp_event.RepeatAndSelectDpEvent)):
+            return span(e.event, halve)
+        if isinstance(e, dpa.ComposedDpEvent):
+            return max((span(x, halve) for x in e.events), default=0.0)
+        return 0.0
+
+    return span(event, relation_of(relation) is _REPLACE)
 
 
 @dataclass

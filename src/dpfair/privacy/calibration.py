@@ -50,7 +50,7 @@ def calibrate_noise(
     A search that runs longer than :data:`CALIBRATION_DELAY` seconds shows its progress (or, inside a
     shown operation such as a verbose fit, a note on that bar; :mod:`dpfair.progress`).
     """
-    target = check_epsilon(target_epsilon, "epsilon", allow_inf=False)
+    target = check_epsilon(target_epsilon, "epsilon", allow_inf=False, budget=True)
     delta = check_delta(delta)
 
     with progress(desc="calibrating noise", unit="evaluation", delay=CALIBRATION_DELAY) as bar:
@@ -123,6 +123,10 @@ class _Solver:
 
     MAX_FACTOR = 8.0
 
+    #: A bracket narrower than this (relative σ) ends the search at its σ at or below the target: ε then
+    #: jumps across the window (a part whose ε turns ∞ below some σ caps the ε reachable).
+    BRACKET_RTOL = 1e-9
+
     def __init__(self, eps, target: float, rtol: float, max_noise: float, delta: float,
                  slope: float | None = None):
         self.eps, self.target, self.rtol, self.max_noise, self.delta = eps, target, rtol, max_noise, delta
@@ -143,6 +147,8 @@ class _Solver:
                 lo = sigma if lo is None else max(lo, sigma)
             points.append((math.log(sigma), math.log(max(e, 1e-300)) if math.isfinite(e) else math.inf))
             if lo is not None and hi is not None:
+                if hi <= lo * (1.0 + self.BRACKET_RTOL):  # ε jumps past the window here (onto ∞, say)
+                    return hi
                 sigma = self._inside(lo, hi)
                 continue
             if hi is not None and hi < 1e-4:  # a huge ε: (almost) no noise reaches it
@@ -198,8 +204,8 @@ def epsilon_for_noise(
     relation="record",
     accountant: str = "pld",
 ) -> float:
-    """ε of ``steps`` Poisson-sampled Gaussian releases with the given noise multiplier."""
-    check_positive(noise_multiplier, "noise_multiplier")
+    """ε of ``steps`` Poisson-sampled Gaussian releases with the given noise multiplier (0: no noise, ε = ∞)."""
+    check_positive(noise_multiplier, "noise_multiplier", allow_zero=True)
     _check_rate(sampling_probability)
     check_positive(steps, "steps", integer=True)
     return epsilon_of(dpsgd_event(noise_multiplier, sampling_probability, steps), check_delta(delta),
@@ -215,9 +221,12 @@ def noise_for_epsilon(
     relation="record",
     accountant: str = "pld",
 ) -> float:
-    """Noise multiplier for ``steps`` Poisson-sampled Gaussian releases to spend (ε, δ)."""
+    """Noise multiplier for ``steps`` Poisson-sampled Gaussian releases to spend (ε, δ); ε = ∞ gives 0 (no noise)."""
     _check_rate(sampling_probability)
     check_positive(steps, "steps", integer=True)
+    if check_epsilon(target_epsilon, "epsilon", budget=True) == math.inf:
+        check_delta(delta)
+        return 0.0
     return calibrate_noise(
         lambda sigma: dpsgd_event(sigma, sampling_probability, steps),
         target_epsilon, delta, relation, accountant,

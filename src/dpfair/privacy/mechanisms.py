@@ -35,6 +35,7 @@ batch size, which depends on private membership.
 from __future__ import annotations
 
 import math
+import sys
 
 import dp_accounting as dpa
 import numpy as np
@@ -65,10 +66,28 @@ def laplace_event(noise_multiplier: float, sampling_probability: float = 1.0) ->
 
 
 def pure_dp_event(epsilon: float) -> dpa.DpEvent:
-    """The event of an ε-DP mechanism: binary randomized response with ε (the worst ε-DP mechanism)."""
-    if math.isinf(epsilon):
+    """The event of an ε-DP mechanism: binary randomized response with ε (the worst ε-DP mechanism).
+
+    Its noise parameter 2/(e^ε + 1) = 2·e^(−ε)/(1 + e^(−ε)), computed in that form (e^ε overflows above
+    ε ≈ 709.8). Where it falls below the normal floats (ε ≳ 708; a subnormal has too few digits to say
+    which mechanism it is) no randomized response holds the mechanism and the event is non-private:
+    ε = ∞ bounds it (an ε-DP mechanism is ε'-DP for every ε' ≥ ε).
+    """
+    tail = _exp_minus(epsilon)
+    return _rr_or_non_private(2.0 * tail / (1.0 + tail), 2)
+
+
+def _exp_minus(epsilon: float) -> float:
+    """e^(−ε), 0 for ε = ∞."""
+    return 0.0 if math.isinf(epsilon) else math.exp(-epsilon)
+
+
+def _rr_or_non_private(noise: float, k: int) -> dpa.DpEvent:
+    """Randomized response with this noise parameter, or a non-private event where it is below the normal
+    floats (its ε is then beyond what the accountants represent)."""
+    if noise < sys.float_info.min:
         return dpa.NonPrivateDpEvent()
-    return dpa.RandomizedResponseDpEvent(2.0 / (math.exp(epsilon) + 1.0), 2)
+    return dpa.RandomizedResponseDpEvent(noise_parameter=noise, num_buckets=k)
 
 
 def keep_probability(epsilon: float, k: int) -> float:
@@ -77,11 +96,15 @@ def keep_probability(epsilon: float, k: int) -> float:
 
 
 def randomized_response_event(epsilon: float, k: int) -> dpa.DpEvent:
-    """dp_accounting's event of k-ary randomized response: uniform output with probability k·π̄."""
-    if math.isinf(epsilon):
-        return dpa.NonPrivateDpEvent()
-    return dpa.RandomizedResponseDpEvent(noise_parameter=k * (1.0 - keep_probability(epsilon, k)) / (k - 1),
-                                         num_buckets=k)
+    """dp_accounting's event of k-ary randomized response: uniform output with probability k·π̄.
+
+    π̄ = (1 − π)/(k − 1) = e^(−ε)/(1 + (k − 1)·e^(−ε)), computed in that form: 1 − π loses its digits
+    to cancellation as e^(−ε) nears the float precision (all of them for ε ≳ 37), which would record a
+    mechanism other than the one that ran. Beyond the normal floats (ε ≳ 708) the event is non-private,
+    as in :func:`pure_dp_event`.
+    """
+    tail = _exp_minus(epsilon)
+    return _rr_or_non_private(k * tail / (1.0 + (k - 1) * tail), k)
 
 
 # ---- the release object --------------------------------------------------------------------------

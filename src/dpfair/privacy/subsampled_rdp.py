@@ -29,6 +29,20 @@ around 0, −(α − 1)·t and −α·t). For such integrands the trapezoid rule
 weight cancels, and it is capped by the unsampled value 2α/σ² (by joint quasi-convexity of Rényi
 divergence the mixture costs at most its components). q = 1 gives 2α/σ² exactly (a pinned test), and
 the ε converted from these divergences never falls below the PLD's (another).
+
+Bounded cost. The grid has about (α·t + 2·40)/(0.02·min(1, σ)) points, ≈ 50·α/σ² for small σ: without
+a limit it grows without bound as σ → 0 (a huge target ε). Above :data:`MAX_POINTS` points the divergence is
+taken from a closed-form upper bound instead. Q ≥ (1 − q)·N(0, σ²) pointwise and 1 − α < 0, so
+Q^(1−α) ≤ ((1 − q)·N(0, σ²))^(1−α); and ∫p^α·r^(1−α) is jointly convex in (p, r) (the perspective of
+the convex u ↦ u^α), so splitting P = (1 − q)·N(0, σ²) + q·N(−1, σ²) against
+N(0, σ²) = (1 − q)·N(0, σ²) + q·N(0, σ²) gives
+
+    D_α(P‖Q) ≤ log(1/(1 − q)) + log(1 − q + q·e^((α − 1)·α·t²/2)) / (α − 1),
+
+(α·t²/2 = D_α(N(−1, σ²)‖N(0, σ²))), still capped by 2α/σ². It holds at every σ; as σ → 0 the exact
+value tends to α·t²/2 + (α·log q)/(α − 1) + log(1/(1 − q)) (the integrand's mass near −α·t, where
+P ≈ q·N(−1, σ²) and Q ≈ (1 − q)·N(0, σ²)), so the bound's excess tends to log(1/q) nats beside a
+divergence that grows as α·t²/2. Each order costs at most :data:`MAX_POINTS` evaluations, whatever σ.
 """
 
 from __future__ import annotations
@@ -46,6 +60,9 @@ STEP = 0.02
 
 #: Half-width of the grid beyond the integrand's outermost bump, in units of the noise.
 TAIL = 40.0
+
+#: Largest trapezoid grid; beyond it (a tiny σ) the closed-form bound of the module docstring is used.
+MAX_POINTS = 100_000
 
 
 def replace_one_sampled_gaussian_rdp(noise_multiplier: float, sampling_probability: float, orders) -> np.ndarray:
@@ -74,9 +91,19 @@ def _rdp(sigma: float, q: float, alpha: float) -> float:
     if q == 1.0:
         return unsampled
     step = STEP * min(1.0, sigma)
+    if (alpha * t + 2.0 * TAIL) / step > MAX_POINTS:
+        return _closed_form_bound(t, q, alpha, unsampled)
     x = np.arange(-alpha * t - TAIL, TAIL + step, step)
     log_phi = -0.5 * x * x
     log_a = np.logaddexp(math.log1p(-q), math.log(q) - t * x - 0.5 * t * t)
     log_b = np.logaddexp(math.log1p(-q), math.log(q) + t * x - 0.5 * t * t)
     log_ratio = logsumexp(log_phi + alpha * log_a + (1.0 - alpha) * log_b) - logsumexp(log_phi)
     return float(min(max(log_ratio / (alpha - 1.0), 0.0), unsampled))
+
+
+def _closed_form_bound(t: float, q: float, alpha: float, unsampled: float) -> float:
+    """log(1/(1 − q)) + log(1 − q + q·e^((α − 1)·α·t²/2)) / (α − 1), capped by the unsampled value
+    (module docstring), in log space: never overflows (a huge exponent gives ∞, capped)."""
+    with np.errstate(over="ignore"):
+        shifted = np.logaddexp(math.log1p(-q), math.log(q) + (alpha - 1.0) * alpha * t * t / 2.0)
+    return float(min(max(-math.log1p(-q) + shifted / (alpha - 1.0), 0.0), unsampled))
