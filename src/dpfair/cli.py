@@ -867,9 +867,14 @@ def _privacy_rows_of(eps: float, delta: float, guarantee: str | None) -> list[tu
 
 def cmd_datasets(args) -> int:
     from dpfair.datasets import dataset_info, list_datasets
+    from dpfair.progress import progress
 
     names = [args.name] if args.name else list_datasets()
-    infos = [dataset_info(n, data_home=args.data_home) for n in names]
+    infos = []
+    with progress(len(names), "data sets", "data set") as bar:  # a first listing loads each one (seconds)
+        for n in names:
+            infos.append(dataset_info(n, data_home=args.data_home))
+            bar.update()
     if args.json:
         print(json.dumps(_jsonable(infos), indent=2))
         return 0

@@ -250,7 +250,9 @@ def privacy_spent(estimator_or_ledger, delta: float | None = None, *, points: in
     ``privacy_spent_``) or a :class:`~dpfair.privacy.PrivacyLedger` (then ``delta`` is needed).
     Each point is the ε of the ledger's first r releases, composed on the accountant
     (:meth:`~dpfair.privacy.PrivacyLedger.epsilon_curve`, ``points`` accountings); the last is
-    the ε the fit reports. ``kwargs`` go to ``ax.plot``.
+    the ε the fit reports. A curve whose accountings take longer than
+    :data:`~dpfair.privacy.accounting.CURVE_DELAY` seconds shows a progress bar on stderr
+    (:mod:`dpfair.progress`; ``dpfair.progress.quiet()`` silences it). ``kwargs`` go to ``ax.plot``.
     """
     if isinstance(estimator_or_ledger, PrivacyLedger):
         ledger = estimator_or_ledger

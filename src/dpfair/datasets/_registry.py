@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import inspect
+import json
+import os
+import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from dpfair.datasets import _acs, _celeba, _mnist, _synthetic, _tabular
-from dpfair.datasets._files import DataFile, is_available
+from dpfair.datasets._files import DataFile, is_available, locate
 from dpfair.datasets._presets import load_preset, presets_of
 from dpfair.datasets.base import Dataset
 
@@ -130,6 +137,13 @@ def _load(name, preset, sensitive, test_size, random_state, data_home, path, opt
     return entry.loader(**kwargs, **options)
 
 
+#: The fields of :func:`dataset_info` computed from the data, which its on-disk cache holds.
+_FROM_DATA = ("rows", "n_dropped", "features", "classes", "label_balance", "groups", "group_sizes", "description")
+
+#: The layout of a cached summary; bump it when the entry format changes.
+INFO_CACHE_FORMAT = 1
+
+
 def dataset_info(name: str, data_home=None) -> dict:
     """A summary of data set ``name`` under its default options, for ``dpfair datasets``.
 
@@ -139,6 +153,13 @@ def dataset_info(name: str, data_home=None) -> dict:
     (``None`` otherwise): rows (after cleaning), n_dropped, features, classes, label_balance (fraction of label 1
     for binary labels, else the fraction of each class), groups, group_sizes ({group name: rows}), description;
     ``error`` when the files are there but do not load (e.g. a checksum mismatch). Never downloads.
+
+    The fields computed from the data take a full load (seconds for the larger data sets), so they are cached
+    on disk, beside the accounting cache (``$DPFAIR_CACHE_DIR``, else ``~/.cache/dpfair``; an empty value turns
+    it off), in ``datasets/``: one small JSON file per data set, keyed by the path, size and modification time of
+    each file it reads and by a digest of the loaders' code, so a changed file or loader reads the data again.
+    They summarise the built-in, public data sets and are printed by ``dpfair datasets`` anyway; a file that does
+    not load is not cached.
     """
     entry = _entry(name)
     params = inspect.signature(entry.loader).parameters
@@ -151,10 +172,14 @@ def dataset_info(name: str, data_home=None) -> dict:
         "default_sensitive": entry.sensitive[0],
         "options": [p for p in params if p not in COMMON],
         "presets": presets_of(name),
-        "rows": None, "n_dropped": None, "features": None, "classes": None, "label_balance": None,
-        "groups": None, "group_sizes": None, "description": None,
+        **dict.fromkeys(_FROM_DATA),
     }
     if not info["on_disk"]:
+        return info
+    cache = _info_cache_path(name, entry, data_home)
+    cached = _read_info(cache)
+    if cached is not None:
+        info.update(cached)
         return info
     kwargs = {"data_home": data_home, "download": False} if "download" in params else {}
     try:
@@ -167,12 +192,82 @@ def dataset_info(name: str, data_home=None) -> dict:
     freq = np.bincount(y, minlength=data.n_classes) / len(y)
     info.update(
         rows=int(len(y)),
-        n_dropped=data.n_dropped,
-        features=data.n_features,
-        classes=list(data.label_names),
+        n_dropped=None if data.n_dropped is None else int(data.n_dropped),
+        features=int(data.n_features),
+        classes=[str(c) for c in data.label_names],
         label_balance=float(freq[1]) if data.n_classes == 2 else [float(f) for f in freq],
-        groups=list(data.group_names),
-        group_sizes={g: int(c) for g, c in zip(data.group_names, np.bincount(s, minlength=data.n_groups))},
+        groups=[str(g) for g in data.group_names],
+        group_sizes={str(g): int(c) for g, c in zip(data.group_names, np.bincount(s, minlength=data.n_groups))},
         description=data.description,
     )
+    _write_info(cache, {k: info[k] for k in _FROM_DATA})
     return info
+
+
+def _cache_folder() -> Path | None:
+    """``dpfair.privacy.accounting_cache.cache_dir()``, read here without importing ``dpfair.privacy``
+    (which loads torch, seconds that ``dpfair datasets`` does not need): ``$DPFAIR_CACHE_DIR`` if set
+    (empty: no cache), else ``~/.cache/dpfair``."""
+    chosen = os.environ.get("DPFAIR_CACHE_DIR")
+    if chosen is not None:
+        return Path(chosen).expanduser() if chosen.strip() else None
+    return Path.home() / ".cache" / "dpfair"
+
+
+@lru_cache(maxsize=1)
+def _loaders_digest() -> str:
+    """A digest of the data set package's code (every module of ``dpfair.datasets``)."""
+    digest = hashlib.sha256()
+    for source in sorted(Path(__file__).resolve().parent.rglob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()
+
+
+def _info_cache_path(name: str, entry: _Entry, data_home) -> tuple[list, Path] | None:
+    """The key of data set ``name``'s cached summary and its file, or ``None`` (cache off or unusable)."""
+    from dpfair import __version__
+
+    folder = _cache_folder()
+    if folder is None:
+        return None
+    try:
+        found = [Path(p).resolve() for p in locate(entry.files, data_home=data_home)]
+        files = [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in found]
+        code = _loaders_digest()
+    except (OSError, TypeError):
+        return None
+    key = [INFO_CACHE_FORMAT, __version__, code, name, files]
+    return key, folder / "datasets" / f"{hashlib.sha256(json.dumps(key).encode()).hexdigest()}.json"
+
+
+def _read_info(cache) -> dict | None:
+    """The cached fields of a summary, or ``None`` (no cache, no entry, or one that does not check)."""
+    if cache is None:
+        return None
+    key, path = cache
+    try:
+        stored = json.loads(path.read_text())
+        if stored["key"] != key or set(stored["info"]) != set(_FROM_DATA):
+            return None
+        return dict(stored["info"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _write_info(cache, info: dict) -> None:
+    """Store a summary's fields atomically (a temporary file renamed into place); nothing if that fails."""
+    if cache is None:
+        return
+    key, path = cache
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps({"key": key, "info": info}))
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

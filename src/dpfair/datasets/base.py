@@ -37,6 +37,10 @@ from dpfair.validation import check_1d, check_features
 
 
 KINDS = ("numeric", "categorical", "binary")
+
+#: What an error about a table's values says instead of the values: an error is published (a terminal, a log, a
+#: sweep's stored failure), and a value or a row number read off private rows would leak outside every ε.
+_NOT_SHOWN = "the values and their rows are not shown: they are the table's private data"
 #: The level a categorical column declared with ``other=True`` maps unlisted values to (feature ``name=<other>``).
 OTHER = "<other>"
 #: The version of the dict/TOML form of a :class:`Schema` (``Schema.to_dict``).
@@ -177,24 +181,22 @@ class Column:
             if self.other:
                 codes[codes < 0] = len(self.categories)
             elif missing.any():
-                raise ValueError(f"{where} has a missing value (row {int(np.flatnonzero(missing)[0])}); fill or drop "
-                                 f"such rows, or declare the column with other = true")
+                raise ValueError(f"{where} has missing values; fill or drop such rows, or declare the column with "
+                                 f"other = true")
             elif np.any(codes < 0):
-                bad = sorted(set(text[codes < 0]))
-                raise ValueError(f"{where} has value(s) {', '.join(map(repr, bad[:5]))} outside its declared "
-                                 f"categories {list(self.categories)}; add them, or declare other = true")
+                raise ValueError(f"{where} holds values outside its declared categories {list(self.categories)} "
+                                 f"({_NOT_SHOWN}); add them, or declare other = true")
             return np.eye(len(self.feature_names))[codes]
         if missing.any():
-            raise ValueError(f"{where} has a missing value (row {int(np.flatnonzero(missing)[0])}); fill or drop "
-                             f"such rows")
+            raise ValueError(f"{where} has missing values; fill or drop such rows")
         x = pd.to_numeric(values, errors="coerce").to_numpy(np.float64, na_value=np.nan)
         if np.isnan(x).any():
-            bad = sorted(set(as_text(values[np.isnan(x)])))
-            raise ValueError(f"{where} is declared {self.kind} but holds {', '.join(map(repr, bad[:5]))}; fix the "
-                             f"values or declare the column categorical")
+            raise ValueError(f"{where} is declared {self.kind} but holds values that are not numbers ({_NOT_SHOWN}); "
+                             f"fix them or declare the column categorical")
         if self.kind == "binary":
             if not np.isin(x, (0.0, 1.0)).all():
-                raise ValueError(f"{where} is declared 0/1 but holds {sorted(set(x[~np.isin(x, (0.0, 1.0))]))[:5]}")
+                raise ValueError(f"{where} is declared 0/1 but holds other values ({_NOT_SHOWN}); fix them or declare "
+                                 "the column numeric")
             return x[:, None]
         return ((np.clip(x, self.lo, self.hi) - self.center) / self.scale)[:, None]
 
@@ -384,15 +386,13 @@ class Schema:
             raise ValueError(f"{dataset}: no {target} column {column!r} in the data; columns: {list(frame.columns)}")
         missing = frame[column].isna().to_numpy()
         if missing.any():
-            raise ValueError(f"{dataset}: the {target} column {column!r} has a missing value (row "
-                             f"{int(np.flatnonzero(missing)[0])}); drop such rows first")
+            raise ValueError(f"{dataset}: the {target} column {column!r} has missing values; drop such rows first")
         text = as_text(frame[column])
         declared = getattr(self, key)
         codes = pd.Index(declared).get_indexer(text)
         if np.any(codes < 0):
-            bad = sorted(set(text[codes < 0]))
-            raise ValueError(f"{dataset}: the {target} column {column!r} has value(s) {', '.join(map(repr, bad[:5]))} "
-                             f"outside the declared {key} {list(declared)}; add them to the schema's {key}")
+            raise ValueError(f"{dataset}: the {target} column {column!r} holds values outside the declared {key} "
+                             f"{list(declared)} ({_NOT_SHOWN}); add them to the schema's {key}")
         return codes.astype(np.int64)
 
     def describe(self) -> str:

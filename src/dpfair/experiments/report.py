@@ -38,6 +38,7 @@ import pandas as pd
 
 from dpfair.experiments.frontier import BASE_METHOD, frontier, point_ids, reference_errors
 from dpfair.experiments.papers import beside_ours, load_papers, published_numbers
+from dpfair.progress import progress
 
 #: The slacks of the "lowest violation at error ≤ base + slack" tables.
 SLACKS = (0.01, 0.03)
@@ -501,7 +502,7 @@ def _published(frame: pd.DataFrame, anchors: dict) -> str:
 FRONT_BY = ("data", "dataset", "preset", "notion", "method", "epsilon")
 
 
-def render_report(store_or_frame, out_path, *, title: str | None = None, tables=None) -> Path:
+def render_report(store_or_frame, out_path, *, title: str | None = None, tables=None, verbose: bool = True) -> Path:
     """Write the HTML report of a sweep's results to ``out_path`` and return its path.
 
     ``store_or_frame``: a :class:`~dpfair.experiments.store.ResultsStore`, the path of one, or its
@@ -511,12 +512,23 @@ def render_report(store_or_frame, out_path, *, title: str | None = None, tables=
     A missing store raises ``ValueError`` ("run dpfair sweep first"); an empty store, or one holding only
     failures, gives a page that says so and lists the failures. ``tables``: a folder to
     write :func:`write_tables`' tables into as well, from the same reading of the store.
+
+    ``verbose``: show a progress bar on stderr (:mod:`dpfair.progress`), one step per section: the fronts,
+    each data set (its plots and ledgers' ε curves), the privacy totals, the published numbers. It prints
+    counts of sections and the time taken, nothing read from the store.
     """
     out = Path(out_path)
     if out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a folder; pass a file path such as {str(out / 'report.html')!r}")
     frame, store, where = _load(store_or_frame)
     rows = _prepare(frame)
+    with progress(3 + rows["data"].nunique(), "report", "section", enabled=verbose) as bar:
+        page = _page(rows, store, where, title, tables, bar)
+    return _write(out, page)
+
+
+def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar) -> str:
+    """The report's HTML (see :func:`render_report`), advancing ``bar`` by one step per section."""
     fronts = frontier(rows, by=FRONT_BY, slack=SLACKS)
     if tables is not None:
         _write_tables(rows, fronts, Path(tables))
@@ -527,6 +539,7 @@ def render_report(store_or_frame, out_path, *, title: str | None = None, tables=
     untargeted = rows[rows["notion"].map(_absent)]
     references = {n: frontier(untargeted, by=("data", "method", "epsilon"), y=f"fairness.{n}", base=0.0)
                   for n in notions if untargeted[f"fairness.{n}"].notna().any()}
+    bar.update()
 
     sections, nav, anchors = [], [], {}
     for i, (data, g) in enumerate(rows.groupby("data", sort=True)):
@@ -537,12 +550,17 @@ def render_report(store_or_frame, out_path, *, title: str | None = None, tables=
             notion = next((n for n in notions if anchor.startswith(f"{data_id}-{_slug(n)}-")), None)
             anchors.setdefault((g["dataset"].iloc[0], notion), []).append((anchor, f"{data}: {html.unescape(text)}"))
         sections.append(f'<h2 id="{_e(data_id)}">{_e(data)}</h2>' + body + _groups(g, fronts) + _ledgers(g))
+        bar.update()
+    summary, totals, failures = _summary(rows, store, where), _totals(store), _failures(store)
+    bar.update()
+    published = _published(rows, anchors)
+    bar.update()
 
     sweeps = sorted({str(s) for s in rows["sweep"].dropna()}) if "sweep" in rows.columns else []
     title = title or f"dpfair report: {', '.join(sweeps) or 'results'}"
     from dpfair import __version__
 
-    page = "".join([
+    return "".join([
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
         f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
@@ -553,11 +571,10 @@ def render_report(store_or_frame, out_path, *, title: str | None = None, tables=
         "<nav><ul><li><a href=\"#summary\">Summary</a></li><li><a href=\"#privacy\">Privacy spent</a></li>",
         "" if store is None else "<li><a href=\"#failures\">Failed points</a></li>",
         *nav, "<li><a href=\"#papers\">Published numbers</a></li></ul></nav>",
-        _summary(rows, store, where), _totals(store), _failures(store),
+        summary, totals, failures,
         *(sections or [(f"<p>{_e(where[:1].upper() + where[1:])} holds no models yet: run <code>dpfair sweep "
-                        "SPEC.toml --store PATH</code> to train them.</p>")]), _published(rows, anchors),
+                        "SPEC.toml --store PATH</code> to train them.</p>")]), published,
         "</body></html>"])
-    return _write(out, page)
 
 
 #: The per-model columns :func:`write_tables` keeps (metrics flattened; the ledgers stay in the store).

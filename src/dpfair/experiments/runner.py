@@ -141,9 +141,18 @@ def _row(est, params: dict, data, fit_s: float, release: int) -> dict:
 
 @functools.lru_cache(maxsize=8)
 def _load(data_spec, seed: int, test_size: float):
-    from dpfair.datasets import load_dataset
+    """A built-in data set (:func:`~dpfair.datasets.load_dataset`), or a user's table
+    (:func:`~dpfair.datasets.load_table`, through its declared schema) whose files still hold the bytes the
+    spec's keys were made from (a changed file is refused: its rows are another version of the table)."""
+    from dpfair.datasets import load_dataset, load_table
+    from dpfair.experiments.spec import tables_sha256
 
-    return load_dataset(data_spec.name, **data_spec.load_kwargs(seed, test_size))
+    if data_spec.data is None:
+        return load_dataset(data_spec.name, **data_spec.load_kwargs(seed, test_size))
+    if tables_sha256(data_spec) != data_spec.sha256:
+        raise ValueError(f"the file(s) of data set {data_spec.name!r} changed after the spec was read; run the "
+                         "sweep again (the new version trains under new keys)")
+    return load_table(data_spec.data, **data_spec.load_kwargs(seed, test_size))
 
 
 @functools.cache
@@ -167,8 +176,13 @@ def provenance() -> dict:
 def data_key(point, data) -> str:
     """The people a point's model is trained on and the attribute it protects: the data set and its
     (resolved) sensitive attribute. Every split (seed), preset and loader option of one data set holds the
-    same people, so all their models compose on one ledger."""
-    return json.dumps({"dataset": point.data.name, "sensitive": data.sensitive}, sort_keys=True)
+    same people, so all their models compose on one ledger. A user's table adds its version (its ``table``
+    digests, :class:`~dpfair.experiments.spec.DataSpec`), so no release mixes two versions; the totals still
+    compose by name, every version of a table counted as the same people."""
+    key = {"dataset": point.data.name, "sensitive": data.sensitive}
+    if point.data.table:
+        key["table"] = dict(point.data.table)
+    return json.dumps(key, sort_keys=True)
 
 
 def run_task(points: list) -> dict:

@@ -18,6 +18,31 @@ SHA-256 of its canonical configuration) that the results store uses to run nothi
     [params.dp-fermi]                  # fixed hyper-parameters, per method
     epochs = 50
 
+Your own tables: a ``datasets`` entry may name a CSV or Parquet file instead of a built-in data set::
+
+    datasets = [{ name = "loans", data = "loans.csv", schema = "loans.toml" }]
+    # optional: test_data = "loans-test.csv" (else the sweep's test_size split, 0.25 by default),
+    # sensitive = "group" (must agree with the schema's)
+
+Paths are relative to the spec file. ``schema`` is required: it is the public description of the table
+(:class:`~dpfair.datasets.Schema`; ``dpfair schema FILE --label COL --sensitive COL --out FILE`` proposes one to
+review), since a sweep runs many fits, often under the record unit, where a schema read off the rows would be a
+statistic of private records. The table loads with :func:`~dpfair.datasets.load_table`; ``name`` (no built-in
+data set's, each table's own) names it in the store, the reports and the privacy totals; global ``presets`` do
+not apply to it. Missing files, an unknown format and a schema that does not parse or declares no label and
+sensitive column are refused when the spec is read; columns are matched against the schema when a task loads
+the table (a mismatch fails its points with one line).
+
+A table's points carry its version in their key (:attr:`DataSpec.table`): a keyed digest of the file's bytes
+(and the test file's) and a digest of the schema, so a changed file or schema trains new points and a store never
+holds two versions of a table under one key; a task whose file changed after the spec was read fails instead of
+training on other rows. The digest of the rows is an HMAC under a secret kept on this machine
+(:func:`table_key_path`), never stored: a plain hash of private rows in a published key would let anyone who
+holds all rows but one test each candidate for the last. Privacy totals
+(:meth:`~dpfair.experiments.store.ResultsStore.privacy_totals`) compose by data set *name*: every version of a
+table stored under one name is assumed to hold the same people (conservative: two versions usually share most
+of them), and two names different people, so give tables that share people one name, in separate sweeps.
+
 Notions: a fair method runs once per listed notion it supports (its default when ``notions`` is not
 given); a method that targets no notion runs once with ``notion = None``. Every model is evaluated on
 every notion (:func:`~dpfair.experiments.evaluate`).
@@ -33,10 +58,14 @@ point of ``[grid.M]`` × ``[params.M]`` that method M's own
 from __future__ import annotations
 
 import hashlib
+import hmac
 import itertools
 import json
 import numbers
+import os
 import re
+import secrets
+import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -48,6 +77,7 @@ SPEC_PACKAGE = "dpfair.experiments.specs"
 _SWEEP_KEYS = {"name", "datasets", "methods", "epsilon", "seeds", "presets", "notions", "delta", "test_size",
                "description"}
 _DATASET_KEYS = {"name", "sensitive", "preset", "options"}
+_TABLE_KEYS = {"name", "data", "schema", "test_data", "sensitive"}
 #: A sweep's name: it names the default store ``dpfair-runs/<name>.sqlite``, so it is a plain file name.
 _NAME = re.compile(r"[^\W_][\w.+-]*")
 
@@ -58,17 +88,34 @@ def _canonical(value) -> str:
 
 @dataclass(frozen=True)
 class DataSpec:
-    """One data set of a sweep: its name, sensitive attribute, preset and loader options (all public)."""
+    """One data set of a sweep: its name, sensitive attribute, preset and loader options (all public); for a
+    user's table also its files (``data``, ``test_data``: absolute paths), its declared ``schema`` (the
+    canonical JSON of :meth:`~dpfair.datasets.Schema.to_dict`) and ``table``, the version that goes into the
+    points' keys (see the module's text). ``sha256`` is the plain digest of the files' bytes, which the task
+    checks before training; it is never stored or printed."""
 
     name: str
     sensitive: str | None = None
     preset: str | None = None
     options: tuple = ()  # sorted (key, value) pairs, hashable
+    data: str | None = None
+    test_data: str | None = None
+    schema: str | None = None
+    table: tuple = ()  # sorted (key, digest) pairs: {"data": keyed digest of the rows, "schema": sha256}
+    sha256: str | None = field(default=None, repr=False)
 
     def load_kwargs(self, seed: int, test_size: float | None) -> dict:
-        """``load_dataset``'s keywords; ``test_size`` ``None``: the preset's split, else 0.25."""
+        """``load_dataset``'s keywords (``load_table``'s for a table); ``test_size`` ``None``: the preset's
+        split, else 0.25."""
+        if self.data is not None:
+            return {"schema": json.loads(self.schema), "sensitive": self.sensitive, "test_data": self.test_data,
+                    "test_size": 0.25 if test_size is None else test_size, "random_state": seed}
         extra = {"preset": self.preset} if self.preset is not None else {}
         return dict(sensitive=self.sensitive, random_state=seed, test_size=test_size, **extra, **dict(self.options))
+
+    def files(self) -> list[str]:
+        """The table's files (data, then test data), ``[]`` for a built-in data set."""
+        return [f for f in (self.data, self.test_data) if f is not None]
 
     @property
     def label(self) -> str:
@@ -90,10 +137,13 @@ class Point:
 
     def config(self) -> dict:
         """The canonical configuration (what :attr:`key` hashes)."""
-        return {"dataset": self.data.name, "sensitive": self.data.sensitive, "preset": self.data.preset,
-                "options": dict(self.data.options), "method": self.method, "notion": self.notion,
-                "epsilon": self.epsilon, "delta": self.delta, "seed": self.seed, "params": dict(self.params),
-                "test_size": self.test_size}
+        config = {"dataset": self.data.name, "sensitive": self.data.sensitive, "preset": self.data.preset,
+                  "options": dict(self.data.options), "method": self.method, "notion": self.notion,
+                  "epsilon": self.epsilon, "delta": self.delta, "seed": self.seed, "params": dict(self.params),
+                  "test_size": self.test_size}
+        if self.data.table:  # a user's table: its version (a built-in data set's keys stay as they were)
+            config["table"] = dict(self.data.table)
+        return config
 
     @property
     def key(self) -> str:
@@ -123,8 +173,9 @@ class SweepSpec:
     description: str = ""
 
     @classmethod
-    def from_dict(cls, raw: dict, where: str = "spec") -> SweepSpec:
-        """Parse and check a spec (the TOML's tables as dicts); every mistake names its key and the fix."""
+    def from_dict(cls, raw: dict, where: str = "spec", base: str | Path | None = None) -> SweepSpec:
+        """Parse and check a spec (the TOML's tables as dicts); every mistake names its key and the fix.
+        ``base``: the folder a table's relative paths start from (the spec file's; default the working one)."""
         from dpfair.algorithms import METHODS
         from dpfair.datasets import list_datasets
         from dpfair.datasets._presets import presets_of
@@ -161,8 +212,16 @@ class SweepSpec:
         if not entries:
             raise ValueError(f"{where}: datasets is empty, so the sweep trains nothing; name at least one data set "
                              f"(valid: {', '.join(list_datasets())})")
-        datasets = [d for entry in entries for d in _data_spec(entry, presets, where)]
+        datasets = [d for entry in entries for d in _data_spec(entry, presets, where, Path(base or "."))]
         for d in datasets:
+            if d.data is not None:
+                if d.name in list_datasets():
+                    raise ValueError(f"{where}: data set name {d.name!r} of {d.data} is a built-in data set's; "
+                                     "give the table a name of its own")
+                if sum(e.name == d.name for e in datasets) > 1:
+                    raise ValueError(f"{where}: data set name {d.name!r} is used twice; give each table its own "
+                                     "name (the privacy totals count one population per name)")
+                continue
             if d.name not in list_datasets():
                 raise ValueError(f"{where}: unknown data set {d.name!r}; valid: {', '.join(list_datasets())}")
             if d.preset is not None and d.preset not in presets_of(d.name):
@@ -248,7 +307,7 @@ class SweepSpec:
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{where} is not valid TOML: {exc}") from None
-        return cls.from_dict(raw, where)
+        return cls.from_dict(raw, where, base=path.resolve().parent if path.is_file() else None)
 
     def points(self) -> list[Point]:
         """Every model of the sweep, in a stable order."""
@@ -317,11 +376,13 @@ def _str_list(value, key: str, where: str) -> list[str]:
     return items
 
 
-def _data_spec(entry, presets, where: str) -> list[DataSpec]:
+def _data_spec(entry, presets, where: str, base: Path) -> list[DataSpec]:
     if isinstance(entry, str):
         entry = {"name": entry}
     if not isinstance(entry, dict) or "name" not in entry:
         raise ValueError(f"{where}: each data set is a name or a table with 'name', got {entry!r}")
+    if "data" in entry or "schema" in entry or "test_data" in entry:
+        return [_table_spec(entry, where, base)]
     unknown = sorted(set(entry) - _DATASET_KEYS)
     if unknown:
         raise ValueError(f"{where}: unknown key {unknown[0]!r} for data set {entry['name']!r}; valid: "
@@ -335,6 +396,120 @@ def _data_spec(entry, presets, where: str) -> list[DataSpec]:
     options = tuple(sorted((entry.get("options") or {}).items()))
     chosen = [entry["preset"]] if "preset" in entry else (_as_list(presets) if presets is not None else [None])
     return [DataSpec(entry["name"], entry.get("sensitive"), p, options) for p in chosen]
+
+
+def _table_spec(entry: dict, where: str, base: Path) -> DataSpec:
+    """A user's table: its files found and read, its schema parsed and checked, its version digested."""
+    from dpfair.datasets import Schema
+    from dpfair.datasets.tables import COMPRESSIONS, FORMATS
+
+    name = entry["name"]
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"{where}: a data set name must be a non-empty string, got {name!r}")
+    at = f"{where}: data set {name!r}"
+    unknown = sorted(set(entry) - _TABLE_KEYS)
+    if unknown:
+        raise ValueError(f"{at}: unknown key {unknown[0]!r} for a table; valid: {', '.join(sorted(_TABLE_KEYS))}")
+    for key in ("data", "schema", "test_data", "sensitive"):
+        if key in entry and (not isinstance(entry[key], str) or not entry[key]):
+            raise ValueError(f"{at}: {key} must be a non-empty string, got {entry[key]!r}")
+    if "data" not in entry:
+        raise ValueError(f"{at}: a table needs data = \"FILE\" (a CSV or Parquet file, relative to the spec)")
+    if "schema" not in entry:
+        raise ValueError(f"{at}: schema is required (a sweep's fits may run under the record unit, where a schema "
+                         f"read off the rows is private): write one with `dpfair schema {entry['data']} --label COL "
+                         "--sensitive COL --out schema.toml`, review it and add schema = \"schema.toml\"")
+    paths = {}
+    for key in ("data", "test_data"):
+        if key in entry:
+            path = (base / Path(entry[key]).expanduser()).resolve()
+            suffixes = [s.lower() for s in path.suffixes]
+            if suffixes and suffixes[-1] in COMPRESSIONS:
+                suffixes.pop()
+            if not suffixes or suffixes[-1] not in FORMATS:
+                raise ValueError(f"{at}: {key} {entry[key]!r} is not a file dpfair reads; use a file ending in "
+                                 ".csv, .tsv (optionally compressed, e.g. .csv.gz), .parquet or .pq")
+            if not path.is_file():
+                raise ValueError(f"{at}: {key} file {str(path)!r} not found; fix the path (relative to the spec)")
+            paths[key] = str(path)
+    schema_path = (base / Path(entry["schema"]).expanduser()).resolve()
+    try:
+        schema = Schema.from_toml(schema_path)
+    except ValueError as exc:
+        raise ValueError(f"{at}: {str(exc).splitlines()[0]}") from None
+    for key in ("label", "sensitive"):
+        if getattr(schema, key) is None:
+            values = "classes" if key == "label" else "groups"
+            raise ValueError(f"{at}: the schema {str(schema_path)!r} declares no {key} column; add {key} = \"...\" "
+                             f"and its {values} = [...]")
+    if entry.get("sensitive", schema.sensitive) != schema.sensitive:
+        raise ValueError(f"{at}: sensitive = {entry['sensitive']!r} but the schema declares sensitive = "
+                         f"{schema.sensitive!r}; drop it or make them agree")
+    declared = json.dumps(schema.to_dict(), sort_keys=True, separators=(",", ":"))
+    contents = _files_sha256(paths["data"], paths.get("test_data"))
+    rows = hmac.new(_table_key(), bytes.fromhex(contents), hashlib.sha256).hexdigest()
+    table = (("data", rows), ("schema", hashlib.sha256(declared.encode()).hexdigest()))
+    return DataSpec(name, schema.sensitive, None, (), paths["data"], paths.get("test_data"), declared, table,
+                    contents)
+
+
+def table_sha256(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes (read in blocks). A digest of private rows: kept in memory, never published."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tables_sha256(data: DataSpec) -> str | None:
+    """What :attr:`DataSpec.sha256` holds for ``data``'s files as they are now (``None`` for a built-in data set):
+    a task compares the two before it trains."""
+    return None if data.data is None else _files_sha256(data.data, data.test_data)
+
+
+def _files_sha256(data: str, test_data: str | None) -> str:
+    contents = hashlib.sha256()
+    for key, path in (("data", data), ("test_data", test_data)):
+        contents.update(f"{key}:".encode())
+        if path is not None:
+            contents.update(table_sha256(path).encode())
+    return contents.hexdigest()
+
+
+def table_key_path() -> Path:
+    """Where the secret of the tables' keyed digests lives: ``table-key`` in ``$DPFAIR_CACHE_DIR`` when set and
+    not empty, else in ``~/.cache/dpfair``. It is made (32 random bytes, readable by its owner alone) at first
+    use; without it the same table gets a new key, so its points train again. Never publish it: with it, a
+    table's key is a plain hash of its rows again."""
+    from dpfair.privacy.accounting_cache import cache_dir
+
+    return (cache_dir() or Path.home() / ".cache" / "dpfair") / "table-key"
+
+
+def _table_key() -> bytes:
+    path = table_key_path()
+    try:
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".table-key.")
+            try:
+                os.write(fd, secrets.token_hex(32).encode())
+                os.close(fd)
+                try:
+                    os.link(tmp, path)  # atomic: a sweep starting at the same time reads the one that won
+                except FileExistsError:
+                    pass
+            finally:
+                os.unlink(tmp)
+        key = bytes.fromhex(path.read_text().strip())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read or make the secret key of the tables' digests at {path} ({exc}); delete a "
+                         "damaged file, or set DPFAIR_CACHE_DIR to a writable folder") from None
+    if len(key) < 16:
+        raise ValueError(f"the secret key at {path} is too short; delete it (a new one is made; tables' points "
+                         "then train again)")
+    return key
 
 
 def _check_params(cls, values: dict, where: str) -> None:

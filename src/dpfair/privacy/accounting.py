@@ -77,8 +77,13 @@ from dpfair._compat import (
 from dpfair.privacy.accounting_cache import read_epsilon, write_epsilon
 from dpfair.privacy.subsampled_rdp import replace_one_sampled_gaussian_rdp
 from dpfair.privacy.units import relation_of
+from dpfair.progress import progress
 
 ACCOUNTANTS = ("pld", "rdp")
+
+#: An ε curve (:meth:`PrivacyLedger.epsilon_curve`) shows its progress (:mod:`dpfair.progress`) once it
+#: has run this many seconds (inside a shown operation, such as a report, a note on that bar).
+CURVE_DELAY = 2.0
 
 #: PLD discretisation of the privacy loss; 1e-4 is dp_accounting's default and
 #: keeps ε within about 0.1 % for the budgets used here. Above ε = 4 the interval
@@ -479,20 +484,25 @@ class PrivacyLedger:
         ledger cut after its r-th release (an entry of ``count`` releases is cut inside), composed on
         ``accountant`` like :meth:`epsilon`: at most ``points`` accountings, and the last point is
         ``self.epsilon(delta, accountant)`` exactly. A prefix of a composition leaks no more than
-        the whole, so the true curve is non-decreasing.
+        the whole, so the true curve is non-decreasing. A curve that runs longer than
+        :data:`CURVE_DELAY` seconds shows its progress (one step per accounting: public counts).
         """
         if isinstance(points, bool) or not isinstance(points, int) or points < 1:
             raise ValueError(f"points must be a positive integer, got {points!r}")
         total = sum(e.count for e in self.entries)
         releases = sorted({round(total * i / points) for i in range(points + 1)})
         epsilons = []
-        for r in releases[:-1]:
-            prefix, left = PrivacyLedger(self.relation), r
-            for e in self.entries:
-                prefix.record(e.event, e.label, min(e.count, left))
-                left -= min(e.count, left)
-            epsilons.append(prefix.epsilon(delta, accountant))
-        return releases, [*epsilons, self.epsilon(delta, accountant)]
+        with progress(len(releases), "ε curve", "accounting", delay=CURVE_DELAY) as bar:
+            for r in releases[:-1]:
+                prefix, left = PrivacyLedger(self.relation), r
+                for e in self.entries:
+                    prefix.record(e.event, e.label, min(e.count, left))
+                    left -= min(e.count, left)
+                epsilons.append(prefix.epsilon(delta, accountant))
+                bar.update()
+            epsilons.append(self.epsilon(delta, accountant))
+            bar.update()
+        return releases, epsilons
 
     @classmethod
     def combined(cls, ledgers: Iterable[PrivacyLedger]) -> PrivacyLedger:
