@@ -19,6 +19,7 @@ import numpy as np
 from dpfair.datasets import _acs, _celeba, _mnist, _synthetic, _tabular
 from dpfair.datasets._files import DataFile, is_available, locate
 from dpfair.datasets._presets import load_preset, presets_of
+from dpfair.cache_folder import cache_dir
 from dpfair.datasets.base import Dataset
 
 COMMON = ("sensitive", "test_size", "random_state", "data_home", "path")
@@ -204,16 +205,6 @@ def dataset_info(name: str, data_home=None) -> dict:
     return info
 
 
-def _cache_folder() -> Path | None:
-    """``dpfair.privacy.accounting_cache.cache_dir()``, read here without importing ``dpfair.privacy``
-    (which loads torch, seconds that ``dpfair datasets`` does not need): ``$DPFAIR_CACHE_DIR`` if set
-    (empty: no cache), else ``~/.cache/dpfair``."""
-    chosen = os.environ.get("DPFAIR_CACHE_DIR")
-    if chosen is not None:
-        return Path(chosen).expanduser() if chosen.strip() else None
-    return Path.home() / ".cache" / "dpfair"
-
-
 @lru_cache(maxsize=1)
 def _loaders_digest() -> str:
     """A digest of the data set package's code (every module of ``dpfair.datasets``)."""
@@ -227,7 +218,7 @@ def _info_cache_path(name: str, entry: _Entry, data_home) -> tuple[list, Path] |
     """The key of data set ``name``'s cached summary and its file, or ``None`` (cache off or unusable)."""
     from dpfair import __version__
 
-    folder = _cache_folder()
+    folder = cache_dir()
     if folder is None:
         return None
     try:

@@ -482,9 +482,9 @@ def table_key_path() -> Path:
     not empty, else in ``~/.cache/dpfair``. It is made (32 random bytes, readable by its owner alone) at first
     use; without it the same table gets a new key, so its points train again. Never publish it: with it, a
     table's key is a plain hash of its rows again."""
-    from dpfair.privacy.accounting_cache import cache_dir
+    from dpfair.cache_folder import cache_dir, default_cache_dir
 
-    return (cache_dir() or Path.home() / ".cache" / "dpfair") / "table-key"
+    return (cache_dir() or default_cache_dir()) / "table-key"
 
 
 def _table_key() -> bytes:

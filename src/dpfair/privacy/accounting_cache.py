@@ -30,22 +30,13 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-#: The environment variable naming the cache folder ("" turns the on-disk cache off).
-CACHE_ENV = "DPFAIR_CACHE_DIR"
+from dpfair.cache_folder import CACHE_ENV, cache_dir  # noqa: F401 (CACHE_ENV: re-exported, the folder is shared)
 
 #: The layout of an entry; bump it when the entry format changes.
 FORMAT = 1
 
 #: The modules whose code computes ε from an event (relative to the package): their source is part of every key.
 _ACCOUNTING_MODULES = ("privacy/accounting.py", "_compat.py")
-
-
-def cache_dir() -> Path | None:
-    """The folder of the on-disk cache, or ``None`` when it is turned off (``DPFAIR_CACHE_DIR=""``)."""
-    chosen = os.environ.get(CACHE_ENV)
-    if chosen is not None:
-        return Path(chosen).expanduser() if chosen.strip() else None
-    return Path.home() / ".cache" / "dpfair"
 
 
 @lru_cache(maxsize=1)
