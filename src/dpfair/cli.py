@@ -1139,6 +1139,8 @@ def _predict_input(args, est, provenance: dict, out: Path | None) -> int:
     if y is not None and s is not None:
         evaluation = evaluate(est, X, y, s, list(schema.groups))
         rows += [("error" if label == "test error" else label, value) for label, value in _evaluation_rows(evaluation)]
+        rows += [("note", "the figures by group read the input's groups exactly: a non-private diagnostic, "
+                          "covered by no ε")]
     elif y is not None:
         rows += [("error", f"{float(np.mean(predicted != y)):.4f}")]
     rows += [("epsilon of the model", f"{est.privacy_spent_[0]:.6g}")]

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import inspect
-import json
-import os
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -19,7 +15,7 @@ import numpy as np
 from dpfair.datasets import _acs, _celeba, _mnist, _synthetic, _tabular
 from dpfair.datasets._files import DataFile, is_available, locate
 from dpfair.datasets._presets import load_preset, presets_of
-from dpfair.cache_folder import cache_dir
+from dpfair.cache_folder import read_entry, write_entry
 from dpfair.datasets.base import Dataset
 
 COMMON = ("sensitive", "test_size", "random_state", "data_home", "path")
@@ -177,7 +173,7 @@ def dataset_info(name: str, data_home=None) -> dict:
     }
     if not info["on_disk"]:
         return info
-    cache = _info_cache_path(name, entry, data_home)
+    cache = _info_cache_key(name, entry, data_home)
     cached = _read_info(cache)
     if cached is not None:
         info.update(cached)
@@ -214,51 +210,28 @@ def _loaders_digest() -> str:
     return digest.hexdigest()
 
 
-def _info_cache_path(name: str, entry: _Entry, data_home) -> tuple[list, Path] | None:
-    """The key of data set ``name``'s cached summary and its file, or ``None`` (cache off or unusable)."""
+def _info_cache_key(name: str, entry: _Entry, data_home) -> list | None:
+    """The key of data set ``name``'s cached summary (its files' paths, sizes and times, the loaders' code, the
+    version), or ``None`` (its files cannot be read: no caching)."""
     from dpfair import __version__
 
-    folder = cache_dir()
-    if folder is None:
-        return None
     try:
         found = [Path(p).resolve() for p in locate(entry.files, data_home=data_home)]
         files = [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in found]
         code = _loaders_digest()
     except (OSError, TypeError):
         return None
-    key = [INFO_CACHE_FORMAT, __version__, code, name, files]
-    return key, folder / "datasets" / f"{hashlib.sha256(json.dumps(key).encode()).hexdigest()}.json"
+    return [INFO_CACHE_FORMAT, __version__, code, name, files]
 
 
-def _read_info(cache) -> dict | None:
+def _read_info(key: list | None) -> dict | None:
     """The cached fields of a summary, or ``None`` (no cache, no entry, or one that does not check)."""
-    if cache is None:
-        return None
-    key, path = cache
-    try:
-        stored = json.loads(path.read_text())
-        if stored["key"] != key or set(stored["info"]) != set(_FROM_DATA):
-            return None
-        return dict(stored["info"])
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
+    stored = None if key is None else read_entry("datasets", key, "info")
+    return dict(stored) if isinstance(stored, dict) and set(stored) == set(_FROM_DATA) else None
 
 
-def _write_info(cache, info: dict) -> None:
-    """Store a summary's fields atomically (a temporary file renamed into place); nothing if that fails."""
-    if cache is None:
-        return
-    key, path = cache
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(json.dumps({"key": key, "info": info}))
-        os.replace(tmp, path)
-    except (OSError, TypeError, ValueError):
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+def _write_info(key: list | None, info: dict) -> None:
+    """Store a summary's fields (atomically; nothing if that fails)."""
+    if key is not None:
+        write_entry("datasets", key, info, "info")
+

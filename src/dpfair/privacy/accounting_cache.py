@@ -20,17 +20,16 @@ JSON file each, and may be deleted at any time.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import math
-import os
-import tempfile
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from dpfair.cache_folder import CACHE_ENV, cache_dir  # noqa: F401 (CACHE_ENV: re-exported, the folder is shared)
+from dpfair.cache_folder import CACHE_ENV, cache_dir, read_entry, write_entry  # noqa: F401 (re-exported)
+
+#: The cache's folder of accounting entries.
+_KIND = "accounting"
 
 #: The layout of an entry; bump it when the entry format changes.
 FORMAT = 1
@@ -53,46 +52,27 @@ def _code_version() -> str | None:
     return f"dp_accounting {upstream}; dpfair accounting {digest.hexdigest()[:16]}"
 
 
-def _entry(event_repr: str, delta: float, relation: str, accountant: str) -> tuple[list, Path] | None:
-    """The key of an evaluation and the path of its entry, or ``None`` when the cache is off."""
-    folder, version = cache_dir(), _code_version()
-    if folder is None or version is None:
+def _key(event_repr: str, delta: float, relation: str, accountant: str) -> list | None:
+    """The key of an evaluation, or ``None`` when the accounting code cannot be read (no caching then)."""
+    version = _code_version()
+    if version is None:
         return None
-    key = [FORMAT, version, event_repr, float(delta).hex(), relation, accountant]
-    return key, folder / "accounting" / f"{hashlib.sha256(json.dumps(key).encode()).hexdigest()}.json"
+    return [FORMAT, version, event_repr, float(delta).hex(), relation, accountant]
 
 
 def read_epsilon(event_repr: str, delta: float, relation: str, accountant: str) -> float | None:
     """The cached ε of this evaluation, or ``None`` (no cache, no entry, or an entry that does not check)."""
-    entry = _entry(event_repr, delta, relation, accountant)
-    if entry is None:
-        return None
-    key, path = entry
+    key = _key(event_repr, delta, relation, accountant)
+    stored = None if key is None else read_entry(_KIND, key, "epsilon")
     try:
-        stored = json.loads(path.read_text())
-        epsilon = float.fromhex(stored["epsilon"])
-        if stored["key"] != key:
-            return None
-    except (OSError, ValueError, TypeError, KeyError):
+        epsilon = float.fromhex(stored)
+    except (TypeError, ValueError):
         return None
     return None if math.isnan(epsilon) or epsilon < 0 else epsilon
 
 
 def write_epsilon(event_repr: str, delta: float, relation: str, accountant: str, epsilon: float) -> None:
     """Store one evaluation, atomically; nothing when the cache is off or cannot be written."""
-    entry = _entry(event_repr, delta, relation, accountant)
-    if entry is None:
-        return
-    key, path = entry
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(json.dumps({"key": key, "epsilon": float(epsilon).hex()}))
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    key = _key(event_repr, delta, relation, accountant)
+    if key is not None:
+        write_entry(_KIND, key, float(epsilon).hex(), "epsilon")
