@@ -23,7 +23,11 @@ author = "dpfair developers"
 copyright = "dpfair developers, Apache-2.0"
 release = version = dpfair.__version__
 
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon"]
+# myst_parser: the user guide's pages are Markdown (MyST), as the README is
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "myst_parser"]
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+# "## Heading" anchors, so that a page can link to another page's section
+myst_heading_anchors = 3
 exclude_patterns = ["_build"]
 templates_path: list[str] = []
 html_theme = "alabaster"

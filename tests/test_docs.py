@@ -1,8 +1,9 @@
-"""The API reference (issue 13, "What to build"): Sphinx builds it from the docstrings with warnings as errors.
+"""The docs site (issue 13, "What to build"; issue 28: the user guide): Sphinx builds the API reference from the
+docstrings and the guide's Markdown pages (MyST), with warnings as errors.
 
 One build (a subprocess, as ``python -m sphinx -W --keep-going -j 1 -b html docs OUT`` with the doctrees in
-tmp too; about 15 s on one core), then checks of what it wrote: a docstring that breaks the reST, a README
-quick start the index can no longer find, or a public name left out of the reference fails here, so in CI.
+tmp too; about 25 s on one core), then checks of what it wrote: a docstring that breaks the reST, a guide page
+that breaks the build or drops out of the site, or a public name left out of the reference fails here, so in CI.
 """
 
 import importlib
@@ -60,11 +61,19 @@ def test_api_reference_builds_without_warnings_and_covers_the_public_api(tmp_pat
     algorithms = (out / "api/algorithms.html").read_text()
     assert "weight of the ERMI regulariser" in algorithms
 
-    # every page of the toctree was written; the index holds the README's quick start, the CLI page the parser
+    # every page of the toctree was written; the guide's pages (Markdown, through MyST) as HTML with their code,
+    # the API reference opening with the estimators, the CLI page the parser
     for page in set(PAGES.values()):
         assert (out / "api" / f"{page}.html").is_file(), page
-    index = (out / "index.html").read_text()
-    assert "fit_dpfermi_grid" in index and "privacy_spent_" in index
+    for page in (DOCS / "guide").iterdir():
+        assert (out / "guide" / f"{page.stem}.html").is_file(), page.name
+    python = (out / "guide" / "python.html").read_text()
+    assert "fit_dpfermi_grid" in python and "privacy_spent_" in python
+    assert 'href="guide/methods.html"' in (out / "index.html").read_text()
+    toc = (out / "index.html").read_text()
+    assert toc.index("api/algorithms.html") < toc.index("api/privacy.html")
+    first = algorithms.index("The estimators")
+    assert first < algorithms.index('id="dpfair.algorithms.base.FairEstimator"'), "the estimators come first"
     cli = (out / "cli.html").read_text()
     for command in ("train", "audit", "certify", "methods", "info", "predict", "datasets", "accountant"):
         assert f"usage: dpfair {command}" in cli, command

@@ -560,7 +560,7 @@ def cmd_tune(args) -> int:
     data, options = _load_data(args)
     est = _build_estimator(spec, data)
     search = PrivateSearch(est, grid, epsilon=est.epsilon, delta=est.delta, **settings)
-    # no duration is published: a search's time grows with its secret number of runs (README, "dpfair tune")
+    # no duration is published: a search's time grows with its secret number of runs (the guide's command-line page, "dpfair tune")
     search.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
     best = search.best_estimator_
     evaluation = evaluate(best, data.X_test, data.y_test, data.s_test, data.group_names)
@@ -948,9 +948,11 @@ def _plain(text: str | None) -> str:
 
 
 def cmd_methods(args) -> int:
-    from dpfair.algorithms.catalog import describe_parameters, method_table
+    # the classes' facts as stored beside the catalog module: no estimator (torch, scikit-learn) is imported
+    from dpfair.algorithms.catalog import read_catalog
 
-    rows = method_table()
+    catalog = read_catalog()
+    rows = [{k: v for k, v in entry.items() if k != "parameters"} for entry in catalog]
     if args.name is None:
         if args.json:
             print(json.dumps(_jsonable(rows), indent=2))
@@ -962,14 +964,13 @@ def cmd_methods(args) -> int:
             print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
         print("(`dpfair methods METHOD` lists a method's hyper-parameters; set them with --param KEY=VALUE)")
         return 0
-    row = next((r for r in rows if r["method"] == args.name), None)
-    if row is None:
+    at = next((i for i, r in enumerate(rows) if r["method"] == args.name), None)
+    if at is None:
         raise ValueError(f"unknown method {args.name!r}; choose one of {', '.join(r['method'] for r in rows)}")
-    from dpfair.algorithms import METHODS
-
-    params = describe_parameters(METHODS[args.name])
+    row, params = rows[at], catalog[at]["parameters"]
     if args.json:
-        print(json.dumps(_jsonable({**row, "parameters": [vars(p) for p in params]}), indent=2))
+        shown = [{k: p[k] for k in ("name", "default", "description")} for p in params]
+        print(json.dumps(_jsonable({**row, "parameters": shown}), indent=2))
         return 0
     print(f"{row['method']}: {_plain(row['summary'])}")
     print(f"  estimator  {row['estimator']}")
@@ -978,9 +979,9 @@ def cmd_methods(args) -> int:
         strength = f" (strength: {row['fairness_strength']})" if row["fairness_strength"] else ""
         print(f"  notions    {', '.join(row['notions'])}{strength}")
     print("hyper-parameters (--param KEY=VALUE):")
-    width = max(len(f"{p.name}={p.default!r}") for p in params)
+    width = max(len(f"{p['name']}={p['default_repr']}") for p in params)
     for p in params:
-        print(f"  {f'{p.name}={p.default!r}':<{width}}  {_plain(p.description) or '(undocumented)'}")
+        print(f"  {p['name'] + '=' + p['default_repr']:<{width}}  {_plain(p['description']) or '(undocumented)'}")
     return 0
 
 
@@ -1437,7 +1438,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _every_command_takes_quiet(*subcommands) -> None:
-    """``--quiet`` on every subcommand (the README says every command takes it): where one has none, it is
+    """``--quiet`` on every subcommand (the guide says every command takes it): where one has none, it is
     added (silencing its progress bars and notes, as elsewhere). ``subcommands``: the actions of
     ``add_subparsers``."""
     for action in subcommands:

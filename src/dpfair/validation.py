@@ -14,7 +14,6 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from sklearn.exceptions import DataConversionWarning
 
 
 class NonNumericError(ValueError, TypeError):
@@ -135,6 +134,9 @@ def check_1d(a, name: str, n: int | None = None) -> np.ndarray:
     scikit-learn's ``DataConversionWarning``."""
     arr = np.asarray(a)
     if arr.ndim == 2 and arr.shape[1] == 1:
+        # imported here, so that `dpfair datasets` (reading cached summaries) imports no scikit-learn
+        from sklearn.exceptions import DataConversionWarning
+
         warnings.warn(f"A column-vector {name} was passed when a 1d array was expected; pass {name}.ravel() "
                       "(shape (n_samples,))", DataConversionWarning, stacklevel=2)
         arr = arr.ravel()

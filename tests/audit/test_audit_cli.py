@@ -1,10 +1,10 @@
-"""`dpfair audit` catches, through the command line, each planted bug the README says it catches.
+"""`dpfair audit` catches, through the command line, each planted bug the guide says it catches.
 
 Each test runs ``main([...])`` inside ``planted_bug(name)`` with the settings that catch it and asserts the
 lower bound is above the claim in the JSON and in the exit status (1), then runs the correct code at the same
 settings and asserts it stays at or below (exit status 0). Halved noise is caught by the primitive audit
 (``dpfair audit release``): the whole-method game at a few hundred runs cannot see it on a Gaussian release
-(README, "Privacy audits"). The release audits run on the tests' reproducible noise (each world has its own
+(docs/guide/audits.md, "Privacy audits"). The release audits run on the tests' reproducible noise (each world has its own
 stream, so the game stays valid and the result is fixed); the method games need fresh secret noise per fit,
 as the reused-seed bug shows.
 """

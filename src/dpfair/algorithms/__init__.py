@@ -1,42 +1,55 @@
 """Estimators: one module per method, each a scikit-learn style classifier.
 
 ``METHODS`` maps the CLI's ``--method`` names to estimator classes.
+
+The names below load on first use (:pep:`562`), so that importing a light submodule (``dpfair.algorithms.catalog``,
+which ``dpfair methods`` reads) does not import torch and scikit-learn with every estimator.
 """
 
-from dpfair.algorithms.base import FairEstimator, TorchClassifier, load_estimator
-from dpfair.algorithms.clipping import (
-    ClippingRule,
-    DPSGDFClipping,
-    FairDPClipping,
-    FlatClipping,
-    PerLayerClipping,
-    QuantileClipping,
-)
-from dpfair.algorithms.dp_oracle import DPOracleClassifier
-from dpfair.algorithms.dp_postprocess import DPPostProcessingClassifier
-from dpfair.algorithms.dpfermi import DPFERMIClassifier
-from dpfair.algorithms.dpfermi_sweep import fit_dpfermi_grid
-from dpfair.algorithms.dpsgd import DPSGDClassifier
-from dpfair.algorithms.erm import ERMClassifier
-from dpfair.algorithms.fairlearn_wrappers import ReductionsClassifier, ThresholdClassifier
-from dpfair.algorithms.output_perturbation import OutputPerturbationClassifier
-from dpfair.algorithms.pfld import PFLDClassifier
-from dpfair.algorithms.private_demographics import PrivateDemographicsClassifier
+from __future__ import annotations
 
-METHODS = {
-    "dp-fermi": DPFERMIClassifier,
-    "dp-sgd": DPSGDClassifier,
-    "erm": ERMClassifier,
-    "pf-ld": PFLDClassifier,
-    "dp-postprocess": DPPostProcessingClassifier,
-    "dp-oracle": DPOracleClassifier,
-    "private-demographics": PrivateDemographicsClassifier,
-    "output-perturbation": OutputPerturbationClassifier,
-    "reductions": ReductionsClassifier,
-    "threshold": ThresholdClassifier,
+from importlib import import_module
+
+#: ``{--method name: (module, class)}``, in the order ``dpfair methods`` lists them.
+_METHOD_HOMES = {
+    "dp-fermi": ("dpfermi", "DPFERMIClassifier"),
+    "dp-sgd": ("dpsgd", "DPSGDClassifier"),
+    "erm": ("erm", "ERMClassifier"),
+    "pf-ld": ("pfld", "PFLDClassifier"),
+    "dp-postprocess": ("dp_postprocess", "DPPostProcessingClassifier"),
+    "dp-oracle": ("dp_oracle", "DPOracleClassifier"),
+    "private-demographics": ("private_demographics", "PrivateDemographicsClassifier"),
+    "output-perturbation": ("output_perturbation", "OutputPerturbationClassifier"),
+    "reductions": ("fairlearn_wrappers", "ReductionsClassifier"),
+    "threshold": ("fairlearn_wrappers", "ThresholdClassifier"),
 }
 
-ESTIMATORS = {cls.__name__: cls for cls in METHODS.values()}
+#: ``{public name: module}`` of every other name this package exports.
+_HOMES = {
+    **{cls: module for module, cls in _METHOD_HOMES.values()},
+    **dict.fromkeys(("FairEstimator", "TorchClassifier", "load_estimator"), "base"),
+    **dict.fromkeys(("ClippingRule", "DPSGDFClipping", "FairDPClipping", "FlatClipping", "PerLayerClipping",
+                     "QuantileClipping"), "clipping"),
+    "fit_dpfermi_grid": "dpfermi_sweep",
+}
+
+
+def __getattr__(name: str):
+    if name == "METHODS":
+        value = {method: __getattr__(cls) for method, (_, cls) in _METHOD_HOMES.items()}
+    elif name == "ESTIMATORS":
+        value = {cls.__name__: cls for cls in __getattr__("METHODS").values()}
+    elif name in _HOMES:
+        value = getattr(import_module(f"{__name__}.{_HOMES[name]}"), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # loaded once: METHODS is one dict for everyone
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "ClippingRule", "DPSGDFClipping", "FairDPClipping", "FlatClipping", "PerLayerClipping", "QuantileClipping",

@@ -28,7 +28,7 @@ so ``‖w_f − w_g‖ ≤ ‖∇(g − f)(w_f)‖/μ``. Hence:
 
 - ``privacy_unit="record"`` (add or remove one record z; ``ADD_OR_REMOVE_ONE``): g = f + ℓ(·; z)/N,
   so ``Δ* = Λ/(μN)``, with N a public normaliser fixed before the data are seen. dpfair treats the
-  training size n as public under both units (README, "What is public": DP-SGD's sampling rate and
+  training size n as public under both units (the guide's privacy model, "What is public": DP-SGD's sampling rate and
   the default δ = 1/n² read it too), so ``sample_size=None`` takes N = n; ``sample_size`` fixes N in
   advance (the data set's published size). Each record then weighs 1/N whatever D holds, so the
   neighbour's minimiser moves by at most Λ/(μN) (the paper's replace-one objective, normalised by

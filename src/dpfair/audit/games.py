@@ -23,7 +23,7 @@ on the calibration runs only (cross-fitted on them, so that a fitted statistic i
 on honest scores). Scalar
 fitted attributes (noise scales, sensitivities, step counts) are left out: they are
 functions of the hyper-parameters and of n, which dpfair's privacy model declares
-public (README, "What is public"); under the record unit a published n would otherwise
+public (the guide's privacy model, "What is public"); under the record unit a published n would otherwise
 tell the worlds apart by construction. The best statistic and
 threshold are chosen on those calibration runs and the bound is proved on the others
 (:func:`dpfair.audit.epsilon.epsilon_lower_bound`).

@@ -31,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupShuffleSplit, train_test_split
 
 from dpfair.validation import check_1d, check_features
 
@@ -604,6 +603,9 @@ def check_bool(value, name: str) -> bool:
 
 
 def _split(table: Table, test_size: float, random_state: int) -> tuple[np.ndarray, np.ndarray, str]:
+    # imported here, so that `dpfair datasets` (reading cached summaries) imports no scikit-learn
+    from sklearn.model_selection import GroupShuffleSplit, train_test_split
+
     n = len(table.y)
     index = np.arange(n)
     if table.test_mask is not None:

@@ -2,7 +2,7 @@
 
 :func:`evaluate` is what ``dpfair train`` and ``dpfair predict`` print and save. It reads
 the rows it is given (usually a test part): an evaluation on private rows is a further use of
-them that no ledger counts (README, "Privacy model": *Not covered*).
+them that no ledger counts (the guide's privacy model: *Not covered*).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ HTML-escaped. The page holds:
 - the papers' published numbers beside ours (:mod:`dpfair.experiments.papers`), withheld ones marked.
 
 Privacy: the page shows the store's test scores; they, and any choice made by them, read test rows that
-no ledger counts (README, "Privacy model": *Not covered*).
+no ledger counts (the guide's privacy model: *Not covered*).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ batches and are released together under their joint event (its ε = ∞ models, 
 their own). :class:`GridResult` keeps, for each
 release group, the event that accounts for it, so a store composes what was actually released (see
 :class:`~dpfair.experiments.store.ResultsStore`). The test metrics read the test part, which no ledger
-covers (README, "Privacy model").
+covers (the guide's privacy model).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ values), and adds to every value a bootstrap interval:
   each), so the resampling is done here, on the same metric functions.
 
 Evaluating on test data is a use of that data that no privacy ledger counts
-(see README, "Not covered"): the guarantee printed by training covers the
+(see the guide's privacy model, "Not covered"): the guarantee printed by training covers the
 training set only, and test rows are treated as public here.
 """
 
@@ -289,7 +289,7 @@ def group_metrics(y_true, y_pred, s, metrics=DEFAULT_METRICS, *, group_names=Non
     close, so the difference's row-bootstrap interval may then lie above its value.
 
     **Privacy.** These are metrics of test data: no privacy ledger counts them, and the
-    (ε, δ) of training does not cover them (README, "Not covered"). Do not compute them on
+    (ε, δ) of training does not cover them (the guide's privacy model, "Not covered"). Do not compute them on
     private data you mean to protect.
     """
     confidence = _check_confidence(confidence)
