@@ -62,7 +62,9 @@ from dpfair.fairness import (  # noqa: E402
     accuracy_parity_violation,
     demographic_parity_violation,
     equalized_odds_violation,
+    get_notion,
 )
+from dpfair.fairness.notions import ACCURACY  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -303,10 +305,11 @@ def soft_violation(notion: str, y, proba, s, k: int, reference: str) -> float:
     groups (``reference="pairwise"``) or between a group and the population (``"marginal"``), of the mean
     probability (demographic parity), of the mean probability given the label (equalized odds, worst label) or of
     the expected accuracy (accuracy parity)."""
-    value = np.where(y == 1, proba, 1 - proba) if notion == "accuracy_parity" else proba
-    conditions = [y == c for c in (0, 1)] if notion == "equalized_odds" else [np.ones_like(y, dtype=bool)]
+    notion = get_notion(notion)
+    value = np.where(y == 1, proba, 1 - proba) if notion.rate == ACCURACY else proba
+    cells, n_cells = notion.cells(y, 2)  # the notion's reference cells (binary labels)
     gaps = []
-    for cond in conditions:
+    for cond in (cells == c for c in range(n_cells)):
         means = np.array([value[cond & (s == g)].mean() for g in range(k)])
         gaps.append(means.max() - means.min() if reference == "pairwise" else np.abs(means - value[cond].mean()).max())
     return float(max(gaps))

@@ -7,7 +7,7 @@ set, so any subset is a valid audit): the method's privacy unit, the default adv
 out-of-range record the data find least likely), ``--runs`` fits (half per world), the best of the
 canary margin and the released numbers chosen on half the runs, Clopper–Pearson at 95 % on the other
 half. Plus the noise primitives themselves (400,000 releases, where the bound nearly reaches ε) and
-the four planted bugs.
+the four planted bugs (``tests/planted.py``: each patches one seam of dpfair inside its block).
 
 Settings lighter than the defaults where a fit is slow on 2 cores (DP-SGD, PF-LD: 2 epochs): the claim
 audited is the one each fit prints. Rows resume from ``results/audit/audit.csv``.
@@ -30,6 +30,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 import tempfile
 import time
 import warnings
@@ -37,6 +38,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("DPFAIR_DATA", str(REPO.parent / "shared" / "data"))
+sys.path.insert(0, str(REPO))  # the planted bugs are a test fixture (tests/planted.py), not part of dpfair
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -46,7 +48,7 @@ from dpfair.audit import audit_epsilon, audit_release  # noqa: E402
 from dpfair.cli import main as dpfair_main  # noqa: E402
 from dpfair.datasets import load_dataset  # noqa: E402
 from dpfair.exceptions import PrivacyLeakWarning  # noqa: E402
-from dpfair.privacy import planted_bug  # noqa: E402
+from tests.planted import planted_bug  # noqa: E402
 
 OUT = REPO / "results" / "audit"
 EPSILONS = (0.5, 1.0, 4.0)
@@ -301,7 +303,7 @@ def report_table(frame):
              "below the claimed ε is consistent with the claim (it does not prove it); one above proves a bug. "
              "`release` rows audit the noise primitive with 400,000 releases (`dpfair audit release`; no planted "
              "bug acts on randomized response); `planted` rows the library games of three test-only bugs of "
-             "`dpfair.privacy.planted` at the tests' settings (each must be caught); non-private methods claim "
+             "`tests/planted.py` at the tests' settings (each must be caught); non-private methods claim "
              "ε = ∞. The `method` rows were measured before the game's Laplace likelihood-ratio statistic was "
              "added (delete them from `audit.csv` to rerun them, about 10 minutes); the next section measures the "
              "game as it is.", "",

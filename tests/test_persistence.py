@@ -20,6 +20,7 @@ from dpfair.algorithms import (
     DPSGDClassifier,
     ERMClassifier,
 )
+from dpfair.capabilities import capabilities
 from dpfair.datasets import make_synthetic
 from dpfair.persistence import FORMAT, VERSION, load_estimator, save_estimator
 
@@ -97,8 +98,8 @@ def fitted(data):
     return _Fitted(data)
 
 
-def _needs_s(est) -> dict:
-    return getattr(est, "_predict_needs_sensitive", False)
+def _needs_s(est) -> bool:
+    return capabilities(est).predict_needs_sensitive
 
 
 def _predictions(est, X, s):

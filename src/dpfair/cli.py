@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from dpfair import __version__
+from dpfair.capabilities import capabilities
 
 DEFAULT_METHOD = "dp-fermi"
 DEFAULT_DATASET = "adult"
@@ -362,6 +363,7 @@ def _estimator_spec(args) -> tuple[type, dict]:
         raise ValueError(f"unknown method {args.method!r}; choose one of {', '.join(METHODS)}")
     cls = METHODS[args.method]
     valid = cls().get_params()
+    declared = capabilities(cls)
     params = dict(random_state=args.seed)
     if "verbose" in valid:
         params["verbose"] = not args.quiet
@@ -371,19 +373,19 @@ def _estimator_spec(args) -> tuple[type, dict]:
     elif args.epsilon is not None and not math.isinf(args.epsilon):
         raise ValueError(f"method {args.method!r} is not private; drop --epsilon or choose a private method")
     if args.notion is not None:
-        if not cls._notions:
+        if not declared.notions:
             raise ValueError(f"method {args.method!r} targets no fairness notion; drop --notion or choose a fair "
                              "method (`dpfair methods` lists each method's notions)")
-        if args.notion not in cls._notions:
-            raise ValueError(f"method {args.method!r} targets {', '.join(cls._notions)}; --notion {args.notion!r} is "
-                             "not one of them")
+        if args.notion not in declared.notions:
+            raise ValueError(f"method {args.method!r} targets {', '.join(declared.notions)}; --notion {args.notion!r} "
+                             "is not one of them")
         if "notion" in valid:
             params["notion"] = args.notion
     for flag, key, value in (("--model", "model", args.model), ("--lam", "lam", args.lam)):
         if value is None:
             continue
         if key not in valid:
-            strength = cls._fairness_strength
+            strength = declared.fairness_strength
             hint = f" (its fairness strength is --param {strength}=...)" if key == "lam" and strength else ""
             raise ValueError(f"method {args.method!r} takes no {flag}{hint}; drop it or choose another method")
         params[key] = value
@@ -511,7 +513,7 @@ def _grid(args) -> dict:
         if args.method not in DEFAULT_GRIDS:
             from dpfair.algorithms import METHODS
 
-            strength = METHODS[args.method]._fairness_strength if args.method in METHODS else None
+            strength = capabilities(METHODS[args.method]).fairness_strength if args.method in METHODS else None
             hint = f", e.g. --grid {strength}=..." if strength else ""
             raise ValueError(f"method {args.method!r} has no default grid; give the candidates with --grid "
                              f"KEY=V1,V2,...{hint}")
@@ -545,7 +547,7 @@ def cmd_tune(args) -> int:
     if not args.max_error_increase >= 0:
         raise ValueError(f"--max-error-increase must be >= 0, got {args.max_error_increase}")
     spec = _estimator_spec(args)
-    if not spec[0]._private:
+    if not capabilities(spec[0]).private:
         raise ValueError(f"method {args.method!r} is not private: every run of a search would spend ε = ∞; choose a "
                          "private method (`dpfair methods`)")
     grid = _grid(args)
@@ -986,9 +988,9 @@ def cmd_methods(args) -> int:
 
 
 def _method_name(est) -> str:
-    from dpfair.algorithms import METHODS
+    from dpfair.algorithms import method_name
 
-    return next((name for name, cls in METHODS.items() if type(est) is cls), type(est).__name__)
+    return method_name(est) or type(est).__name__
 
 
 def _check_model_fits(est, path, data) -> None:
@@ -1116,7 +1118,7 @@ def _predict_input(args, est, provenance: dict, out: Path | None) -> int:
         raise ValueError(f"{args.model} was fitted on {est.n_features_in_} features but its schema gives "
                          f"{X.shape[1]} for {args.input}; the model file is damaged: train it again")
     s = schema.codes(frame, "sensitive", str(args.input)) if schema.sensitive in frame.columns else None
-    if s is None and getattr(est, "_predict_needs_sensitive", False):
+    if s is None and capabilities(est).predict_needs_sensitive:
         raise ValueError(f"{_method_name(est)} reads the group at prediction time: {args.input} needs the column "
                          f"{schema.sensitive!r}")
     y = schema.codes(frame, "label", str(args.input)) if schema.label in frame.columns else None

@@ -27,7 +27,7 @@ from sklearn import model_selection as _sk
 from sklearn.base import clone
 
 from dpfair.exceptions import BudgetExceededError, PrivacyLeakWarning
-from dpfair.privacy.budget import PrivacyBudget, _fair_estimators
+from dpfair.privacy.budget import PrivacyBudget
 
 __all__ = ["GridSearchCV", "cross_validate"]
 
@@ -40,8 +40,8 @@ class _OnBudget:
     routing on, a refusal raised, the fits' total measured."""
 
     def __init__(self, budget: PrivacyBudget | None, estimator, n_jobs):
-        attached = [vars(est)["_budget"] for est in _fair_estimators(estimator) if "_budget" in vars(est)]
-        self.budget = budget if budget is not None else attached[0] if attached else PrivacyBudget()
+        attached = PrivacyBudget.attached(estimator)
+        self.budget = budget if budget is not None else attached if attached is not None else PrivacyBudget()
         backend, default = get_active_backend()
         jobs = default if n_jobs is None else n_jobs
         if jobs not in (None, 1) and not getattr(backend, "uses_threads", False):
@@ -49,19 +49,19 @@ class _OnBudget:
                              f"use n_jobs=1, or threads: with joblib.parallel_backend('threading', n_jobs={jobs}): ...")
 
     def __enter__(self):
-        self._mark, self._refused = self.budget._mark(), len(self.budget._refusals)
+        self._mark = self.budget.mark()
         self._routing = sklearn.config_context(enable_metadata_routing=True)
         self._routing.__enter__()
         return self
 
     def __exit__(self, kind, error, trace):
         self._routing.__exit__(kind, error, trace)
-        refusals = self.budget._refusals[self._refused:]
+        refusals = self.budget.refusals_since(self._mark)
         if refusals and (kind is None or issubclass(kind, Exception)) and not isinstance(error, BudgetExceededError):
             # scikit-learn turns a failed fit into a NaN score: a refused fit must stop the selection instead
             raise BudgetExceededError(f"{len(refusals)} fit(s) of the selection were refused; the first: "
                                       f"{refusals[0]}") from error
-        self.spent = self.budget._spent_since(self._mark)
+        self.spent = self.budget.spent_since(self._mark)
         return False
 
     def warn(self, where: str) -> None:

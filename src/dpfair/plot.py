@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 from sklearn.exceptions import NotFittedError
 
-from dpfair.experiments.frontier import pareto_front
 from dpfair.fairness.group_table import DIFFERENCE, OVERALL, STATISTICS, bootstrap_mean_interval
+from dpfair.fairness.tradeoff import pareto_front
 from dpfair.privacy.accounting import PrivacyLedger
 from dpfair.validation import check_delta
 

@@ -108,9 +108,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils.validation import check_is_fitted
 
-from dpfair.algorithms.base import FairEstimator, named_sensitive_columns, public_categories
+from dpfair.algorithms.base import named_sensitive_columns, public_categories
 from dpfair.algorithms.signal import floor_counts
-from dpfair.fairness.notions import NOTIONS
+from dpfair.capabilities import Capabilities, capabilities
+from dpfair.fairness.notions import get_notion
 from dpfair.fairness.scorers import predict_with_groups
 from dpfair.privacy import (
     Part,
@@ -124,8 +125,7 @@ from dpfair.privacy import (
     gaussian_event,
     ledger_totals,
 )
-from dpfair.privacy.budget import _ACTIVE, _Planned, charging_grid, planned_ledger
-from dpfair.privacy.planted import planted
+from dpfair.privacy.budget import charging_grid, planning
 from dpfair.validation import (
     check_1d,
     check_delta,
@@ -250,18 +250,10 @@ class Repetitions:
         return {"distribution": name, "shape": self.shape, "mean": self.mean}
 
 
-def _cells(notion: str, y: np.ndarray, n_classes: int) -> tuple[np.ndarray, int]:
-    """Constraint cell of each row (−1: unconstrained) and the number of cells, as in :mod:`dpfair.fairness.notions`."""
-    if notion == "equalized_odds":
-        return y.astype(np.int64), n_classes
-    if notion == "equal_opportunity":
-        return np.where(y == 1, 0, -1).astype(np.int64), 1
-    return np.zeros(len(y), dtype=np.int64), 1
-
-
 def cell_counts(notion: str, y: np.ndarray, s: np.ndarray, n_classes: int, n_groups: int) -> np.ndarray:
-    """``counts[c, r]``: rows of constraint cell c (of ``notion``) and group r; ``y``, ``s`` as codes."""
-    cells, n_cells = _cells(notion, y, n_classes)
+    """``counts[c, r]``: rows of constraint cell c (of ``notion``) and group r; ``y``, ``s`` as codes (class 1
+    positive)."""
+    cells, n_cells = get_notion(notion).cells(y, n_classes)
     counts = np.zeros((n_cells, n_groups))
     keep = cells >= 0
     np.add.at(counts, (cells[keep], s[keep]), 1.0)
@@ -288,13 +280,9 @@ class SelectionScore:
 
     def violation(self, y: np.ndarray, y_pred: np.ndarray, s: np.ndarray) -> float:
         """The pairwise gap of the notion's rates, each over its public denominator."""
-        cells, n_cells = _cells(self.notion, y, self.n_classes)
-        if self.notion == "equal_opportunity":
-            outcome, n_out = (y_pred == 1).astype(np.int64), 2
-        elif self.notion == "accuracy_parity":
-            outcome, n_out = (y_pred == y).astype(np.int64), 2
-        else:
-            outcome, n_out = y_pred.astype(np.int64), self.n_classes
+        notion = get_notion(self.notion)
+        cells, n_cells = notion.cells(y, self.n_classes)
+        outcome, n_out, _ = notion.outcomes(y, y_pred, self.n_classes)
         hits = np.zeros((n_cells, self.denominators.shape[1], n_out))
         keep = cells >= 0
         np.add.at(hits, (cells[keep], s[keep], outcome[keep]), 1.0)
@@ -327,38 +315,15 @@ def _counts_bound(unit: PrivacyUnit) -> float:
     return math.sqrt(2) / 2 if unit is PrivacyUnit.SENSITIVE else 1.0
 
 
-class _Recorder:
-    """A planning hook: ``owner``'s fit stops at its calibration, or (``checked``) at its first release, after the
-    checks that follow its calibration; its planned ledger is kept."""
-
-    def __init__(self, owner, checked: bool):
-        self.owner, self.checked, self.ledger = owner, checked, None
-
-    def claim_fit(self, est) -> None:
-        if est is not self.owner or not est._private or "_sigmas" not in vars(est):
-            return
-        calibrated = self.ledger is not None  # a second claim: a release is about to be made
-        self.ledger = planned_ledger(est)
-        if calibrated or not self.checked:
-            raise _Planned
-
-
 def _plan_of(estimator, X, y, s, checked: bool = False) -> PrivacyLedger:
     """The ledger ``estimator`` would spend on ``(X, y, s)``: its fit runs up to its calibration, or
     (``checked``) on to just before its first release, so that its checks of the plan run too (and warn).
     """
     est = PrivacyBudget.detach(clone(estimator))
-    recorder = _Recorder(est, checked)
-    token = _ACTIVE.set(recorder)
-    try:
-        with warnings.catch_warnings():
-            if not checked:  # the search's many plans of one candidate: its warnings come once, when checked
-                warnings.simplefilter("ignore")
-            est.fit(X, y, sensitive_features=s)
-    except _Planned:
-        pass
-    finally:
-        _ACTIVE.reset(token)
+    with planning(est, checked) as recorder, warnings.catch_warnings():
+        if not checked:  # the search's many plans of one candidate: its warnings come once, when checked
+            warnings.simplefilter("ignore")
+        est.fit(X, y, sensitive_features=s)
     if recorder.ledger is None:
         raise ValueError(f"{type(estimator).__name__} released nothing through a calibrated plan; a private search "
                          "needs a private method")
@@ -433,9 +398,11 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         """The privacy unit of the estimator searched over (and of the search)."""
         return getattr(self.estimator, "privacy_unit", "record")
 
-    @property
-    def _predict_needs_sensitive(self) -> bool:
-        return bool(getattr(self.estimator, "_predict_needs_sensitive", False))
+    def __dpfair_capabilities__(self) -> Capabilities:
+        """What callers may ask of the search (:func:`dpfair.capabilities.capabilities`): its winner reads s at
+        prediction when the estimator searched over does. It declares no more: a search is no method another
+        search could repeat."""
+        return Capabilities(predict_needs_sensitive=capabilities(self.estimator).predict_needs_sensitive)
 
     def predict_proba(self, X, **kwargs):
         check_is_fitted(self, "best_estimator_")
@@ -461,15 +428,15 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
     def _settings(self):
         """``(base, target, notion, candidates)``: the data-free checks of :meth:`check_hyperparameters`."""
         base = self.estimator
-        if not isinstance(base, FairEstimator) or not base._private:
+        declared = capabilities(base)
+        if not declared.private:
             raise ValueError(f"a private search needs a private dpfair estimator, got {type(base).__name__}: a "
                              "non-private one spends ε = ∞ in every run")
         target = check_epsilon(self.epsilon, "epsilon", allow_inf=False)
         notion = self.notion if self.notion is not None else base.get_params().get("notion")
-        if notion not in NOTIONS:
-            raise ValueError(f"notion must be one of {list(NOTIONS)}, got {notion!r}")
-        if base._notions and notion not in base._notions:
-            raise ValueError(f"{type(base).__name__} targets {', '.join(base._notions)}; notion={notion!r} is not "
+        get_notion(notion)
+        if declared.notions and notion not in declared.notions:
+            raise ValueError(f"{type(base).__name__} targets {', '.join(declared.notions)}; notion={notion!r} is not "
                              "one of them")
         check_positive(self.max_error_increase, "max_error_increase", allow_zero=True)
         if not math.isfinite(check_positive(self.penalty, "penalty", allow_zero=True)):
@@ -556,7 +523,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         if "classes" in fixed and fixed["classes"] is None:
             fixed["classes"] = classes.tolist()
         base = PrivacyBudget.detach(clone(base).set_params(**fixed, delta=delta, verbose=False))
-        n_cells = _cells(notion, y_codes[:1], len(classes))[1]
+        n_cells = len(get_notion(notion).cell_labels(len(classes)))
         shares_released = _takes_released_shares(base)
         if shares_released:  # planned with placeholder shares: a plan depends on whether they are public, not on them
             base.set_params(group_proportions=_shares(np.ones((n_cells, len(groups)))))
@@ -587,7 +554,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         ledger = PrivacyLedger(relation)
         with charging_grid(self._budget(), self, "a private search") as charge:
             if charge is not None:  # the whole search, before its first release
-                charge.budget._claim(charge, ledger_totals(planned), delta, relation)
+                charge.claim_ledger(planned, delta)
             counts = cell_counts(notion, yv_codes, sv_codes, len(classes), len(groups))
             noisy = Release(Part(COUNTS), sigma_counts, secret, ledger).noisy_sum(counts, bound=_counts_bound(unit))
             denominators = floor_counts(noisy, sigma_counts * _counts_bound(unit))
@@ -596,7 +563,8 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
             if ref_plan is not None:
                 reference = self._private_reference(ref_plan, Xf, yf, sf, Xv, y[val_rows], sv, n_val, secret, ledger)
             score = SelectionScore(notion, float(reference) + float(self.max_error_increase), float(self.penalty),
-                                   denominators, n_val, len(classes), unit, self._predict_needs_sensitive)
+                                   denominators, n_val, len(classes), unit,
+                                   capabilities(self).predict_needs_sensitive)
             run_entry = next(e for e in planned.entries if e.label.startswith("repeated runs"))
             runs = Release(Part(run_entry.label, mechanism="fixed", fixed=run_entry.event), 0.0, secret, ledger)
             best, best_point, released = self._run(base, candidates, law, runs, run_epsilon, delta, secret, score,
@@ -611,13 +579,11 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
     # ---- the constrained strategy -----------------------------------------------------------------
     def _strategy(self, base, candidates, unit) -> str:
         """``self.strategy`` resolved; refuses "constrained" where the error is private or the grid is not λ's."""
-        from dpfair.algorithms import DPFERMIClassifier
-
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         Repetitions.of(self.repetitions, 1.0 if self.mean_runs is None else self.mean_runs)  # checked either way
         why = None
-        if not isinstance(base, DPFERMIClassifier):
+        if not capabilities(base).target_error:
             why = f"it is DP-FERMI's (target_error); {type(base).__name__} has none"
         elif unit is not PrivacyUnit.SENSITIVE:
             why = "the training error it follows is public only under privacy_unit='sensitive'"
@@ -642,7 +608,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         with charging_grid(self._budget(), self, "a private search") as charge:
             if charge is not None:  # the whole fit, before its first release
                 plan = _plan_of(model, X, y, s, checked=True)
-                charge.budget._claim(charge, ledger_totals(plan), delta, unit.relation)
+                charge.claim_ledger(plan, delta)
             model.fit(X, y, sensitive_features=s)
         selection = {
             "strategy": "constrained", "chosen": {"lam": model.lam_}, "released_score": None,
@@ -657,7 +623,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
 
     def _budget(self):
         """The budget the search draws from: its own, else the one attached to the estimator, if any."""
-        return self.budget if self.budget is not None else vars(self.estimator).get("_budget")
+        return self.budget if self.budget is not None else getattr(self.estimator, "privacy_budget", None)
 
     def _publish(self, best, selection: dict) -> None:
         """The search's fitted attributes: ``best`` (whose ledger is the search's) and what was chosen."""
@@ -789,7 +755,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
              yv_codes, sv_codes, classes, unit):
         """The runs of the repeat-and-select release ``runs`` (K, each run's candidate and seed drawn by it), each
         scored and its score released; the best by released score is returned, K and the others are dropped."""
-        from dpfair.algorithms import DPFERMIClassifier, fit_dpfermi_grid
+        from dpfair.algorithms import fit_dpfermi_grid
 
         picks, seeds = runs.repeat(law, len(candidates))
         if len(seeds) == 0:
@@ -798,10 +764,10 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         points = [{**candidates[int(j)], "epsilon": run_epsilon, "delta": delta, "random_state": int(seed)}
                   for j, seed in zip(picks, seeds)]
         release = Release(Part(SCORE), sigma_score, secret, PrivacyLedger(unit.relation))
-        exact, released = [], []
+        released = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # how many runs warned would tell K (the module docstring)
-            if isinstance(base, DPFERMIClassifier) and not base.secure_mode:
+            if capabilities(base).batched_grid:
                 shared = {key: v for key, v in base.get_params().items() if key not in points[0]}
                 fitted = fit_dpfermi_grid(Xf, yf, sf, points, **shared)
             else:
@@ -809,9 +775,8 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
             for model in fitted:
                 y_pred, _ = encode_categories(predict_with_groups(model, Xv, sv), "predictions", classes=classes)
                 value = score.value(yv_codes, y_pred, sv_codes)
-                exact.append(value)
                 released.append(float(release.noisy_sum(np.array([value]), bound=score.bound)[0]))
-        chosen = int(np.argmax(exact if planted("unreleased_scores") else released))
+        chosen = best_released(released)
         return fitted[chosen], candidates[int(picks[chosen])], released[chosen]
 
     def _finish(self, best, point, released, ledger, delta, candidates, law, run_epsilon, score, sigma_score,
@@ -834,6 +799,16 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         self._publish(best, selection)
 
 
+def best_released(released: list[float]) -> int:
+    """The run a random-stopping search keeps: the index of the highest released score (the first on a tie).
+
+    The choice reads the released scores alone, so it is post-processing of releases the search's
+    ``RepeatAndSelectDpEvent`` already covers; a choice read off the exact scores would reveal the validation
+    part through which run wins, whatever the ledger says.
+    """
+    return int(np.argmax(released))
+
+
 def _validation_size(size, base) -> float:
     """``validation_size``, with ``"auto"`` resolved: 0 for a logistic model, 0.2 for any other."""
     if isinstance(size, str) and size == "auto":
@@ -844,9 +819,7 @@ def _validation_size(size, base) -> float:
 def _takes_released_shares(base) -> bool:
     """Whether the runs take their group proportions from the search's released counts: DP-FERMI's, unless the
     user gave public ones (its per-cell shares are the counts' rows, normalised; each run then releases none)."""
-    from dpfair.algorithms import DPFERMIClassifier
-
-    return isinstance(base, DPFERMIClassifier) and base.group_proportions is None
+    return capabilities(base).public_group_shares and base.group_proportions is None
 
 
 def _shares(counts: np.ndarray) -> list:

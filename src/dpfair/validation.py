@@ -175,6 +175,19 @@ def encode_categories(a, name: str, n: int | None = None, classes=None):
     return codes.astype(np.int64), classes
 
 
+def encode_on(a: np.ndarray, name: str, classes: np.ndarray, source: str) -> np.ndarray:
+    """Codes of ``a`` among ``classes`` (sorted: the labels of ``source``, e.g. a fitted model's ``classes_``);
+    a value outside them is an error naming it."""
+    codes = np.searchsorted(classes, a).clip(0, len(classes) - 1)
+    unknown = classes[codes] != a
+    if np.any(unknown):
+        raise ValueError(
+            f"{name} has values {np.unique(a[unknown])[:5].tolist()} that are not labels of {source} "
+            f"({classes.tolist()[:10]}); predict one of those labels"
+        )
+    return codes.astype(np.int64)
+
+
 def check_min_count(codes: np.ndarray, k: int, name: str, minimum: int, what: str = "value") -> np.ndarray:
     """Check that each of the ``k`` codes occurs at least ``minimum`` times; return the counts."""
     counts = np.bincount(codes, minlength=k)

@@ -113,10 +113,11 @@ def test_the_fused_kernel_sums_the_same_whatever_the_number_of_threads():
 
 
 def test_the_side_thread_runs_in_the_callers_context(replay):
-    """With two threads the fused path draws the next batch and the noise in a second thread: context variables
-    (here a planted bug of the audit harness) must reach it, or the audit would test a different release."""
+    """With two threads the fused path draws the next batch and the noise in a second thread: the caller's context
+    (the replayed noise) and a planted bug of the audit harness (a patched seam) must reach it, or the audit would
+    test a different release."""
     from dpfair.algorithms import DPFERMIClassifier
-    from dpfair.privacy.planted import planted_bug
+    from tests.planted import planted_bug
 
     data = _one_hot_data()
     X, y, s = data.X.numpy(), data.y.numpy(), data.s.numpy()

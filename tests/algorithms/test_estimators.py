@@ -177,16 +177,16 @@ def test_dpsgd_history_holds_only_released_quantities(data):
 def test_a_clipping_rule_cannot_exceed_the_bound_the_noise_covers(data, monkeypatch):
     import dpfair.algorithms.clipping as clipping
 
-    class Loose(DPSGDClassifier):
-        def _per_sample_bounds(self, step, idx, y, s):
-            return torch.full((len(idx),), 10.0 * self.max_grad_norm)
+    class Loose(clipping.FlatClipping):  # a rule whose bound phase hands out 10 C, C_max staying C
+        def bounds(self, keys, like):
+            return torch.full((len(keys),), 10.0 * self.c0)
 
     seen = []
     original = clipping.clipped_gradient_sum
     monkeypatch.setattr(clipping, "clipped_gradient_sum", lambda m, f, X, y, bounds, method, **kw: seen.append(
         float(torch.as_tensor(bounds).max()) if len(X) else 0.0) or original(m, f, X, y, bounds, method, **kw))
     X, y, s = data
-    Loose(max_grad_norm=0.5, noise_multiplier=1.0, **FAST).fit(X, y)
+    DPSGDClassifier(clipping=Loose(by="class"), max_grad_norm=0.5, noise_multiplier=1.0, **FAST).fit(X, y)
     assert seen and max(seen) <= 0.5
 
 

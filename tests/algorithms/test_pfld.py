@@ -22,7 +22,7 @@ from dpfair.fairness import demographic_parity_violation
 from dpfair.nn import MLP, LogisticRegression
 from dpfair.privacy import PrivacyLedger, Release, SecretRandom, epsilon_of, max_neighbour_distance
 
-NOTIONS = ("demographic_parity", "equalized_odds", "accuracy_parity")
+NOTIONS = ("demographic_parity", "equalized_odds", "accuracy_parity", "predictive_equality")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """`dpfair audit` catches, through the command line, each planted bug the guide says it catches.
 
-Each test runs ``main([...])`` inside ``planted_bug(name)`` with the settings that catch it and asserts the
+Each test runs ``main([...])`` inside ``planted_bug(name)`` (tests/planted.py) with the settings that catch it and asserts the
 lower bound is above the claim in the JSON and in the exit status (1), then runs the correct code at the same
 settings and asserts it stays at or below (exit status 0). Halved noise is caught by the primitive audit
 (``dpfair audit release``): the whole-method game at a few hundred runs cannot see it on a Gaussian release
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from dpfair.cli import main
-from dpfair.privacy import planted_bug
+from tests.planted import planted_bug
 
 
 @pytest.fixture

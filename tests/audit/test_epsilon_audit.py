@@ -14,8 +14,7 @@ from dpfair.audit.epsilon import (
     one_run_p_value,
 )
 from dpfair.audit.games import audit_epsilon, audit_one_run, audit_release
-from dpfair.privacy import planted_bug
-from dpfair.privacy.planted import BUGS, planted
+from tests.planted import BUGS, active, planted_bug
 
 # The games need the secret generators: the tests' reproducible noise repeats across fits, which is exactly
 # the reused-seed bug the audits catch.
@@ -138,10 +137,53 @@ def test_one_run_audit_of_a_non_private_model_finds_leakage_and_of_dp_sgd_none()
 
 
 def test_planted_bugs_are_scoped_and_named():
-    assert not any(planted(b) for b in BUGS)
+    assert not active()
     with pytest.warns(Warning), planted_bug("halve_noise"):
-        assert planted("halve_noise") and not planted("reuse_seed")
-    assert not planted("halve_noise")
+        assert "halve_noise" in active() and "reuse_seed" not in active()
+    assert not active()
     with pytest.raises(ValueError, match="halve_noise"):
         with planted_bug("typo"):
             pass
+
+
+def test_each_planted_bug_breaks_its_seam_inside_the_block_only():
+    """The seam each bug patches (tests/planted.py) is broken inside the block and restored after it (read
+    through its module: a name imported before the block is the original)."""
+    import torch
+
+    from dpfair import selection
+    from dpfair.algorithms.dpfermi import COUNTS
+    from dpfair.nn import per_sample
+    from dpfair.privacy import Part, PrivacyLedger, PrivacyUnit, Release, SecretRandom
+
+    def release(name="part"):
+        return Release(Part(name), 2.0, SecretRandom(), PrivacyLedger("record"))
+
+    # three runs' predictions on four validation rows: exact parity scores -1, 0, -0.5; released 0.3, 0.1, 0.2
+    score = selection.SelectionScore("demographic_parity", threshold=1.0, penalty=0.0, denominators=np.full((1, 2), 2.0),
+                           n_val=4, n_classes=2, unit=PrivacyUnit.SENSITIVE, reads_s=False)
+    y, s = np.array([1, 1, 0, 0]), np.array([0, 1, 0, 1])
+    runs = [np.array([1, 0, 1, 0]), np.array([1, 1, 0, 0]), np.array([1, 1, 1, 0])]
+
+    def seams():
+        counts = np.array([30.0, 70.0])
+        assert [score.value(y, p, s) for p in runs] == [-1.0, 0.0, -0.5]
+        return dict(halve_noise=release().noise_scale(1.5),
+                    skip_clipping=float(per_sample.clip_coefficients(torch.tensor([4.0]), 1.0)[0]),
+                    private_proportions=np.array_equal(release(COUNTS).noisy_sum(counts), counts),
+                    reuse_seed=np.array_equal(SecretRandom("k").normal((3,)), SecretRandom("k").normal((3,))),
+                    unreleased_scores=selection.best_released([0.3, 0.1, 0.2]))
+
+    correct = dict(halve_noise=3.0, skip_clipping=0.25, private_proportions=False, reuse_seed=False,
+                   unreleased_scores=0)
+    broken = dict(halve_noise=1.5, skip_clipping=1.0, private_proportions=True, reuse_seed=True,
+                  unreleased_scores=1)
+    assert seams() == correct
+    for bug in BUGS:
+        with pytest.warns(Warning, match="planted bugs"), planted_bug(bug):
+            assert seams() == {**correct, bug: broken[bug]}, bug
+            assert active() == {bug}
+        assert seams() == correct, bug
+    with pytest.warns(Warning), planted_bug(*BUGS):
+        assert seams() == broken
+    assert seams() == correct and not active()

@@ -27,7 +27,7 @@ def test_train_writes_json_and_model(tmp_path, capsys):
                 "privacy_ledger", "seed"):
         assert key in result
     assert set(result["fairness"]) == {"demographic_parity", "equalized_odds", "equal_opportunity",
-                                       "accuracy_parity"}
+                                       "accuracy_parity", "predictive_equality"}
     assert result["method"] == "dp-fermi" and result["epsilon"] <= 2.0
     assert result["hyperparameters"]["epochs"] == 2
     est = load_estimator(tmp_path / "r.pt")

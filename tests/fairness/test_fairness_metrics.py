@@ -151,7 +151,8 @@ def test_undefined_rates_are_skipped():
 def test_summary_keys_and_values():
     y, p, s = random_data(9, n_classes=3)
     summary = fairness_summary(y, p, s)
-    assert list(summary) == ["demographic_parity", "equalized_odds", "equal_opportunity", "accuracy_parity"]
+    assert list(summary) == ["demographic_parity", "equalized_odds", "equal_opportunity", "accuracy_parity",
+                             "predictive_equality"]
     assert all(isinstance(v, float) for v in summary.values())
     assert summary["equal_opportunity"] == equal_opportunity_violation(y, p, s, positive_label=1)
     assert summary["equalized_odds"] == equalized_odds_violation(y, p, s)

@@ -26,7 +26,7 @@ def direct(notion, y, p, s):
         return np.array([p[s == r].mean() - p.mean() for r in range(k)])
     if notion == "accuracy_parity":
         return np.array([(p == y)[s == r].mean() - (p == y).mean() for r in range(k)])
-    labels = (1,) if notion == "equal_opportunity" else (0, 1)
+    labels = {"equal_opportunity": (1,), "predictive_equality": (0,)}.get(notion, (0, 1))
     return np.array([p[(y == c) & (s == r)].mean() - p[y == c].mean() for c in labels for r in range(k)])
 
 

@@ -11,7 +11,9 @@ from dpfair.algorithms import (
     DPPostProcessingClassifier,
     DPSGDClassifier,
     PrivateDemographicsClassifier,
+    fit_dpfermi_grid,
 )
+from dpfair.capabilities import capabilities
 from dpfair.datasets import make_synthetic
 from dpfair.privacy import Part, PrivacyLedger, Release, SecretRandom, reproducible_noise, samplers
 
@@ -56,6 +58,18 @@ def test_dpfermi_and_randomized_response_run_in_secure_mode(data, monkeypatch):
     assert len(calls) == 1 + 2 * est.n_steps_  # the counts, then θ and W blocks per step
     rr = PrivateDemographicsClassifier(epsilon=1.0, max_iter=2, groups=2, secure_mode=True)
     assert math.isfinite(rr.fit(X, y, s).privacy_spent_[0])
+
+
+def test_a_dpfermi_grid_in_secure_mode_draws_every_release_exactly(data, monkeypatch):
+    # a batched grid draws one noise stream for all its models; under secure_mode each model is fitted alone,
+    # so that every step of every model draws from the exact sampler (issue 29: the grid drew floats)
+    X, y, s = data
+    calls = _count_secure_draws(monkeypatch)
+    grid = fit_dpfermi_grid(X, y, s, {"lam": [0.0, 1.0]}, epsilon=2.0, epochs=1, batch_size=60, groups=2,
+                            secure_mode=True)
+    assert not grid.shared_batches
+    assert len(calls) == sum(1 + 2 * est.n_steps_ for est in grid)
+    assert not capabilities(grid[0]).batched_grid and capabilities(DPFERMIClassifier()).batched_grid
 
 
 @pytest.mark.parametrize("unit", ["sensitive", "record"])

@@ -143,7 +143,7 @@ def pfld_problem(draw):
     X, y, s, k = draw(tabular(max_rows=7))
     unknown = np.array(draw(st.lists(st.booleans(), min_size=len(y), max_size=len(y))))
     s = np.where(unknown, k, s)
-    notion = draw(st.sampled_from(["demographic_parity", "equalized_odds", "accuracy_parity"]))
+    notion = draw(st.sampled_from(["demographic_parity", "equalized_odds", "accuracy_parity", "predictive_equality"]))
     return X, y, s, k, notion
 
 

@@ -19,6 +19,7 @@ from dpfair.algorithms import (
     PrivateDemographicsClassifier,
     load_estimator,
 )
+from dpfair.capabilities import capabilities
 from dpfair.datasets import make_synthetic
 from dpfair.exceptions import BudgetExceededError
 from dpfair.privacy import PrivacyBudget, SecretRandom
@@ -156,7 +157,7 @@ def test_every_private_method_can_be_tuned(data, estimator, grid, notion):
         assert model.selection_["score"]["reference"].startswith("DP-SGD")
     else:
         assert labels == ["validation counts", labels[-1]]
-    assert search.predict(X[:5]).shape == (5,) if not search._predict_needs_sensitive else True
+    assert search.predict(X[:5]).shape == (5,) if not capabilities(search).predict_needs_sensitive else True
 
 
 def test_a_public_reference_error_is_used_as_given(data):

@@ -47,6 +47,14 @@ def __getattr__(name: str):
     return value
 
 
+def method_name(estimator) -> str | None:
+    """The ``--method`` name of ``estimator``'s class (``estimator``: an estimator or a class), ``None`` for a class
+    that no ``--method`` names (a user's subclass included). Imports no estimator."""
+    cls = estimator if isinstance(estimator, type) else type(estimator)
+    return next((method for method, (module, name) in _METHOD_HOMES.items()
+                 if cls.__name__ == name and cls.__module__ == f"{__name__}.{module}"), None)
+
+
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
@@ -56,5 +64,5 @@ __all__ = [
     "DPFERMIClassifier", "DPOracleClassifier", "DPPostProcessingClassifier", "DPSGDClassifier", "ERMClassifier",
     "ESTIMATORS", "FairEstimator", "METHODS", "OutputPerturbationClassifier", "PFLDClassifier",
     "PrivateDemographicsClassifier", "ReductionsClassifier", "ThresholdClassifier", "TorchClassifier",
-    "fit_dpfermi_grid", "load_estimator",
+    "fit_dpfermi_grid", "load_estimator", "method_name",
 ]

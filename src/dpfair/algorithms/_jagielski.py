@@ -15,6 +15,7 @@ import numpy as np
 from scipy.optimize import linprog
 from sklearn.utils.validation import check_is_fitted
 
+from dpfair.fairness.notions import get_notion
 from dpfair.validation import encode_categories
 
 #: Seed stream (beside ``random_state``) of the coins a randomized classifier tosses in ``predict``.
@@ -22,9 +23,14 @@ _PREDICT_STREAM = 7
 
 
 def cell_counts(values, y, s, n_values: int, n_classes: int, n_groups: int) -> np.ndarray:
-    """``counts[v, r, c]``: rows with value ``v`` (e.g. the base prediction ŷ), group ``r`` and label ``c``."""
-    flat = (np.asarray(values) * n_groups + np.asarray(s)) * n_classes + np.asarray(y)
-    return np.bincount(flat, minlength=n_values * n_groups * n_classes).reshape(n_values, n_groups, n_classes)
+    """``counts[v, r, c]``: rows with value ``v`` (e.g. the base prediction ŷ), group ``r`` and label ``c``.
+
+    The (label, group) cells are equalized odds' constraint groups (:mod:`dpfair.fairness.notions`).
+    """
+    part = get_notion("equalized_odds").partition(y, s, n_classes=n_classes, n_groups=n_groups)
+    flat = np.asarray(values, dtype=np.int64) * part.n_constraint_groups + part.codes
+    counts = np.bincount(flat, minlength=n_values * part.n_constraint_groups)
+    return counts.reshape(n_values, n_classes, n_groups).transpose(0, 2, 1)
 
 
 def laplace_slack(scale: float, cell_sizes: np.ndarray, n_released: int, beta: float | None) -> np.ndarray:

@@ -46,8 +46,11 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from dpfair.algorithms import method_name
 from dpfair.algorithms.learned import check_learned
+from dpfair.capabilities import Capabilities
 from dpfair.exceptions import PrivacyLeakWarning
+from dpfair.model_files import register_estimator
 from dpfair.nn import make_model
 from dpfair.privacy import (
     PrivacyLedger,
@@ -57,7 +60,7 @@ from dpfair.privacy import (
     check_privacy_unit,
     check_public_features,
 )
-from dpfair.privacy.budget import charging, claim
+from dpfair.privacy.budget import Claim, charging, claim
 from dpfair.privacy.randomness import VOID_GUARANTEE
 from dpfair.progress import SILENT, Progress, progress
 from dpfair.validation import (
@@ -198,10 +201,28 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
     #: notion, none for a method that targets none) and the hyper-parameter setting how strictly it does
     _notions: tuple[str, ...] = ()
     _fairness_strength: str | None = None
+    #: whether ``predict``/``predict_proba`` take ``sensitive_features`` (a group-aware rule)
+    _predict_needs_sensitive = False
+    #: the privacy units a private method with a ``privacy_unit`` hyper-parameter can guarantee (a method whose
+    #: class fixes ``privacy_unit`` guarantees that one)
+    _units: tuple[str, ...] = ("sensitive", "record")
+    #: what else callers may ask (:class:`~dpfair.capabilities.Capabilities`'s fields of the same names): a grid
+    #: trained batched, λ following a public target error, public group shares, a certificate's distance bound
+    _batched_grid = False
+    _target_error = False
+    _public_group_shares = False
+    _certificate: str | None = None
     #: whether ``fit`` trains in float32, whose range X's rows must respect (:func:`~dpfair.validation.check_feature_scale`)
     _float32_training = False
     #: the real hyper-parameters that may be infinite (``epsilon=inf``: no privacy)
     _infinite_allowed: tuple[str, ...] = ("epsilon",)
+
+    def __init_subclass__(cls, **kwargs):
+        """A class that the method table names (:func:`dpfair.algorithms.method_name`) registers with
+        :mod:`dpfair.model_files` as it is made, so that model files may hold it; a user's subclass does not."""
+        super().__init_subclass__(**kwargs)
+        if method_name(cls) is not None:
+            register_estimator(cls)
 
     def check_hyperparameters(self) -> FairEstimator:
         """Refuse hyper-parameters that no data could make valid; return ``self``. ``fit`` runs it first.
@@ -239,6 +260,21 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         tags.classifier_tags.multi_class = not self._binary_only
         return tags
 
+    def __dpfair_capabilities__(self) -> Capabilities:
+        """What this method can do (:mod:`dpfair.capabilities`; callers ask
+        :func:`dpfair.capabilities.capabilities`), from the class attributes above and two hyper-parameters: a
+        class that fixes ``privacy_unit`` guarantees that unit alone, and a ``secure_mode`` fit draws its exact
+        noise for one model at a time (:class:`~dpfair.privacy.Release`), so its grids are not batched."""
+        params = self.get_params(deep=False)
+        fixed = None if "privacy_unit" in params else getattr(type(self), "privacy_unit", None)
+        units = () if not self._private else (fixed,) if fixed is not None else tuple(self._units)
+        return Capabilities(private=self._private, units=units, notions=tuple(self._notions),
+                            fairness_strength=self._fairness_strength, requires_sensitive=self._requires_sensitive,
+                            predict_needs_sensitive=self._predict_needs_sensitive,
+                            batched_grid=self._batched_grid and not params.get("secure_mode", False),
+                            target_error=self._target_error, public_group_shares=self._public_group_shares,
+                            certificate=self._certificate)
+
     #: With scikit-learn's metadata routing on, ``sensitive_features`` goes to ``fit`` and ``score`` unasked:
     #: ``GridSearchCV(est, ...).fit(X, y, sensitive_features=s)`` routes s to every fit and score.
     __metadata_request__fit = {"sensitive_features": True}
@@ -248,9 +284,22 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         """scikit-learn's ``clone``, keeping an attached :class:`~dpfair.privacy.PrivacyBudget` (shared, not
         copied): the clones that ``GridSearchCV`` and ``cross_validate`` fit draw from the same budget."""
         new = super().__sklearn_clone__()
-        if "_budget" in vars(self):
-            new._budget = self._budget
+        new.privacy_budget = self.privacy_budget
         return new
+
+    @property
+    def privacy_budget(self):
+        """The :class:`~dpfair.privacy.PrivacyBudget` this estimator's fits draw from (``None``: none), as
+        :meth:`~dpfair.privacy.PrivacyBudget.attach` and ``detach`` set it. It is no hyper-parameter: ``clone`` and
+        ``copy.deepcopy`` keep it (shared, never copied), ``save`` leaves it out, and pickling refuses it."""
+        return vars(self).get("_budget")
+
+    @privacy_budget.setter
+    def privacy_budget(self, budget) -> None:
+        if budget is None:
+            vars(self).pop("_budget", None)
+        else:
+            self._budget = budget
 
     # ---- fitting -------------------------------------------------------
     def fit(self, X, y, sensitive_features=None, *, callback=None, **fit_params):
@@ -276,10 +325,10 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         where X and y are public, never under ``privacy_unit="record"``).
         """
         with progress(desc=type(self).__name__, unit="step", enabled=bool(getattr(self, "verbose", False))) as bar, \
-                charging(self):  # an attached PrivacyBudget (dpfair.privacy.budget): checked before, charged after
+                charging(self, self.privacy_budget) as charge:  # checked before any release, charged after
             try:
-                data = self._start_fit(X, y, sensitive_features, **fit_params)
-                claim(self)  # a non-private fit claims ε = ∞ here, before it reads the data; others at calibration
+                data = self.begin_fit(X, y, sensitive_features, **fit_params)
+                self._claim_budget()  # a non-private fit claims ε = ∞ here, before reading data; others at calibration
                 self._bar, self._callback = bar, callback
                 self._fit(*data)
                 self._check_fitted()
@@ -288,28 +337,37 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
                     self._progress(1, "fit").update()
                     self._end_epoch(epoch=1, step=1, steps=1)
             except BaseException:
-                self._unfit()
+                self.unfit()
                 raise
-            self._end_fit()
+            self.end_fit()
+            charge.spent(self.privacy_ledger_, vars(self).get("delta_"))
         return self
 
-    def _unfit(self) -> None:
-        """Drop every fitted (``name_``) and transient attribute: a failed fit leaves an unfitted estimator."""
+    # The steps of the fit contract, public for code that runs the steps of several fits together (a batched grid,
+    # :func:`~dpfair.algorithms.fit_dpfermi_grid`): begin_fit, the method's own steps, then end_fit, or unfit when
+    # anything failed. ``fit`` is these around ``_fit``.
+    def unfit(self) -> None:
+        """Drop every fitted (``name_``) and transient attribute: the estimator is unfitted again (a failed fit ends
+        so, and so does a dry run of a fit's first steps, such as a grid's plan)."""
         before = vars(self).get("_attributes_before_fit", set(vars(self)))
         for key in list(vars(self)):
             if (key.endswith("_") and not key.startswith("__")) or key not in before:
                 delattr(self, key)
         vars(self).pop("_attributes_before_fit", None)
 
-    def _end_fit(self) -> None:
-        """Forget the secret generator and every transient (``_``-prefixed) attribute this fit made."""
+    def end_fit(self) -> None:
+        """The end of a fit that succeeded: forget the secret generator and every transient (``_``-prefixed)
+        attribute it made, keeping the fitted (``name_``) ones."""
         before = vars(self).pop("_attributes_before_fit")
         for key in [k for k in vars(self) if k.startswith("_") and k not in before]:
             delattr(self, key)
 
-    def _start_fit(self, X, y, sensitive_features, **fit_params):
-        """Checks, encoding, randomness, budget and an empty ledger; returns ``(X, y_codes, s_codes)``."""
-        self._unfit()
+    def begin_fit(self, X, y, sensitive_features=None, **fit_params):
+        """The first step of a fit: checks the inputs and encodes them against the public group and class lists,
+        makes this fit's randomness (public generators from ``random_state``, a fresh secret generator) and its
+        empty ledger; returns ``(X, y_codes, s_codes)``. The fit then ends with :meth:`end_fit`, or :meth:`unfit`.
+        """
+        self.unfit()
         self._check_fit_params(fit_params)
         self._attributes_before_fit = set(vars(self)) | {"_attributes_before_fit"}
         if self._private:
@@ -476,12 +534,22 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
 
     # ---- privacy -------------------------------------------------------
     def _calibrate(self, plan) -> dict[str, float]:
-        """σ of every part of ``plan`` for this fit's budget (``noise_multiplier`` fixes the joint parts' σ)."""
+        """σ of every part of ``plan`` for this fit's budget (``noise_multiplier`` fixes the joint parts' σ), also
+        published from here on as ``noise_multipliers_`` (public: a function of the plan and the budget)."""
         self.privacy_plan_ = plan
         self._sigmas = plan.calibrate(self.epsilon_target_, self.delta_, self.privacy_unit_, self.accountant,
                                       noise_multiplier=getattr(self, "noise_multiplier", None))
-        claim(self)  # the calibrated plan, from the attached budget, before any release
+        self.noise_multipliers_ = dict(self._sigmas)
+        self._claim_budget()  # the calibrated plan, from the attached budget, before any release
         return self._sigmas
+
+    def _claim_budget(self) -> None:
+        """Hand this fit's claim to the budget it draws from (:func:`dpfair.privacy.budget.claim`), as plain values:
+        its privacy unit's relation, whether it is private, its calibrated plan and σ (once calibrated), its δ."""
+        ledger = vars(self).get("privacy_ledger_")
+        if ledger is not None:
+            claim(self, Claim(ledger.relation, self._private, vars(self).get("privacy_plan_"),
+                              vars(self).get("_sigmas"), vars(self).get("delta_")))
 
     def _laplace_pure(self) -> float | None:
         """``Part(pure=...)`` of this fit's Laplace releases: under ``secure_mode`` they are exact discrete
@@ -497,7 +565,7 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         The plan's σ are claimed from the budget again first: a method may set one after calibrating
         (``calibration="paper"``) or calibrate by its own rule.
         """
-        claim(self)
+        self._claim_budget()
         return Release(self.privacy_plan_[name], self._sigmas[name], self._secret, self.privacy_ledger_)
 
     def _progress(self, total, unit: str = "step") -> Progress:
@@ -633,12 +701,12 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
 
     # ---- persistence ---------------------------------------------------
     def save(self, path, *, provenance: dict | None = None) -> None:
-        """Write the fitted estimator to ``path`` as a safe model file (tensors + JSON; see dpfair.persistence).
+        """Write the fitted estimator to ``path`` as a safe model file (tensors + JSON; :mod:`dpfair.persistence`).
 
         ``provenance``: public JSON facts about the training (data set, options, seed), read back by
         :func:`dpfair.persistence.load_provenance` and shown by ``dpfair info``.
         """
-        from dpfair.persistence import save_estimator
+        from dpfair.model_files import save_estimator
 
         save_estimator(self, path, provenance=provenance)
 
@@ -648,9 +716,11 @@ def load_estimator(path, *, model=None) -> FairEstimator:
 
     ``model``: a module of the same architecture, for estimators trained on a user-defined torch module.
     """
-    from dpfair.persistence import load_estimator as _load
+    import dpfair.algorithms as algorithms
+    from dpfair.model_files import load_estimator as load
 
-    return _load(path, model=model)
+    algorithms.ESTIMATORS  # imports every dpfair estimator: each registered with dpfair.model_files as it was made
+    return load(path, model=model)
 
 
 class TorchClassifier(FairEstimator):

@@ -2,7 +2,8 @@
 
 Nothing here is written twice: a method's summary is the first line of its class docstring, its
 hyper-parameters are its constructor's (``get_params``) with their defaults, described by the
-numpydoc ``Parameters`` section of the same docstring, and its notions are the class's ``_notions``.
+numpydoc ``Parameters`` section of the same docstring, and its notions, strength and privacy are what the class
+declares (:func:`dpfair.capabilities.capabilities`).
 
 Reading them takes importing every estimator (torch, scikit-learn, fairlearn), so ``dpfair methods`` prints
 ``catalog.json`` beside this module instead: what :func:`build_catalog` reads from the classes, written by
@@ -19,6 +20,8 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from dpfair.capabilities import capabilities
 
 #: The catalog as written by :func:`write_catalog` (package data, read by :func:`read_catalog`).
 CATALOG_FILE = Path(__file__).with_name("catalog.json")
@@ -81,7 +84,7 @@ def summary(cls) -> str:
 def guarantee(cls) -> str:
     """The privacy the method gives by default, from its hyper-parameters."""
     est = cls()
-    if not est._private:
+    if not capabilities(est).private:
         return "none (non-private)"
     unit = getattr(est, "privacy_unit", "record")
     return f"(ε, δ)-DP of {'the sensitive attribute' if unit == 'sensitive' else 'whole records'}"
@@ -92,7 +95,7 @@ def method_table() -> list[dict]:
     from dpfair.algorithms import METHODS
 
     return [{"method": name, "estimator": cls.__name__, "summary": summary(cls), "guarantee": guarantee(cls),
-             "notions": list(cls._notions), "fairness_strength": cls._fairness_strength}
+             "notions": list(capabilities(cls).notions), "fairness_strength": capabilities(cls).fairness_strength}
             for name, cls in METHODS.items()]
 
 

@@ -1,18 +1,29 @@
 """Clipping rules for DP-SGD: flat, per-layer, Opt-Q, DPSGD-F and FairDP, each with its statistics accounted.
 
-A rule plugs into the phases of :class:`~dpfair.algorithms.dpsgd.DPSGDClassifier`:
+A rule is the phases of one DP-SGD step (Abadi et al. 2016, Algorithm 1), as methods, in the way Opacus's
+``DPOptimizer`` splits its step (``clip_and_accumulate``, ``add_noise``, ``scale_grad``) and its variants
+override one of them; :class:`~dpfair.algorithms.dpsgd.DPSGDStep` calls them in order:
 
-1. **bound**: the clipping bound of each sampled example, ``C_{k(i)}`` for the
-   example's key ``k(i)`` (its group s, its class y, or one key for all: ``by``);
-2. **clip**: the clipped sum (per-layer clipping overrides it);
-3. **noise**: one release per step of the clipped sum, noise ``σ_g·C_max``,
-   where ``C_max = max_k C_k`` (:meth:`ClippingRule.release_bound`) and — for a
-   rule that reads private statistics — of the rule's per-step statistics
-   (counts over the step's batch) in the same release;
-4. **scale**, then, once per epoch, the rule updates its bounds from the
-   statistics released during the epoch (a key whose released count does not
-   exceed three standard deviations of its noise — a small group at a small
-   ε — keeps its bound: its statistics would be mostly noise).
+1. **bound** (:meth:`ClippingRule.bounds`): ``C_{k(i)}`` for each sampled example's key ``k(i)`` (its group s,
+   its class y, or one key for all: ``by``), held by the step to ``C_max = max_k C_k``
+   (:meth:`ClippingRule.release_bound`);
+2. **clip** (:meth:`ClippingRule.clip`): ``Σ_i g_i·min(1, C_i/‖g_i‖)`` and the per-example norms, from which
+   :meth:`ClippingRule.statistics` makes the rule's per-step statistics (counts over the batch), if any;
+3. **noise** (:meth:`ClippingRule.add_noise`): one Gaussian release of the clipped sum, noise ``σ_g·C_max``,
+   with the statistics in the same release;
+4. **scale** (:meth:`ClippingRule.scale`): the noisy sum over the expected batch size ``q·N`` (public).
+
+Once per epoch the rule updates its bounds from the statistics released during the epoch
+(:meth:`ClippingRule.update`; a key whose released count does not exceed three standard deviations of its noise
+— a small group at a small ε — keeps its bound: its statistics would be mostly noise).
+
+Each rule overrides only what it changes:
+
+* :class:`FlatClipping` (Abadi et al. 2016, Algorithm 1): nothing;
+* :class:`PerLayerClipping` (McMahan et al. 2018, DP-FedAvg): the clip;
+* :class:`QuantileClipping` (FairDP appendix C.1, Opt-Q; Andrew et al. 2021), :class:`DPSGDFClipping` (Xu, Du
+  and Wu 2021) and :class:`FairDPClipping` (FairDP, Theorem 1): the statistics each step releases and the
+  update that sets the bounds from them.
 
 Privacy (record unit, add/remove-one). A rule's bounds and ``C_max`` are
 functions of statistics already released, so they are public when the step
@@ -47,6 +58,7 @@ import numpy as np
 import torch
 
 from dpfair.fairness.bias_variance import bias_variance_terms
+from dpfair.model_files import register_dataclass
 from dpfair.nn import clipped_gradient_sum, layer_groups
 from dpfair.validation import check_positive
 
@@ -58,12 +70,15 @@ BY = ("group", "class", "none")
 
 @dataclass
 class ClippingRule:
-    """The base of every clipping rule; by itself flat clipping (Abadi et al. 2016): every example clipped to
-    ``C = max_grad_norm``, no statistics.
+    """The phases of one DP-SGD step; by itself flat clipping (Abadi et al. 2016, Algorithm 1): every example
+    clipped to ``C = max_grad_norm``, no statistics.
 
-    Subclasses override :meth:`statistics` (what they release each step),
-    :meth:`update` (new bounds from the epoch's released statistics) or :meth:`clip`. Run-time state lives on a copy made by
-    :meth:`start` for each fit; the dataclass fields are the rule's settings.
+    Phases, in the order :class:`~dpfair.algorithms.dpsgd.DPSGDStep` calls them: :meth:`bounds` (1),
+    :meth:`clip` and :meth:`statistics` (2), :meth:`add_noise` (3), :meth:`scale` (4); after the step
+    :meth:`observe`, and at the end of an epoch :meth:`end_epoch` (which calls :meth:`update`). A subclass
+    overrides the phase it changes: :meth:`clip` (per-layer), or :meth:`statistics` (what it releases each
+    step) with :meth:`update` (new bounds from the epoch's released statistics). Run-time state lives on a copy
+    made by :meth:`start` for each fit; the dataclass fields are the rule's settings.
     """
 
     name: ClassVar[str] = "flat"
@@ -84,10 +99,9 @@ class ClippingRule:
         if self.by not in BY:
             raise ValueError(f"{type(self).__name__}.by must be one of {', '.join(BY)}, got {self.by!r}")
         share = self.statistics_share
-        if self.statistics_sensitivity > 0:
-            if not (isinstance(share, (int, float)) and 0.0 < share < 1.0):
-                raise ValueError(f"{type(self).__name__}.statistics_share must lie in (0, 1) (the share of each "
-                                 f"step's noise budget its statistics take), got {share!r}")
+        if self.statistics_sensitivity > 0 and not (isinstance(share, (int, float)) and 0.0 < share < 1.0):
+            raise ValueError(f"{type(self).__name__}.statistics_share must lie in (0, 1) (the share of each "
+                             f"step's noise budget its statistics take), got {share!r}")
 
     def start(self, *, max_grad_norm: float, n_keys: int, noise_multiplier: float, n_params: int,
               expected_batch: float, learning_rate: float, model) -> ClippingRule:
@@ -114,9 +128,15 @@ class ClippingRule:
         """``σ_g = σ/√(1−r)``: the gradient's noise over ``C_max`` once the statistics take their share."""
         return self.sigma / math.sqrt(1.0 - self.statistics_share) if self.statistics_sensitivity else self.sigma
 
+    @property
+    def current_bounds(self) -> np.ndarray:
+        """``C_k`` of each key now (a copy): functions of released statistics only."""
+        return self._bounds.copy()
+
     # ---- the step's phases ------------------------------------------------------------------------
     def release_bound(self) -> float:
-        """``C_max``: the largest bound, a function of released statistics only (public at this step)."""
+        """``C_max``: the largest bound, a function of released statistics only (public at this step). The step
+        holds every per-example bound to it and the noise covers it."""
         return float(self._bounds.max())
 
     def keys(self, y: torch.Tensor, s: torch.Tensor | None) -> torch.Tensor | None:
@@ -126,19 +146,41 @@ class ClippingRule:
         return y if self.by == "class" else None
 
     def bounds(self, keys: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor | float:
-        """Phase 1: ``C_{k(i)}`` per example."""
+        """Phase 1 (bound): ``C_{k(i)}`` per example (one float where every example has the same bound)."""
         if keys is None or self.n_keys == 1:
             return float(self._bounds[0])
         return torch.as_tensor(self._bounds, dtype=like.dtype, device=like.device)[keys]
 
     def clip(self, model, loss_fn, X, y, bounds, method, valid=None):
-        """Phase 2: the clipped sum and the unclipped per-example norms (``valid``: the rows after it are padding,
-        :func:`~dpfair.nn.clipped_gradient_sum`)."""
+        """Phase 2 (clip): ``Σ_i g_i·min(1, C_i/‖g_i‖)`` and the unclipped per-example norms ``‖g_i‖``
+        (``valid``: the rows after it are padding, :func:`~dpfair.nn.clipped_gradient_sum`)."""
         return clipped_gradient_sum(model, loss_fn, X, y, bounds, method, valid=valid)
 
     def statistics(self, norms: torch.Tensor, keys: torch.Tensor | None) -> torch.Tensor | None:
-        """The step's statistics: a sum over the batch of one row per example of L2 norm ≤ ``statistics_sensitivity``."""
+        """The step's statistics (released in phase 3 with the gradient): a sum over the batch of one row per
+        example of L2 norm ≤ ``statistics_sensitivity``; ``None``: none."""
         return None
+
+    def add_noise(self, release, summed: dict[str, torch.Tensor], statistics: torch.Tensor | None,
+                  bound: float) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+        """Phase 3 (noise): one Gaussian :class:`~dpfair.privacy.Release` of the clipped sum (bound ``C_max``)
+        and, if any, the statistics: ``(noisy sum, noisy statistics or None)``.
+
+        With statistics the blocks' bounds are ``C_max/√(1−r)`` and ``Δ_stats/√r``: one example moves the pair by
+        at most ``√((1−r) + r) = 1`` noise unit, so the step is one Gaussian event of multiplier σ (module
+        docstring); without, the sum alone at ``σ·C_max`` (Abadi et al. 2016, Alg. 1, line "add noise").
+        """
+        if statistics is None:
+            return release.noisy_sum(summed, bound=bound), None
+        share = self.statistics_share
+        noisy, released = release.noisy_sum([summed, statistics], bound=[
+            bound / math.sqrt(1.0 - share), self.statistics_sensitivity / math.sqrt(share)])
+        return noisy, released
+
+    def scale(self, noisy: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Phase 4 (scale): the noisy sum over the expected batch size ``q·N`` (public, never the realised size,
+        which would depend on who was sampled)."""
+        return {k: v / self.expected_batch for k, v in noisy.items()}
 
     def observe(self, released: torch.Tensor | None) -> None:
         """Accumulate one step's released statistics (in float64 where they were released: on an accelerator,
@@ -157,6 +199,8 @@ class ClippingRule:
         return row
 
     def update(self) -> dict:
+        """The bound phase's epoch update: new ``C_k`` from the epoch's released statistics (post-processing);
+        returns what ``history_`` logs. Flat and per-layer clipping keep ``C``."""
         return {}
 
     # ---- shared helpers ---------------------------------------------------------------------------
@@ -373,8 +417,9 @@ class FairDPClipping(ClippingRule):
                 "noise_variance": np.array(variance_row)}
 
 
-CLIPPING_RULES = {cls.name: cls for cls in (FlatClipping, PerLayerClipping, QuantileClipping, DPSGDFClipping,
-                                           FairDPClipping)}
+#: Every rule by name, each on the model files' allow-list (a fitted DP-SGD holds its rule).
+CLIPPING_RULES = {cls.name: register_dataclass(cls) for cls in (FlatClipping, PerLayerClipping, QuantileClipping,
+                                                                DPSGDFClipping, FairDPClipping)}
 
 
 def make_clipping_rule(clipping) -> ClippingRule:

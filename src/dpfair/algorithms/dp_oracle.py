@@ -130,6 +130,7 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     _requires_sensitive = True
     _notions = ("equalized_odds",)
     _fairness_strength = "tolerance"
+    _units = ("sensitive",)
 
     def __init__(self, sensitive_aware=False, *, epsilon=1.0, delta=None, privacy_unit="sensitive", n_rounds=10,
                  bound=1.0, learning_rate=2.0, tolerance="auto", counts_budget=0.1, n_components=4, n_thresholds=30,

@@ -46,6 +46,7 @@ from dpfair.algorithms._jagielski import (
     laplace_slack,
 )
 from dpfair.algorithms.base import FairEstimator
+from dpfair.capabilities import capabilities
 from dpfair.privacy import LedgerEntry, Part, PrivacyPlan, PrivacyUnit, epsilon_of
 from dpfair.validation import check_positive, encode_categories
 
@@ -125,7 +126,7 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
             self.estimator_ = est
             return []
         est = clone(est)
-        reads_s = isinstance(est, FairEstimator) and est._requires_sensitive
+        reads_s = capabilities(est).requires_sensitive
         if isinstance(est, FairEstimator):  # the base shares this estimator's public lists
             est.set_params(**{k: list(v) for k, v in (("groups", self.groups_), ("classes", self.classes_))
                               if k in est.get_params() and est.get_params()[k] is None})

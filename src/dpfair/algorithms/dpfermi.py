@@ -45,12 +45,13 @@ from dpfair.algorithms import dpfermi_engine as engine
 from dpfair.algorithms.base import TorchClassifier
 from dpfair.algorithms.signal import floor_counts, warn_if_too_few_records
 from dpfair.exceptions import PrivacyLeakWarning
+from dpfair.fairness.notions import get_notion
 from dpfair.nn import LogisticRegression
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, SecretRandom, check_privacy_unit
-from dpfair.privacy.planted import planted
 from dpfair.validation import check_group_proportions, check_positive
 
-NOTIONS = ("demographic_parity", "equalized_odds", "equal_opportunity")
+#: The notions DP-FERMI targets: ERMI within each reference cell of the notion's partition.
+NOTIONS = ("demographic_parity", "equalized_odds", "equal_opportunity", "predictive_equality")
 CALIBRATIONS = ("accountant", "paper")
 
 #: The names of the plan's parts (and of the ledger's entries).
@@ -143,7 +144,8 @@ class DPFERMIClassifier(TorchClassifier):
     Parameters
     ----------
     model : "logistic", "mlp", "cnn" or a ``torch.nn.Module`` returning logits.
-    notion : "demographic_parity", "equalized_odds" or "equal_opportunity" (binary labels).
+    notion : "demographic_parity", "equalized_odds", "equal_opportunity" or "predictive_equality" (the last two:
+        binary labels).
     lam : λ ≥ 0, weight of the ERMI regulariser (0: DP-SGD-like ERM).
     epsilon, delta : target budget (``delta=None``: 1/n²; ``epsilon=inf``: no noise).
     privacy_unit : "sensitive" (DP of s, the paper's setting) or "record" (a fit calibrated to ε there warns, as
@@ -192,6 +194,9 @@ class DPFERMIClassifier(TorchClassifier):
     _requires_sensitive = True
     _notions = NOTIONS
     _fairness_strength = "lam"
+    _batched_grid = True  # fit_dpfermi_grid
+    _target_error = True
+    _public_group_shares = True
 
     def __init__(self, model="logistic", *, notion="demographic_parity", lam=1.0, epsilon=1.0, delta=None,
                  privacy_unit="sensitive", group_proportions=None, proportions_budget=0.05, batch_size="auto",
@@ -230,12 +235,9 @@ class DPFERMIClassifier(TorchClassifier):
 
     # ---- structure of the constraint -------------------------------------
     def _cells(self, y: np.ndarray) -> tuple[np.ndarray, int]:
-        """Which W each sample uses (−1: none) and how many Ws: 1 (DP, EOp) or l (EO)."""
-        if self.notion == "demographic_parity":
-            return np.zeros(len(y), dtype=np.int64), 1
-        if self.notion == "equalized_odds":
-            return y.astype(np.int64), len(self.classes_)
-        return np.where(y == 1, 0, -1).astype(np.int64), 1
+        """Which W each sample uses (−1: none) and how many Ws: the notion's reference cells (class 1 positive),
+        1 (DP, EOp, predictive equality) or l (EO)."""
+        return get_notion(self.notion).cells(y, len(self.classes_))
 
     def fairness_target(self) -> dict:
         """The notion and λ; with a ``target_error``, that error too and the λ the fit ended at (``lam_``)."""
@@ -249,8 +251,7 @@ class DPFERMIClassifier(TorchClassifier):
     def check_hyperparameters(self) -> DPFERMIClassifier:
         """The hyper-parameters alone (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`)."""
         super().check_hyperparameters()
-        if self.notion not in NOTIONS:
-            raise ValueError(f"notion must be one of {', '.join(NOTIONS)}, got {self.notion!r}")
+        get_notion(self.notion, among=self._notions)
         if self.calibration not in CALIBRATIONS:
             raise ValueError(f"calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
         check_positive(self.lam, "lam", allow_zero=True)
@@ -282,7 +283,7 @@ class DPFERMIClassifier(TorchClassifier):
                              f"{self.lam!r}; start from lam=1.0 (the default)")
 
     def _validate_training(self):
-        """``epochs`` and ``learning_rate``; ``batch_size`` ("auto" or a positive integer) in :meth:`_prepare`."""
+        """``epochs`` and ``learning_rate``; ``batch_size`` ("auto" or a positive integer) in :meth:`prepare_fit`."""
         check_positive(self.epochs, "epochs", integer=True)
         check_positive(self.learning_rate, "learning_rate")
         if self.batch_size != "auto":
@@ -297,8 +298,6 @@ class DPFERMIClassifier(TorchClassifier):
         counts = np.bincount(cells[active] * k + s[active], minlength=m * k).reshape(m, k).astype(np.float64)
         bound = counts_bound(self.privacy_unit_)
         noisy = self._release(COUNTS).noisy_sum(counts, bound=bound)
-        if planted("private_proportions"):
-            noisy = counts
         # floored (post-processing) so that noise cannot make a group look tiny and inflate the W bound 2/√p_min
         # (german's 750 rows at 5 % of ε = 1: count noise std ≈ 70 against equalized-odds cells of ~70 people)
         noisy = floor_counts(noisy, self._sigmas[COUNTS] * bound)
@@ -348,14 +347,17 @@ class DPFERMIClassifier(TorchClassifier):
         )
 
     # ---- training ------------------------------------------------------------
-    def _prepare(self, X, y, s, data: engine.FermiData | None = None) -> _Prepared:
-        """Validation, calibration, group proportions and model initialisation: everything before the loop.
+    def prepare_fit(self, X, y, s, data: engine.FermiData | None = None) -> _Prepared:
+        """Validation, calibration, group proportions and model initialisation: everything before Algorithm 1's
+        loop, on the encoded ``(X, y, s)`` that :meth:`~dpfair.algorithms.base.FairEstimator.begin_fit` returns.
+        DP-FERMI's ``_fit`` is this step, then :meth:`train_prepared`; apart, so that a grid
+        (:func:`~dpfair.algorithms.fit_dpfermi_grid`) can prepare its models and train them in one loop.
 
         ``data``: the device tensors of ``(X, y, s)`` when a grid shares them.
         """
-        if self.notion == "equal_opportunity" and len(self.classes_) != 2:
+        if get_notion(self.notion).uses_positive_label and len(self.classes_) != 2:
             raise ValueError(
-                f"notion='equal_opportunity' needs binary labels, got {len(self.classes_)} classes; "
+                f"notion={self.notion!r} needs binary labels, got {len(self.classes_)} classes; "
                 "use notion='equalized_odds' for multiclass labels"
             )
         n, k, l = X.shape[0], len(self.groups_), len(self.classes_)
@@ -414,16 +416,20 @@ class DPFERMIClassifier(TorchClassifier):
         """The secret stream of this fit's Poisson batches (the models of a grid with its seed share it)."""
         return SecretRandom((type(self).__name__, self.random_state_, "batches"))
 
-    def _hyperparameters(self, prep: _Prepared) -> list[float]:
+    def step_hyperparameters(self, prep: _Prepared) -> list[float]:
+        """The scalars of this model's step, in :func:`stack_hyperparameters`'s order: λ, the learning rates of
+        θ and W, W's radius, the noise std on the θ and W sums, W's bound, the target error (NaN: λ fixed) and λ's
+        rate."""
         target = math.nan if self.target_error is None else float(self.target_error)
         return [prep.lam, float(self.learning_rate), float(self.w_learning_rate), self.w_radius_,
                 prep.noise_theta, prep.noise_w, prep.w_bound, target, float(self.lam_rate)]
 
     def _fit(self, X, y, s):
-        self._train_prepared(self._prepare(X, y, s))
+        self.train_prepared(self.prepare_fit(X, y, s))
 
-    def _train_prepared(self, prep: _Prepared) -> None:
-        hp = stack_hyperparameters([[self._hyperparameters(prep)]], prep.inv_sqrt_p[None, None], self.device_)
+    def train_prepared(self, prep: _Prepared) -> None:
+        """Algorithm 1's loop for this model alone, from :meth:`prepare_fit`'s state; ends with :meth:`finish_fit`."""
+        hp = stack_hyperparameters([[self.step_hyperparameters(prep)]], prep.inv_sqrt_p[None, None], self.device_)
         if isinstance(prep.model, LogisticRegression):
             lin = prep.model.linear
             models = engine.LinearModels(lin.weight.detach().clone()[None, None], lin.bias.detach().clone()[None, None])
@@ -438,26 +444,26 @@ class DPFERMIClassifier(TorchClassifier):
 
         W = engine.train(models, prep.data, prep.schedule, hp, [prep.sampler], release, [prep.public_generator],
                          on_epoch=on_epoch, bar=self._progress(steps))
-        self.lam_ = float(hp.lam[0, 0])
-        if isinstance(models, engine.LinearModels):
-            self._set_linear(prep.model, models.weight[0, 0], models.bias[0, 0])
-        self._complete(prep.model, W[0, 0])
+        linear = (models.weight[0, 0], models.bias[0, 0]) if isinstance(models, engine.LinearModels) else None
+        self.finish_fit(prep, W[0, 0], hp.lam[0, 0], linear)
 
-    @staticmethod
-    def _set_linear(model, weight, bias):
-        with torch.no_grad():
-            model.linear.weight.copy_(weight)
-            model.linear.bias.copy_(bias)
-
-    def _complete(self, model, W):
-        self.model_ = model.eval()
+    def finish_fit(self, prep: _Prepared, W, lam, linear=None) -> None:
+        """The fitted model from the end of Algorithm 1's loop: ``model_`` (``prep.model``, into which ``linear``, the
+        ``(weight, bias)`` of a loop that trained a linear model's parameters apart from the module, is copied),
+        ``W_``, ``lam_`` (λ at the end: it moves under ``target_error``) and ``privacy_spent_`` from the ledger."""
+        if linear is not None:
+            with torch.no_grad():
+                prep.model.linear.weight.copy_(linear[0])
+                prep.model.linear.bias.copy_(linear[1])
+        self.lam_ = float(lam)
+        self.model_ = prep.model.eval()
         self.W_ = W.cpu().numpy()
         self._finish_privacy()
 
 
 def stack_hyperparameters(rows, inv_sqrt_p: torch.Tensor, device) -> engine.FermiModels:
-    """``rows[g][j]`` = the scalars of :meth:`DPFERMIClassifier._hyperparameters` → tensors ``(S, G)``: 7, or 9 with
-    the target error (NaN: fixed λ) and its rate."""
+    """``rows[g][j]`` = the scalars of :meth:`DPFERMIClassifier.step_hyperparameters` → tensors ``(S, G)``: 7, or 9
+    with the target error (NaN: fixed λ) and its rate."""
     t = torch.tensor(rows, dtype=torch.float32, device=device)
     fields = t.unbind(-1)
     adaptive = len(fields) > 7 and not bool(torch.isnan(fields[7]).all())

@@ -547,8 +547,8 @@ def _beside(rows: RowTables, fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` started in a second thread when the fused kernel has threads to spare, else run here;
     the returned callable gives its result. The next Poisson batch and the release's noise are drawn there while
     this thread computes: each secret generator is used by one thread at a time and in the same order, so the
-    draws are those of a serial run. It runs in a copy of this thread's context (the context variables of budgets,
-    planning and the audit's planted bugs apply there too)."""
+    draws are those of a serial run. It runs in a copy of this thread's context (the context variables of budgets
+    and planning apply there too)."""
     if not rows.threads or rows.threads < 2:
         result = fn(*args, **kwargs)
         return lambda: result

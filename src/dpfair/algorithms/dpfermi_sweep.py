@@ -38,7 +38,7 @@ from dpfair.algorithms import dpfermi_engine as engine
 from dpfair.algorithms.dpfermi import COUNTS, STEP, DPFERMIClassifier, stack_hyperparameters
 from dpfair.nn import LogisticRegression
 from dpfair.privacy import PrivacyLedger, Release, SecretRandom, epsilon_of, gaussian_event
-from dpfair.privacy.budget import charging_grid, planned_ledger, planning
+from dpfair.privacy.budget import charging_grid, planning
 from dpfair.progress import progress
 from dpfair.validation import reusing_checked_features
 
@@ -74,8 +74,11 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list] | list[dict
     ``grid`` maps hyper-parameter names to lists of values (e.g. ``{"epsilon": [0.5, 1],
     "lam": [0, 1, 2], "random_state": range(5)}``), or is a list of points (dicts of hyper-parameters),
     as scikit-learn's ``ParameterGrid`` and a list of its points. Logistic models train batched;
-    any other model is fitted one at a time. Returns a :class:`GridFit` (a list of the
-    estimators in the grid's product order, with the joint ``privacy_spent``).
+    any other model, and every model of a grid under ``secure_mode`` (whose exact noise is drawn for one
+    model at a time), is fitted one at a time. Each model runs the steps of its own ``fit``
+    (:meth:`~dpfair.algorithms.base.FairEstimator.begin_fit`,
+    :meth:`~dpfair.algorithms.dpfermi.DPFERMIClassifier.prepare_fit`, the loop, ``end_fit``). Returns a
+    :class:`GridFit` (a list of the estimators in the grid's product order, with the joint ``privacy_spent``).
     ``verbose=True`` (in ``params``): one progress bar for the whole grid (:mod:`dpfair.progress`).
     ``budget``: a :class:`~dpfair.privacy.PrivacyBudget` the grid's joint ε (``privacy_spent``) is drawn
     from; the joint plan is checked against it before anything is released.
@@ -91,11 +94,12 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list] | list[dict
                     _claim_joint(charge, _planned(estimators, X, y, sensitive_features))
                 with progress(len(estimators), "preparing", "model") as preparing, reusing_checked_features():
                     for est in estimators:
-                        Xc, yc, sc = est._start_fit(X, y, sensitive_features)
+                        Xc, yc, sc = est.begin_fit(X, y, sensitive_features)
                         shared = preps[0].data if preps and est.notion == estimators[0].notion else None
-                        preps.append(est._prepare(Xc, yc, sc, data=shared))
+                        preps.append(est.prepare_fit(Xc, yc, sc, data=shared))
                         preparing.update()
-                estimators.shared_batches = all(isinstance(p.model, LogisticRegression) for p in preps)
+                estimators.shared_batches = (all(isinstance(p.model, LogisticRegression) for p in preps)
+                                             and not any(est.secure_mode for est in estimators))
                 if charge is not None:  # as prepared (a σ set after calibration, batches shared or not)
                     _claim_joint(charge, estimators, estimators.shared_batches)
                 if estimators.shared_batches:
@@ -104,14 +108,14 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list] | list[dict
                 else:
                     bar.set_total(len(estimators), "model")
                     for est, prep in zip(estimators, preps):
-                        est._train_prepared(prep)
+                        est.train_prepared(prep)
                         bar.update()
             except BaseException:
                 for est in estimators:
-                    est._unfit()
+                    est.unfit()
                 raise
             for est in estimators:
-                est._end_fit()
+                est.end_fit()
     return estimators
 
 
@@ -130,13 +134,15 @@ def _planned(estimators, X, y, sensitive_features) -> list[SimpleNamespace]:
         for est in estimators:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the fit repeats the preamble and its warnings
-                with planning():
-                    est._prepare(*est._start_fit(X, y, sensitive_features))
+                with planning(est) as plan:
+                    est.prepare_fit(*est.begin_fit(X, y, sensitive_features))
+            if plan.ledger is None:
+                raise RuntimeError("the fit's preamble ended without calibrating its plan")
             planned.append(SimpleNamespace(random_state_=est.random_state_, delta_=est.delta_,
-                                           noise_multiplier_=est._sigmas[STEP],
+                                           noise_multiplier_=est.noise_multipliers_[STEP],
                                            sampling_probability_=est.sampling_probability_, n_steps_=est.n_steps_,
-                                           privacy_ledger_=planned_ledger(est)))
-            est._unfit()
+                                           privacy_ledger_=plan.ledger))
+            est.unfit()
     return planned
 
 
@@ -202,7 +208,7 @@ def _train_batched(estimators, preps, bar) -> None:
     weight = torch.stack([torch.stack([preps[i].model.linear.weight.detach() for i in g]) for g in filled])
     bias = torch.stack([torch.stack([preps[i].model.linear.bias.detach() for i in g]) for g in filled])
     models = engine.LinearModels(weight.clone(), bias.clone())
-    hp = stack_hyperparameters([[estimators[i]._hyperparameters(preps[i]) for i in g] for g in filled],
+    hp = stack_hyperparameters([[estimators[i].step_hyperparameters(preps[i]) for i in g] for g in filled],
                                torch.stack([torch.stack([preps[i].inv_sqrt_p for i in g]) for g in filled]), dev)
     # One batched release (the equal schedules above give every model the same step part): every slot
     # draws its own noise from one secret stream; padding slots record on a scratch ledger (their models
@@ -223,7 +229,5 @@ def _train_batched(estimators, preps, bar) -> None:
                      [preps[g[0]].public_generator for g in members], on_epoch=on_epoch, bar=bar)
     for gi, g in enumerate(members):
         for j, i in enumerate(g):
-            DPFERMIClassifier._set_linear(preps[i].model, models.weight[gi, j], models.bias[gi, j])
-            estimators[i].lam_ = float(hp.lam[gi, j])
-            estimators[i]._complete(preps[i].model, W[gi, j])
+            estimators[i].finish_fit(preps[i], W[gi, j], hp.lam[gi, j], (models.weight[gi, j], models.bias[gi, j]))
 

@@ -108,7 +108,7 @@ class ERMClassifier(TorchClassifier):
 
         self.model_.train()
         opt.step(objective)
-        self.n_iter_ = int(opt.state[opt._params[0]].get("n_iter", 0))
+        self.n_iter_ = int(opt.state[opt.param_groups[0]["params"][0]].get("n_iter", 0))
         self.history_.append({"iterations": self.n_iter_, "loss": float(objective().detach())})
         self._end_epoch(epoch=1, step=1, steps=1)
 

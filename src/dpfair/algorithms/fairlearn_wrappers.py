@@ -39,6 +39,7 @@ from fairlearn.reductions import (
     EqualizedOdds,
     ErrorRateParity,
     ExponentiatedGradient,
+    FalsePositiveRateParity,
     TruePositiveRateParity,
 )
 from sklearn.base import clone
@@ -47,6 +48,7 @@ from sklearn.utils.validation import check_is_fitted, has_fit_parameter
 
 from dpfair._compat import pmf_predict
 from dpfair.algorithms.base import FairEstimator
+from dpfair.fairness.notions import get_notion
 from dpfair.validation import check_positive, encode_categories
 
 #: dpfair notion → fairlearn moment of ExponentiatedGradient.
@@ -55,6 +57,7 @@ REDUCTION_MOMENTS = {
     "equalized_odds": EqualizedOdds,
     "equal_opportunity": TruePositiveRateParity,
     "accuracy_parity": ErrorRateParity,
+    "predictive_equality": FalsePositiveRateParity,
 }
 
 #: dpfair notion → fairlearn ThresholdOptimizer constraint (it has no accuracy parity).
@@ -62,18 +65,13 @@ THRESHOLD_CONSTRAINTS = {
     "demographic_parity": "demographic_parity",
     "equalized_odds": "equalized_odds",
     "equal_opportunity": "true_positive_rate_parity",
+    "predictive_equality": "false_positive_rate_parity",
 }
 
 
 def default_estimator() -> LogisticRegression:
     """The base learner when none is given: L2-regularised logistic regression (lbfgs, deterministic)."""
     return LogisticRegression(max_iter=1000)
-
-
-def check_notion(notion, supported) -> str:
-    if notion not in supported:
-        raise ValueError(f"notion must be one of {', '.join(supported)}, got {notion!r}")
-    return notion
 
 
 def seeded_estimator(estimator, seed: int):
@@ -97,7 +95,8 @@ class ReductionsClassifier(FairEstimator):
     Parameters
     ----------
     estimator : a scikit-learn classifier whose ``fit`` takes ``sample_weight`` (default: logistic regression).
-    notion : "demographic_parity", "equalized_odds", "equal_opportunity" or "accuracy_parity".
+    notion : "demographic_parity", "equalized_odds", "equal_opportunity", "accuracy_parity" or
+        "predictive_equality".
     difference_bound : the slack of each constraint, ``|γ_j(Q)| ≤ difference_bound``.
     eg_eps : fairlearn's ``eps`` of ``ExponentiatedGradient`` (multipliers bounded by ``1/eg_eps`` in L1);
         not a privacy parameter.
@@ -133,7 +132,7 @@ class ReductionsClassifier(FairEstimator):
         self.verbose = verbose
 
     def _check_reductions(self) -> None:
-        check_notion(self.notion, self._notions)
+        get_notion(self.notion, among=self._notions)
         check_positive(self.difference_bound, "difference_bound", allow_zero=True)
         check_positive(self.eg_eps, "eg_eps")
         check_positive(self.max_iter, "max_iter", integer=True)
@@ -178,7 +177,7 @@ class ThresholdClassifier(FairEstimator):
     ----------
     estimator : a scikit-learn classifier with ``predict_proba`` or ``decision_function``
         (default: logistic regression); fitted on the data unless ``prefit=True``.
-    notion : "demographic_parity", "equalized_odds" or "equal_opportunity".
+    notion : "demographic_parity", "equalized_odds", "equal_opportunity" or "predictive_equality".
     objective, grid_size, flip, prefit, predict_method : passed to ``ThresholdOptimizer`` unchanged.
     groups, classes : the public lists of group and label values (an int k: ``0..k-1``), as every dpfair
         estimator takes them; ``None`` infers them from the data (not private here: no warning).
@@ -216,10 +215,13 @@ class ThresholdClassifier(FairEstimator):
         return seeded_estimator(self.estimator, seed)
 
     def _fit(self, X, y, s):
-        if self.notion == "accuracy_parity":
-            raise ValueError("ThresholdClassifier has no accuracy_parity (fairlearn's ThresholdOptimizer does "
-                             "not offer it); use ReductionsClassifier(notion='accuracy_parity')")
-        check_notion(self.notion, self._notions)
+        try:
+            get_notion(self.notion, among=self._notions)
+        except ValueError:
+            if self.notion in ReductionsClassifier._notions:
+                raise ValueError(f"ThresholdClassifier has no {self.notion} (fairlearn's ThresholdOptimizer does "
+                                 f"not offer it); use ReductionsClassifier(notion={self.notion!r})") from None
+            raise
         check_positive(self.grid_size, "grid_size", integer=True)
         estimator_seed, self.prediction_seed_ = (int(v) for v in self._np_rng.integers(2**31, size=2))
         base = self._base(estimator_seed)

@@ -266,6 +266,7 @@ class OutputPerturbationClassifier(FairEstimator):
 
     _private = True
     _min_per_class = 1
+    _certificate = "output_perturbation"  # Mangold et al.'s Lemma 4.1 (dpfair.bounds.certify)
 
     def __init__(self, *, epsilon=1.0, delta=None, privacy_unit="record", l2_regularization=1.0, norm_bound=1.0,
                  fit_intercept=False, intercept_scaling=1.0, sample_size=None, sensitive_feature_columns=None,

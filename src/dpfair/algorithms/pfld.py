@@ -3,12 +3,14 @@ Dual Approach*, AAAI 2021).
 
 Fair learning as the constrained problem ``min_θ L(θ)`` s.t. ``μ_g(θ) = μ_c(g)(θ)`` for every
 constraint group g, where ``μ_g`` is the mean over the members of g of a per-sample value
-``h_i(θ)`` and ``μ_c`` the mean over the whole reference cell c that contains g:
+``h_i(θ)`` and ``μ_c`` the mean over the whole reference cell c that contains g. Groups and cells are
+the notion's partition (:meth:`dpfair.fairness.notions.Notion.partition`); ``h_i`` follows its rate:
 
-- demographic parity: g = s, c = all rows, ``h_i`` = predicted probability of class 1
-  (of every class when there are more than two);
-- equalized odds: g = (y, s), c = {y}, same ``h_i``;
-- accuracy parity: g = s, c = all rows, ``h_i`` = the cross-entropy loss of sample i.
+- a selection rate (demographic parity: g = s, c = all rows; equalized odds: g = (y, s), c = {y}):
+  the predicted probability of class 1 (of every class when there are more than two);
+- a positive rate (predictive equality: g = (y ≠ 1, s), c = {y ≠ 1}, the rows labelled 1 in no
+  group): the predicted probability of class 1;
+- accuracy (accuracy parity: g = s, c = all rows): the cross-entropy loss of sample i.
 
 The Lagrangian dual (the paper's Algorithm 1) alternates a primal step on a minibatch,
 ``θ ← θ − η ∇_θ [L(θ) + Σ_g λ_g |μ_g(θ) − μ_c(g)(θ)|]``, and, once per epoch, a dual step on the
@@ -86,12 +88,13 @@ import torch.nn.functional as F
 
 from dpfair.algorithms.base import TorchClassifier, public_categories
 from dpfair.algorithms.signal import floor_counts, noise_tolerance
+from dpfair.fairness.notions import ACCURACY, POSITIVE, get_notion
 from dpfair.nn import assign_grads, clipped_gradient_sum
 from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, PrivacyUnit, Release, check_privacy_unit
 from dpfair.validation import check_group_proportions, check_positive, encode_categories
 
-DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY = "demographic_parity", "equalized_odds", "accuracy_parity"
-NOTIONS = (DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, ACCURACY_PARITY)
+#: The notions PF-LD targets (its constraint machinery is generic over the notion's partition and rate).
+NOTIONS = ("demographic_parity", "equalized_odds", "accuracy_parity", "predictive_equality")
 
 #: The names of the plan's parts (and of the ledger's entries).
 COUNTS, DUAL, PRIMAL = "pf-ld group counts", "pf-ld dual", "pf-ld primal"
@@ -110,23 +113,25 @@ def loss_term(logits: torch.Tensor, target) -> torch.Tensor:
     return (w * F.cross_entropy(logits, y, reduction="none")).sum()
 
 
-def compared_columns(notion: str, n_classes: int) -> list[int]:
-    """Classes whose rate is compared: class 1 for binary labels, every class otherwise.
+def compared_columns(notion, n_classes: int) -> list[int]:
+    """Classes whose rate is compared: class 1 for binary labels or a positive rate, every class otherwise.
 
-    Accuracy parity compares one value, the loss (``[0]``).
+    An accuracy rate compares one value, the loss (``[0]``).
     """
-    if notion == ACCURACY_PARITY:
+    notion = get_notion(notion)
+    if notion.rate == ACCURACY:
         return [0]
-    return [1] if n_classes == 2 else list(range(n_classes))
+    return [1] if n_classes == 2 or notion.rate == POSITIVE else list(range(n_classes))
 
 
-def constraint_cells(notion: str, y: np.ndarray, s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Constraint group of each row (−1 where s is unknown, ``s < 0``) and its reference cell."""
-    if notion == EQUALIZED_ODDS:
-        groups, cells = y * k + s, y.copy()
-    else:
-        groups, cells = s.copy(), np.zeros_like(y)
-    return np.where(s >= 0, groups, -1).astype(np.int64), cells.astype(np.int64)
+def constraint_cells(notion, y: np.ndarray, s: np.ndarray, k: int,
+                     n_classes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Constraint group of each row (−1 where s is unknown, ``s < 0``, or the row is unconstrained) and its
+    reference cell (−1: in none), from the notion's partition of the label codes ``y`` (class 1 positive)."""
+    y = np.asarray(y, dtype=np.int64)
+    l = n_classes if n_classes is not None else max(2, int(y.max()) + 1 if y.size else 2)
+    part = get_notion(notion).partition(y, np.where(s >= 0, s, 0), n_classes=l, n_groups=k)
+    return np.where(s >= 0, part.codes, -1).astype(np.int64), part.reference.astype(np.int64)
 
 
 def group_counts(groups: np.ndarray, n_constraint_groups: int) -> np.ndarray:
@@ -134,9 +139,9 @@ def group_counts(groups: np.ndarray, n_constraint_groups: int) -> np.ndarray:
     return np.bincount(groups[groups >= 0], minlength=n_constraint_groups).astype(np.float64)
 
 
-def per_sample_values(logits: torch.Tensor, y: torch.Tensor, notion: str, columns) -> torch.Tensor:
-    """``h_i(θ)`` of every row, shape ``(n, m)``: compared class probabilities, or the loss (AP)."""
-    if notion == ACCURACY_PARITY:
+def per_sample_values(logits: torch.Tensor, y: torch.Tensor, notion, columns) -> torch.Tensor:
+    """``h_i(θ)`` of every row, shape ``(n, m)``: compared class probabilities, or the loss (accuracy rate)."""
+    if get_notion(notion).rate == ACCURACY:
         return F.cross_entropy(logits, y, reduction="none")[:, None]
     return torch.softmax(logits, dim=1)[:, columns]
 
@@ -155,15 +160,15 @@ def dual_sums(values: torch.Tensor, groups: torch.Tensor, n_constraint_groups: i
 
 
 def primal_sum(model, X: torch.Tensor, y: torch.Tensor, groups: torch.Tensor, weights: torch.Tensor,
-               notion: str, clip: float) -> dict[str, torch.Tensor]:
+               notion, clip: float) -> dict[str, torch.Tensor]:
     """Σ_i of the per-sample gradients of ``ψ_i = Σ_j weights[g_i, j] h_ij``, each clipped to ``clip``.
 
     ``weights`` has shape ``(G, n_classes)`` (one weight per class probability; zero for classes not
-    compared) or ``(G, 1)`` for accuracy parity (the weight of the loss), entries in [−1, 1]. Rows of
-    unknown s (``g_i = −1``) weigh 0. This is the pre-noise quantity of a primal release.
+    compared) or ``(G, 1)`` for an accuracy rate (the weight of the loss), entries in [−1, 1]. Rows of
+    unknown s or in no group (``g_i = −1``) weigh 0. This is the pre-noise quantity of a primal release.
     """
     rows = torch.where((groups >= 0)[:, None], weights[groups.clamp(min=0)], torch.zeros_like(weights[:1]))
-    if notion == ACCURACY_PARITY:
+    if get_notion(notion).rate == ACCURACY:
         summed, _ = clipped_gradient_sum(model, loss_term, X, (y, rows[:, 0]), clip)
     else:
         summed, _ = clipped_gradient_sum(model, rate_term, X, rows, clip)
@@ -190,7 +195,7 @@ class PFLDClassifier(TorchClassifier):
     Parameters
     ----------
     model : "mlp" (two hidden ReLU layers of 64, the paper's network), "logistic", "cnn" or a module.
-    notion : "demographic_parity", "equalized_odds" or "accuracy_parity".
+    notion : "demographic_parity", "equalized_odds", "accuracy_parity" or "predictive_equality" (class 1 positive).
     epsilon, delta : target budget (``delta=None``: 1/n²; ``epsilon=inf``: no noise).
     privacy_unit : "sensitive" only (neighbours differ in one person's s, as in the paper).
     primal_clip : C_p, the clipping bound of the per-sample group-term gradients.
@@ -232,6 +237,7 @@ class PFLDClassifier(TorchClassifier):
     _requires_sensitive = True
     _notions = NOTIONS
     _fairness_strength = "dual_tolerance"
+    _units = ("sensitive",)
 
     def __init__(self, model="mlp", *, notion="demographic_parity", epsilon=1.0, delta=None,
                  privacy_unit="sensitive", primal_clip=10.0, dual_clip=5.0, dual_learning_rate=1.0,
@@ -297,8 +303,7 @@ class PFLDClassifier(TorchClassifier):
     def check_hyperparameters(self) -> PFLDClassifier:
         """The hyper-parameters alone (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`)."""
         super().check_hyperparameters()
-        if self.notion not in NOTIONS:
-            raise ValueError(f"notion must be one of {', '.join(NOTIONS)}, got {self.notion!r}")
+        get_notion(self.notion, among=self._notions)
         if check_privacy_unit(self.privacy_unit) is not PrivacyUnit.SENSITIVE:
             raise ValueError("PF-LD protects the sensitive attribute only: use privacy_unit='sensitive' "
                              "(for record-level DP use DPFERMIClassifier(privacy_unit='record'))")
@@ -345,7 +350,7 @@ class PFLDClassifier(TorchClassifier):
         count_std = self._sigmas.get(COUNTS, 0.0) / math.sqrt(2)
         noise = (self.dual_clip_ * math.hypot(self.dual_noise_multiplier_ / math.sqrt(2), count_std)
                  / self.group_sizes_)
-        what = "mean loss" if self.notion == ACCURACY_PARITY else "mean predicted rate"
+        what = "mean loss" if get_notion(self.notion).rate == ACCURACY else "mean predicted rate"
         return noise_tolerance(noise, lambda worst, tolerance, std: (
             f"PF-LD at epsilon={self.epsilon_target_:g} cannot tell a group's {what} from the reference "
             f"within {tolerance:.2f}: the dual step's noise on it is {std:.3f} (std) for "
@@ -362,15 +367,16 @@ class PFLDClassifier(TorchClassifier):
     # ---- training -------------------------------------------------------------------------------
     def _fit(self, X, y, s):
         n, k, l = X.shape[0], len(self.groups_), len(self.classes_)
-        notion = self.notion
-        groups, cells = constraint_cells(notion, y, s, k)
-        n_groups = k * (l if notion == EQUALIZED_ODDS else 1)
+        notion = get_notion(self.notion)
+        part = notion.partition(y, np.where(s >= 0, s, 0), n_classes=l, n_groups=k)
+        groups, cells = np.where(s >= 0, part.codes, -1), part.reference  # unknown s: in no constraint group
+        n_groups = part.n_constraint_groups
         columns = compared_columns(notion, l)
         self.sampling_probability_ = min(1.0, self.batch_size / n)
         self.steps_per_epoch_ = max(1, round(1 / self.sampling_probability_))
         self.n_steps_ = self.steps_per_epoch_ * int(self.epochs)
-        self.dual_clip_ = float(self.dual_clip) if notion == ACCURACY_PARITY else min(float(self.dual_clip), 1.0)
-        cells_n = np.bincount(cells, minlength=l if notion == EQUALIZED_ODDS else 1).astype(np.float64)
+        self.dual_clip_ = float(self.dual_clip) if notion.rate == ACCURACY else min(float(self.dual_clip), 1.0)
+        cells_n = np.bincount(cells[cells >= 0], minlength=part.n_reference_cells).astype(np.float64)
         public = self.group_proportions is not None
         sizes = self._public_sizes(cells_n, k) if public else None
         sigmas = self._calibrate(self._pfld_plan(public))
@@ -388,8 +394,7 @@ class PFLDClassifier(TorchClassifier):
         opt = self._make_optimizer(self.model_.parameters())
         data = _Tensors(self._tensor(X), self._tensor(y, torch.long), self._tensor(groups, torch.long),
                         self._tensor(cells, torch.long), self._tensor(cells_n), self._tensor(self.group_sizes_),
-                        self._tensor(np.arange(n_groups) // k if notion == EQUALIZED_ODDS else np.zeros(n_groups),
-                                     torch.long), columns)
+                        self._tensor(part.reference_of, torch.long), columns)
         lam = torch.full((n_groups, len(columns)), float(self.lambda_init), device=self.device_)
         tolerance = self._tensor(self.dual_tolerance_)[:, None]
         public_order = torch.empty(0, dtype=torch.long, device=self.device_)
@@ -433,7 +438,8 @@ class PFLDClassifier(TorchClassifier):
         noisy = release.noisy_sum(dual_sums(values, data.groups, len(data.sizes), self.dual_clip_),
                                   bound=self.dual_clip_ / math.sqrt(2))
         ref = torch.zeros(len(data.cells_n), values.shape[1], dtype=values.dtype, device=values.device)
-        ref = ref.index_add_(0, data.cells, clip_rows(values, self.dual_clip_)) / data.cells_n[:, None]
+        inside = data.cells >= 0  # rows in no reference cell (e.g. y = 1 under predictive equality) add nothing
+        ref = ref.index_add_(0, data.cells[inside], clip_rows(values, self.dual_clip_)[inside]) / data.cells_n[:, None]
         violation = noisy / data.sizes[:, None] - ref[data.cell_of_group]
         lam = (lam + float(self.dual_learning_rate) * (violation.abs() - tolerance)).clamp(min=0.0)
         return lam, torch.sign(violation), violation
@@ -450,14 +456,16 @@ class PFLDClassifier(TorchClassifier):
         logits = self.model_(data.X[pub])
         values = per_sample_values(logits, data.y[pub], self.notion, data.columns)
         cells = data.cells[pub]
-        sizes = torch.bincount(cells, minlength=ref_coef.shape[0]).clamp(min=1).to(values.dtype)
-        objective = F.cross_entropy(logits, data.y[pub]) - (values * (ref_coef / sizes[:, None])[cells]).sum()
+        inside = cells >= 0  # rows in no reference cell weigh 0
+        sizes = torch.bincount(cells[inside], minlength=ref_coef.shape[0]).clamp(min=1).to(values.dtype)
+        coef = (ref_coef / sizes[:, None])[cells.clamp(min=0)] * inside[:, None].to(values.dtype)
+        objective = F.cross_entropy(logits, data.y[pub]) - (values * coef).sum()
         params = {name: p for name, p in self.model_.named_parameters() if p.requires_grad}
         return dict(zip(params, torch.autograd.grad(objective, list(params.values()))))
 
     def _expand(self, coef: torch.Tensor, columns, n_classes: int) -> torch.Tensor:
-        """Per-class weights ``(G, n_classes)`` from the compared columns' (loss weight for AP)."""
-        if self.notion == ACCURACY_PARITY:
+        """Per-class weights ``(G, n_classes)`` from the compared columns' (the loss weight for an accuracy rate)."""
+        if get_notion(self.notion).rate == ACCURACY:
             return coef
         full = torch.zeros(coef.shape[0], n_classes, dtype=coef.dtype, device=coef.device)
         full[:, columns] = coef

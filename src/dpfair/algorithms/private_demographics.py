@@ -31,8 +31,8 @@ indicators ``1{s_i = a}`` replaced by ``ê_i[a]``) fed to fairlearn's
 ``ExponentiatedGradient``, not a reductions loop of our own, so that at
 ε = ∞ (``T = I``, ``ê_i`` one-hot) the method *is* fairlearn's reductions,
 which :class:`~dpfair.algorithms.fairlearn_wrappers.ReductionsClassifier`
-wraps. Notions: demographic parity, equalized odds, equal opportunity and
-accuracy parity (the correction applies to any rate of public quantities).
+wraps. Notions: those of the reductions (the events are the notion's reference
+cells, the utility its rate; the correction applies to any rate of public quantities).
 
 Privacy (``privacy_unit="sensitive"``): k-ary randomized response is ε-LDP
 (for every output the likelihood ratio of two inputs is at most π / π̄ = e^ε),
@@ -56,6 +56,8 @@ import pandas as pd
 from dpfair._compat import _ALL, _EVENT, _GROUP_ID, _LABEL, _SIGN, Moment, UtilityParity, set_utility_parity_state
 from dpfair.algorithms.base import FairEstimator
 from dpfair.algorithms.fairlearn_wrappers import ReductionsClassifier
+from dpfair.fairness.notions import ACCURACY, Notion, get_notion
+from dpfair.model_files import register_moment
 from dpfair.privacy import Part, PrivacyPlan, keep_probability
 
 RANDOMIZED_RESPONSE = "randomized response of s"
@@ -84,14 +86,18 @@ def corrected_membership(z: np.ndarray, k: int, epsilon: float) -> np.ndarray:
 
 
 # ---- the corrected moment ----------------------------------------------------------------------
-def _events(notion: str, y: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """0/1 matrix (n, m) of the events a notion conditions on, with fairlearn's event names."""
-    if notion in ("demographic_parity", "accuracy_parity"):
+def _events(notion: Notion, y: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """0/1 matrix (n, m) of the events a notion conditions on (its reference cells; binary labels, 1 positive),
+    with fairlearn's event names."""
+    if not notion.conditions_on_label:
         return np.ones((len(y), 1)), [_ALL]
-    labels = [1] if notion == "equal_opportunity" else [0, 1]
-    return np.stack([(y == v).astype(np.float64) for v in labels], axis=1), [f"{_LABEL}={v}" for v in labels]
+    cells = notion.cell_labels(2, 1)
+    reference = notion.reference_cells(y, 2, 1)
+    names = [f"{_LABEL}={'|'.join(str(v) for v in labels)}" for labels in cells]
+    return np.stack([(reference == c).astype(np.float64) for c in range(len(cells))], axis=1), names
 
 
+@register_moment  # a fitted estimator holds it (its reductions' constraints): model files may too
 class CorrectedParity(UtilityParity):
     """Agarwal et al.'s parity moment on randomized-response attributes, memberships corrected through ``T⁻¹``.
 
@@ -117,9 +123,11 @@ class CorrectedParity(UtilityParity):
         z = pd.Series(np.asarray(sensitive_features, dtype=np.int64))
         Moment.load_data(self, X, y, sensitive_features=z)
         k, n = self.n_groups, len(y)
-        events, names = _events(self.notion, y.to_numpy())
+        notion = get_notion(self.notion)
+        events, names = _events(notion, y.to_numpy())
         labels = y.to_numpy().astype(np.float64)
-        utilities = (np.stack([labels, 1.0 - labels], axis=1) if self.notion == "accuracy_parity"
+        # the utility of ŷ = 0 and ŷ = 1: the error under an accuracy rate, else the prediction (class 1)
+        utilities = (np.stack([labels, 1.0 - labels], axis=1) if notion.rate == ACCURACY
                      else np.stack([np.zeros(n), np.ones(n)], axis=1))
         weights = corrected_membership(z.to_numpy(), k, self.epsilon)
         p_event = events.sum(0) / n
@@ -144,7 +152,8 @@ class PrivateDemographicsClassifier(ReductionsClassifier):
     Parameters
     ----------
     estimator : a scikit-learn classifier whose ``fit`` takes ``sample_weight`` (default: logistic regression).
-    notion : "demographic_parity", "equalized_odds", "equal_opportunity" or "accuracy_parity".
+    notion : "demographic_parity", "equalized_odds", "equal_opportunity", "accuracy_parity" or
+        "predictive_equality".
     epsilon : local DP ε of the randomized response (``inf``: s is used as is, fairlearn's reductions).
     delta : δ at which ``privacy_spent_`` is reported (``None``: 1/n²); the release is pure ε-DP.
     accountant : "pld" (exact up to its 1e-4 grid) or "rdp" (looser, so a smaller local ε).

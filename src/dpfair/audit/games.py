@@ -40,6 +40,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 
 from dpfair.audit.epsilon import LowerBound, epsilon_lower_bound
+from dpfair.capabilities import capabilities
 from dpfair.privacy import check_privacy_unit
 from dpfair.progress import progress
 
@@ -146,7 +147,7 @@ def _canary_margin(model, X, y, s, canary) -> float:
         raw = np.atleast_1d(np.asarray(model.decision_function(x), dtype=np.float64)[0])
         scores = np.array([0.0, raw[0]]) if raw.size == 1 else raw
     else:
-        if getattr(model, "_predict_needs_sensitive", False):
+        if capabilities(model).predict_needs_sensitive:
             proba = model.predict_proba(x, sensitive_features=np.array([canary.get("to_group", s[i])]))
         else:
             proba = model.predict_proba(x)
@@ -157,10 +158,11 @@ def _canary_margin(model, X, y, s, canary) -> float:
 
 def _fit_runs(estimator, data, runs: int, seed: int, bar):
     """``runs`` fits on ``data``, counted on ``bar``. One at a time they share one public ``random_state``, as
-    a user's fits do: only the secret noise may differ. DP-FERMI logistic runs train batched, one public seed
-    per model (models of one seed share their secret batch order, which would make the runs dependent)."""
+    a user's fits do: only the secret noise may differ. A method that declares batched grids (DP-FERMI) trains
+    them batched, one public seed per model (models of one seed share their secret batch order, which would make
+    the runs dependent)."""
     X, y, s = data
-    if type(estimator).__name__ == "DPFERMIClassifier":
+    if capabilities(estimator).batched_grid:
         from dpfair.algorithms import fit_dpfermi_grid
 
         params = {k: v for k, v in estimator.get_params().items() if k != "random_state"}
@@ -248,7 +250,7 @@ def audit_epsilon(estimator, X, y, sensitive_features, *, unit=None, runs: int =
         estimator = clone(estimator).set_params(sample_size=len(y))
     t0 = time.perf_counter()
     per_world = runs // 2
-    batched = type(estimator).__name__ == "DPFERMIClassifier"
+    batched = capabilities(estimator).batched_grid
     fitted = []
     with progress(2 * per_world, "audit", "fit", enabled=verbose) as bar:
         for w, data in enumerate(worlds):
@@ -293,8 +295,8 @@ def audit_release(mechanism: str = "gaussian", *, epsilon: float = 1.0, delta: f
     Each coordinate of one vector release is an independent run of the one-person mechanism (its own noise
     draw or coin), so hundreds of thousands of runs cost one call. The released value is the Neyman–Pearson
     statistic, so the bound approaches the primitive's ε as runs grow (a Gaussian's only slowly: its ε at a
-    small δ lives in tails that few runs reach). The planted bugs act here as in every estimator's release
-    (``halve_noise`` halves the Gaussian and Laplace noise).
+    small δ lives in tails that few runs reach). The releases go through :class:`~dpfair.privacy.Release` as
+    every estimator's do, so a broken noise scale shows here (the tests' planted ``halve_noise``).
     """
     from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, Release, SecretRandom
 

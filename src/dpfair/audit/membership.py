@@ -86,10 +86,11 @@ from dpfair.audit.metrics import (
     LOW_FPRS,
     METRICS,
     N_BOOTSTRAP,
-    _check_confidence,
     attack_metrics,
+    check_confidence,
     fpr_label,
 )
+from dpfair.capabilities import capabilities
 from dpfair.progress import progress
 from dpfair.validation import check_1d, check_features
 
@@ -139,7 +140,7 @@ def _fit_model(estimator, seed: int, X, y, s):
 
 
 def _predict_proba(model, X, s) -> np.ndarray:
-    if getattr(model, "_predict_needs_sensitive", False):
+    if capabilities(model).predict_needs_sensitive:
         if s is None:
             raise ValueError(f"{type(model).__name__} reads the sensitive attribute at prediction; pass "
                              "sensitive_features=s")
@@ -460,7 +461,7 @@ def membership_inference(estimator, X, y, sensitive_features=None, *, attacks=AT
                           "LiRA and the shadow attack need at least one IN and one OUT shadow per example "
                           "(use 16 or more, or attacks=['loss'])")
     random_state = _check_int(random_state, "random_state", 0, "it seeds the attacker's public randomness")
-    confidence = _check_confidence(confidence)
+    confidence = check_confidence(confidence)
     _check_int(n_bootstrap, "n_bootstrap", 1, "use e.g. 1000")
     if estimator is None:
         if target is None or needs_shadows:

@@ -60,7 +60,8 @@ def fpr_label(alpha: float) -> str:
 METRICS = ("auc", "advantage", *(fpr_label(a) for a in LOW_FPRS))
 
 
-def _check_confidence(confidence) -> float:
+def check_confidence(confidence) -> float:
+    """``confidence`` as a float strictly between 0 and 1 (the level of an interval or a bound)."""
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real) or not 0 < confidence < 1:
         raise ValueError(f"confidence must lie strictly between 0 and 1 (e.g. 0.95), got {confidence!r}")
     return float(confidence)
@@ -163,7 +164,7 @@ def attack_metrics(scores, members, *, confidence: float = 0.95, n_bootstrap: in
     The interval is the ``(1 − confidence)/2`` and ``(1 + confidence)/2`` quantiles of the bootstrap
     distribution (see the module docstring).
     """
-    conf = _check_confidence(confidence)
+    conf = check_confidence(confidence)
     sc, mb = check_scores(scores, members)
     point = roc_metrics(sc, mb, low_fprs)
     boot = bootstrap_roc_metrics(sc, mb, n_bootstrap=n_bootstrap, random_state=random_state, low_fprs=low_fprs)
@@ -182,7 +183,7 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     (0 when ``k = 0``, 1 when ``k = n``). Valid for a rate at a threshold fixed before the
     ``n`` trials were scored, e.g. a TPR at a threshold chosen on other data.
     """
-    conf = _check_confidence(confidence)
+    conf = check_confidence(confidence)
     for value, name in ((k, "k"), (n, "n")):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer count, got {value!r}")

@@ -36,10 +36,10 @@ from dpfair.algorithms.clipping import FlatClipping, make_clipping_rule
 from dpfair.bounds.distance import dpsgd_radius, output_perturbation_radius
 from dpfair.bounds.fairness_lipschitz import CERTIFIED_NOTIONS, FairnessGapBound, fairness_gap_bound, fairness_levels
 from dpfair.bounds.margins import confidence_margins, module_lipschitz, module_scores, normalized_margins
-from dpfair.fairness._inputs import encode_on
+from dpfair.capabilities import capabilities
 from dpfair.nn.models import LogisticRegression
 from dpfair.progress import progress
-from dpfair.validation import check_1d, check_features
+from dpfair.validation import check_1d, check_features, encode_on
 
 __all__ = ["Certificate", "certify", "certify_margins", "empirical_gaps"]
 
@@ -151,14 +151,13 @@ def certify(estimator, X, y, sensitive_features, *, probability=0.99, notions=CE
     scores, margins, lipschitz, linear = _reference(estimator, X, y_codes)
     notes = [] if linear else ["non-linear module: local Lipschitz constants (first order in ‖h − h'‖)"]
     holds = linear
-    from dpfair.algorithms import DPSGDClassifier, OutputPerturbationClassifier  # not at import: a cycle
-
+    bound = capabilities(estimator).certificate  # the distance bound the method declares
     if distance is not None:
         method = "given"
-    elif isinstance(estimator, OutputPerturbationClassifier):
+    elif bound == "output_perturbation":
         distance = output_perturbation_radius(estimator.noise_std_, estimator.n_params_, probability)
         method = "chi2 quantile of the output-perturbation noise (Lemma 4.1, exact form)"
-    elif isinstance(estimator, DPSGDClassifier):
+    elif bound == "dpsgd":
         distance, method, more, ok = _dpsgd_distance(estimator, probability, feature_norm_bound)
         notes += more
         holds = holds and ok

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpfair.bounds.concentration import chernoff_bound, flip_probability, markov_bound
-from dpfair.fairness import NOTIONS, FairnessCoefficients, accuracy_group_codes, fairness_coefficients
+from dpfair.fairness import FairnessCoefficients, accuracy_group_codes, fairness_coefficients, get_notion, notion_names
 from dpfair.validation import check_1d
 
 __all__ = ["ACCURACY", "CERTIFIED_NOTIONS", "FairnessGapBound", "fairness_gap_bound", "fairness_levels",
@@ -42,8 +42,10 @@ def notion_coefficients(notion: str, y, s, *, positive_label=None) -> tuple[Fair
     if notion == ACCURACY:
         coef = FairnessCoefficients(np.zeros(1), np.ones((1, 1)), (ACCURACY,), ((None, None),))
         return coef, np.zeros(len(y_arr), dtype=np.int64)
-    if notion not in NOTIONS:
-        raise ValueError(f"notion must be one of {list(CERTIFIED_NOTIONS)}, got {notion!r}")
+    try:
+        get_notion(notion)
+    except ValueError:
+        raise ValueError(f"notion must be one of {[*notion_names(), ACCURACY]}, got {notion!r}") from None
     coef = fairness_coefficients(notion, y_arr, s_arr, positive_label=positive_label)
     _, y_codes = np.unique(y_arr, return_inverse=True)
     _, s_codes = np.unique(s_arr, return_inverse=True)

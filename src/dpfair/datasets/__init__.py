@@ -25,6 +25,7 @@ from dpfair.datasets._acs import load_acs_income
 from dpfair.datasets._celeba import load_celeba
 from dpfair.datasets._files import data_home
 from dpfair.datasets._mnist import load_mnist, load_mnist_unbalanced
+from dpfair.datasets._presets import presets_of
 from dpfair.datasets._registry import dataset_info, list_datasets, load_dataset
 from dpfair.datasets._synthetic import load_synthetic, make_synthetic
 from dpfair.datasets._tabular import (
@@ -64,6 +65,7 @@ __all__ = [
     "load_synthetic",
     "load_table",
     "make_synthetic",
+    "presets_of",
     "read_table",
     "read_with_schema",
 ]

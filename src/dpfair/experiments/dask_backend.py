@@ -35,7 +35,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 
-from dpfair.experiments.backends import (
+from dpfair.experiments.workers import (
     RESUME,
     drop_if_empty,
     log_note,

@@ -5,8 +5,8 @@ averages the seeds of each point and, per group of points (by default one data s
 method and ε), returns
 
 - the Pareto front: the points no other point of the group beats in both error and violation
-  (:func:`pareto_front`; lower is better in both), with the seeds' standard deviation, minimum and
-  maximum of each;
+  (:func:`~dpfair.fairness.tradeoff.pareto_front`; lower is better in both), with the seeds' standard
+  deviation, minimum and maximum of each;
 - the lowest violation at error ≤ base + slack: the point of least mean violation among those whose
   mean error is within ``slack`` of the non-private reference (DP-FERMI's "fairness violation at a fixed
   accuracy level", Lowy et al. 2023, Sec. 4).
@@ -27,6 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+
+from dpfair.fairness.tradeoff import pareto_front
 
 #: The default groups of :func:`frontier`: one curve per data set, preset, notion, method and ε.
 DEFAULT_BY = ("dataset", "preset", "notion", "method", "epsilon")
@@ -52,22 +54,6 @@ class Frontier(NamedTuple):
     points: pd.DataFrame
     front: pd.DataFrame
     best: pd.DataFrame
-
-
-def pareto_front(x, y) -> np.ndarray:
-    """Indices of the points no other point beats in both ``x`` and ``y`` (both lower is better), by ``x``.
-
-    A point is dropped when another is at most as large in both and smaller in one (of equal points,
-    the first is kept).
-    """
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    order = np.lexsort((y, x))
-    front, best = [], math.inf
-    for i in order:
-        if y[i] < best:
-            front.append(i)
-            best = y[i]
-    return np.asarray(front, dtype=int)
 
 
 def _canonical(value) -> str:
@@ -163,7 +149,8 @@ def frontier(frame: pd.DataFrame, *, by=DEFAULT_BY, x: str = "error", y: str = "
     ``n_seeds`` and ``seeds``:
 
     - ``points``: every point, ``pareto`` marking the front of its group, and ``base`` (that of its data set);
-    - ``front``: the Pareto-optimal points (:func:`pareto_front`), by group and ``x``;
+    - ``front``: the Pareto-optimal points (:func:`~dpfair.fairness.tradeoff.pareto_front`), by group
+      and ``x``;
     - ``best``: one row per group and slack s: ``slack``, ``base``, ``threshold`` (base + s), ``feasible``
       and the point of least mean ``y`` among those with mean ``x`` ≤ threshold (NaN where none is).
 

@@ -23,11 +23,27 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dpfair.capabilities import capabilities
 from dpfair.experiments.evaluate import evaluate
 from dpfair.privacy.accounting import event_to_json
 
-#: Methods trained as one batched computation per (data, split, notion) in a sweep.
-BATCHED_METHODS = ("dp-fermi",)
+
+@functools.cache
+def batched_method(method: str) -> bool:
+    """Whether a sweep trains ``method``'s points of one (data, split, notion) as one task: those of a method that
+    declares batched grids (:attr:`~dpfair.capabilities.Capabilities.batched_grid`, at its default
+    hyper-parameters; :func:`run_grid` asks each grid's own)."""
+    from dpfair.algorithms import METHODS
+
+    return method in METHODS and capabilities(METHODS[method]).batched_grid
+
+
+def _batched(cls, fixed: dict, points: list[dict]) -> bool:
+    """Whether a grid of ``cls`` at ``points`` (over ``fixed``) trains as one batched computation: more than one
+    point, each declaring batched grids with its hyper-parameters (``secure_mode`` fits one model at a time)."""
+    valid = cls().get_params()
+    return len(points) > 1 and all(
+        capabilities(cls(**{k: v for k, v in {**fixed, **p}.items() if k in valid})).batched_grid for p in points)
 
 
 @dataclass
@@ -80,7 +96,7 @@ def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None
     X, y, s = data.train
     out = GridResult()
     t0 = time.perf_counter()
-    if method in BATCHED_METHODS and len(points) > 1:
+    if _batched(cls, fixed, points):
         for point in points:  # each point's hyper-parameters and unit against the data set's declared columns
             declared_estimator(cls, {**fixed, **point}, data)
         declared = declared_estimator(cls, fixed, data).get_params()
@@ -159,7 +175,7 @@ def _load(data_spec, seed: int, test_size: float):
 def provenance() -> dict:
     """Where results are computed: the git commit of dpfair's source tree (``+dirty`` with uncommitted
     changes to tracked files; ``None`` outside a checkout), the package versions and the host."""
-    from dpfair.persistence import _versions
+    from dpfair.persistence import library_versions
 
     root = Path(__file__).resolve().parents[3]
     try:
@@ -170,7 +186,7 @@ def provenance() -> dict:
         commit = head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "") if head.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         commit = None
-    return {"commit": commit, "versions": _versions(), "host": socket.gethostname()}
+    return {"commit": commit, "versions": library_versions(), "host": socket.gethostname()}
 
 
 def data_key(point, data) -> str:

@@ -71,6 +71,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from dpfair.capabilities import capabilities
+
 #: The reproduction specs shipped with the package, by name (``dpfair sweep NAME`` runs one).
 SPEC_PACKAGE = "dpfair.experiments.specs"
 
@@ -177,8 +179,7 @@ class SweepSpec:
         """Parse and check a spec (the TOML's tables as dicts); every mistake names its key and the fix.
         ``base``: the folder a table's relative paths start from (the spec file's; default the working one)."""
         from dpfair.algorithms import METHODS
-        from dpfair.datasets import list_datasets
-        from dpfair.datasets._presets import presets_of
+        from dpfair.datasets import list_datasets, presets_of
 
         unknown_tables = sorted(set(raw) - {"sweep", "grid", "params"})
         if unknown_tables:
@@ -204,7 +205,7 @@ class SweepSpec:
         for m in methods:
             if m not in METHODS:
                 raise ValueError(f"{where}: unknown method {m!r}; valid: {', '.join(METHODS)}")
-        private = [m for m in methods if METHODS[m]._private]
+        private = [m for m in methods if capabilities(METHODS[m]).private]
         presets = sweep.get("presets")
         if presets is not None:
             presets = _distinct(_str_list(presets, "presets", where), "presets", where)
@@ -317,8 +318,9 @@ class SweepSpec:
         for data, method, seed in itertools.product(self.datasets, self.methods, self.seeds):
             cls = METHODS[method]
             private = "epsilon" in cls().get_params()
-            notions = ([n for n in (self.notions or [cls().get_params().get("notion") or cls._notions[0]])
-                        if n in cls._notions] if cls._notions else [None])
+            targets = capabilities(cls).notions
+            notions = ([n for n in (self.notions or [cls().get_params().get("notion") or targets[0]])
+                        if n in targets] if targets else [None])
             grid = self.grids.get(method, {})
             fixed = self.params.get(method, {})
             for notion, eps in itertools.product(notions, self.epsilon if private else [None]):
@@ -354,18 +356,23 @@ def _distinct(values: list, key: str, where: str) -> list:
 
 def _check_notions(notions: list[str], classes: list, methods: list[str], where: str) -> None:
     """Every listed notion is a notion, targeted by a method of the sweep; every fair method targets one listed."""
-    from dpfair.fairness.notions import NOTIONS
+    from dpfair.fairness.notions import get_notion, notion_names
 
     for notion in notions:
-        if notion not in NOTIONS:
-            raise ValueError(f"{where}: unknown notion {notion!r} in notions; valid: {', '.join(NOTIONS)}")
-        if not any(notion in cls._notions for cls in classes):
-            targets = "; ".join(f"{m}: {', '.join(cls._notions) or 'none'}" for m, cls in zip(methods, classes))
+        try:
+            get_notion(notion)
+        except ValueError:
+            raise ValueError(f"{where}: unknown notion {notion!r} in notions; valid: "
+                             f"{', '.join(notion_names())}") from None
+        if not any(notion in capabilities(cls).notions for cls in classes):
+            targets = "; ".join(f"{m}: {', '.join(capabilities(cls).notions) or 'none'}"
+                                for m, cls in zip(methods, classes))
             raise ValueError(f"{where}: no method of the sweep targets notion {notion!r} ({targets}); drop it "
                              "(every model is evaluated on every notion anyway)")
     for m, cls in zip(methods, classes):
-        if cls._notions and not set(notions) & set(cls._notions):
-            raise ValueError(f"{where}: {m} targets {', '.join(cls._notions)}, none of the notions listed, so it would "
+        targets = capabilities(cls).notions
+        if targets and not set(notions) & set(targets):
+            raise ValueError(f"{where}: {m} targets {', '.join(targets)}, none of the notions listed, so it would "
                              f"train nothing; add one of them to notions or drop {m}")
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from dpfair.experiments.backends import get_backend
-from dpfair.experiments.runner import BATCHED_METHODS, run_task
+from dpfair.experiments.runner import batched_method, run_task
 from dpfair.experiments.spec import SweepSpec
 from dpfair.experiments.store import Claims, ResultsStore
 from dpfair.progress import progress
@@ -49,7 +49,7 @@ def group_tasks(points) -> list[list]:
     """``points`` grouped into tasks (largest first, for an even spread over workers)."""
     tasks: dict = {}
     for point in points:
-        key = point.task_key if point.method in BATCHED_METHODS else point.key
+        key = point.task_key if batched_method(point.method) else point.key
         tasks.setdefault(key, []).append(point)
     return sorted(tasks.values(), key=len, reverse=True)
 

@@ -1,6 +1,7 @@
 """Fairness notions, violations, ERMI and inequality indices.
 
-* :mod:`~dpfair.fairness.notions`: the constraint groups of each notion;
+* :mod:`~dpfair.fairness.notions`: the notion objects (:class:`Notion`: reference cells, rate,
+  partition into constraint groups, violation), registered by name (:func:`get_notion`);
 * :mod:`~dpfair.fairness.group_fairness`: group fairness as affine maps of
   subgroup accuracies (Mangold et al., 2023);
 * :mod:`~dpfair.fairness.metrics`: violations, rate tables, report and summary;
@@ -45,7 +46,15 @@ from dpfair.fairness.metrics import (
     fairness_summary,
     selection_rates,
 )
-from dpfair.fairness.notions import NOTIONS, ConstraintGroups, constraint_groups
+from dpfair.fairness.notions import (
+    NOTIONS,
+    ConstraintGroups,
+    Notion,
+    constraint_groups,
+    get_notion,
+    notion_names,
+    register_notion,
+)
 from dpfair.fairness.scorers import (
     FairScorer,
     MissingGroupsError,
@@ -62,6 +71,7 @@ __all__ = [
     "FairScorer",
     "FairnessCoefficients",
     "MissingGroupsError",
+    "Notion",
     "accuracy_inequality",
     "accuracy_parity_violation",
     "atkinson_index",
@@ -82,14 +92,17 @@ __all__ = [
     "fairness_scorer",
     "fairness_summary",
     "generalized_entropy",
+    "get_notion",
     "gini_coefficient",
     "group_fairness_values",
     "group_metrics",
     "mean_excess_norm",
     "mean_log_deviation",
     "noise_variance",
+    "notion_names",
     "per_group_accuracy",
     "predict_with_groups",
+    "register_notion",
     "selection_rates",
     "theil_index",
     "violation_scorer",

@@ -96,18 +96,6 @@ def encode_label_pair(y_true, y_pred, n_classes: int | None = None):
     return t, p, classes
 
 
-def encode_on(a: np.ndarray, name: str, classes: np.ndarray, source: str) -> np.ndarray:
-    """Codes of ``a`` among ``classes`` (the labels of ``source``); unknown values are an error."""
-    codes = np.searchsorted(classes, a).clip(0, len(classes) - 1)
-    unknown = classes[codes] != a
-    if np.any(unknown):
-        raise ValueError(
-            f"{name} has values {np.unique(a[unknown])[:5].tolist()} that are not labels of {source} "
-            f"({classes.tolist()[:10]}); predict one of those labels"
-        )
-    return codes.astype(np.int64)
-
-
 def label_index(classes: np.ndarray, label, name: str = "positive_label") -> int:
     """Index of ``label`` among ``classes``, or a ValueError listing the labels."""
     for i, c in enumerate(classes.tolist()):

@@ -47,8 +47,14 @@ For ``y = 0`` this is minus the accuracy form ``A_{0,r} − P(ŷ=Y | Y=0)``;
 **Accuracy parity** (measures and accuracy groups ``r``):
 ``F_r = P(ŷ=Y | S=r) − P(ŷ=Y)``, ``C = I − 1·pᵀ``, ``C⁰ = 0``.
 
-Every cell an equalized-odds or equal-opportunity measure conditions on must
-be non-empty, otherwise that measure is undefined and a ValueError says which.
+These four are instances of one construction on the notion's reference cells
+and rate (:class:`~dpfair.fairness.notions.Notion`, :func:`fairness_coefficients`),
+which gives any registered notion its coefficients: a cell of one label is
+the block of equalized odds for that label, a selection rate over both labels
+the demographic-parity block restricted to the cell's rows.
+
+Every cell of one label that a measure conditions on must be non-empty,
+otherwise that measure is undefined and a ValueError says which.
 The coefficients depend on the label and group distribution, which is private
 data: a private algorithm must release them, or take them as public knowledge.
 """
@@ -59,15 +65,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dpfair.fairness._inputs import check_same_length, encode_groups, encode_on, label_index
-from dpfair.fairness.notions import (
-    ACCURACY_PARITY,
-    DEMOGRAPHIC_PARITY,
-    EQUAL_OPPORTUNITY,
-    EQUALIZED_ODDS,
-    check_notion,
-)
-from dpfair.validation import check_1d, encode_categories
+from dpfair.fairness._inputs import check_same_length, encode_groups, label_index
+from dpfair.fairness.notions import ACCURACY, Notion, get_notion
+from dpfair.validation import check_1d, encode_categories, encode_on
 
 
 class FairnessCoefficients(NamedTuple):
@@ -77,6 +77,12 @@ class FairnessCoefficients(NamedTuple):
     C: np.ndarray
     measure_keys: tuple
     group_keys: tuple
+
+
+def _needs_binary(notion: Notion) -> bool:
+    """A rate of a predicted class over a cell of several labels is an affine map of accuracies only for two
+    labels (P(ŷ = 1 | Y = 0) = 1 − A₀); with more, only accuracy rates and one-label cells are."""
+    return notion.rate != ACCURACY and any(len(cell) > 1 for cell in notion.cell_labels(3, 1))
 
 
 def _codes(y, s, y_pred=None, *, binary: bool):
@@ -108,30 +114,41 @@ def _cell_counts(y_codes, s_codes, k, n_labels=2) -> np.ndarray:
     return np.bincount(y_codes * k + s_codes, minlength=n_labels * k).reshape(n_labels, k).astype(np.float64)
 
 
-def _require_cells(counts, labels) -> None:
-    for y in labels:
-        empty = np.flatnonzero(counts[y] == 0)
-        if empty.size:
+def _require_groups(keys, sizes) -> None:
+    """Every constraint group of a label cell must have rows, else its measure is undefined."""
+    for (label, group), size in zip(keys, sizes):
+        if label is not None and size == 0:
             raise ValueError(
-                f"no sample has y code {y} in group code {empty[0]}: the measure of that cell is "
+                f"no sample has y code {label} in group code {group}: the measure of that cell is "
                 "undefined; merge or drop that group, or use demographic_parity / accuracy_parity"
             )
 
 
-def _cell_keys(labels, k) -> tuple:
-    return tuple((y, r) for y in labels for r in range(k))
-
-
-def _positive(classes, positive_label) -> int:
+def _positive(notion: Notion, classes, positive_label) -> int:
+    if not notion.uses_positive_label:
+        return 1
     if positive_label is None:
         if len(classes) != 2:
-            raise ValueError(f"equal_opportunity with {len(classes)} labels needs positive_label (the desirable "
+            raise ValueError(f"{notion.name} with {len(classes)} labels needs positive_label (the desirable "
                              f"outcome), one of {classes.tolist()[:10]}")
         return 1
     return label_index(classes, positive_label)
 
 
-def fairness_coefficients(notion: str, y, s, *, positive_label=None) -> FairnessCoefficients:
+def _rate_of_accuracy(notion: Notion, label, n_labels: int, positive: int) -> tuple[int, int]:
+    """``(α, β)`` with the notion's rate on label ``label``'s rows ``= α + β·P(ŷ = label | Y = label)``.
+
+    Accuracy: (0, 1). A selection rate is that of class 1 (binary; the positive class when the notion has
+    one): (0, 1) on the rows of that class, (1, −1) on the others (``P(ŷ=1 | Y=0) = 1 − A₀``). With more
+    than two labels only one-label cells get here, and their rate is that label's (Mangold et al.'s
+    multi-class setting).
+    """
+    if notion.rate == ACCURACY or n_labels != 2:
+        return 0, 1
+    return (0, 1) if label == positive else (1, -1)
+
+
+def fairness_coefficients(notion, y, s, *, positive_label=None) -> FairnessCoefficients:
     """``(C0, C, measure_keys, group_keys)`` of ``notion`` on the distribution of ``(y, s)``.
 
     ``C0`` has shape (K,), ``C`` shape (K, K'); ``measure_keys[k]`` names the
@@ -140,39 +157,53 @@ def fairness_coefficients(notion: str, y, s, *, positive_label=None) -> Fairness
     With more than two labels (Mangold et al.'s multi-class setting),
     equalized odds compares every label's accuracy ``P(ŷ=Y | Y=y, S=r) − P(ŷ=Y | Y=y)``,
     equal opportunity does so for ``positive_label`` only (binary default: the larger
-    label) and accuracy parity is unchanged; demographic parity needs binary labels
-    (their Example 4).
+    label) and accuracy parity is unchanged; demographic parity and predictive equality
+    need binary labels (their Example 4).
+
+    Built from the notion's cells (:class:`~dpfair.fairness.notions.Notion`), one block per cell c:
+    the measures are its constraint groups ``F_{c,r} = rate_{c,r} − Σ_{r'} P(S=r' | c) rate_{c,r'}``.
+    A cell of one label, or any cell under an accuracy rate, is its own accuracy groups
+    (``rate = α + β A``, ``C = β (I − 1 P(S | c)ᵀ)``, ``C0 = 0``); a cell of several labels under a
+    selection rate (binary) has one accuracy group per (label, group), weighted by ``P(Y=y | c, S=r)``.
     """
-    check_notion(notion)
-    y_codes, s_codes, k, classes = _codes(y, s, binary=notion == DEMOGRAPHIC_PARITY)
+    notion = get_notion(notion)
+    y_codes, s_codes, k, classes = _codes(y, s, binary=_needs_binary(notion))
     n_labels = len(classes)
+    pos = _positive(notion, classes, positive_label)
     counts = _cell_counts(y_codes, s_codes, k, n_labels)
     eye = np.eye(k)
-    if notion == DEMOGRAPHIC_PARITY:
-        joint = counts / counts.sum()
-        given_s = counts / counts.sum(axis=0)  # P(Y=y | S=r)
-        C0 = given_s[0] - joint[0].sum()
-        C = np.hstack([joint[0][None, :] - eye * given_s[0][:, None],
-                       eye * given_s[1][:, None] - joint[1][None, :]])
-        return FairnessCoefficients(C0, C, tuple((None, r) for r in range(k)), _cell_keys((0, 1), k))
-    if notion == EQUALIZED_ODDS:
-        _require_cells(counts, range(n_labels))
-        given_y = counts / counts.sum(axis=1, keepdims=True)  # P(S=r | Y=y)
-        C = np.zeros((n_labels * k, n_labels * k))
-        for y_val in range(n_labels):
-            block = slice(y_val * k, (y_val + 1) * k)
-            sign = 2 * y_val - 1 if n_labels == 2 else 1  # binary: the false positive rate's sign (see above)
-            C[block, block] = sign * (eye - given_y[y_val][None, :])
-        keys = _cell_keys(range(n_labels), k)
-        return FairnessCoefficients(np.zeros(n_labels * k), C, keys, keys)
-    if notion == EQUAL_OPPORTUNITY:
-        pos = _positive(classes, positive_label)
-        _require_cells(counts, (pos,))
-        keys = _cell_keys((pos,), k)
-        return FairnessCoefficients(np.zeros(k), eye - (counts[pos] / counts[pos].sum())[None, :], keys, keys)
-    p = counts.sum(axis=0) / counts.sum()
-    keys = tuple((None, r) for r in range(k))
-    return FairnessCoefficients(np.zeros(k), eye - p[None, :], keys, keys)
+    C0s, blocks, measure_keys, group_keys = [], [], [], []
+    for labels in notion.cell_labels(n_labels, pos):
+        keys = tuple((notion.cell_key(labels), r) for r in range(k))
+        cell = counts[list(labels)]
+        if len(labels) == 1 or notion.rate == ACCURACY:
+            sizes = cell.sum(axis=0)
+            _require_groups(keys, sizes)
+            _, beta = _rate_of_accuracy(notion, labels[0] if len(labels) == 1 else None, n_labels, pos)
+            blocks.append(beta * (eye - (sizes / sizes.sum())[None, :]))
+            C0s.append(np.zeros(k))
+            group_keys += keys
+        else:  # binary labels, a selection rate over both: F_r = Σ_y P(Y=y | c, S=r)(α_y + β_y A_{y,r}) − ...
+            joint = cell / cell.sum()
+            given = cell / cell.sum(axis=0)  # P(Y=y | c, S=r)
+            C0 = np.zeros(k)
+            columns = []
+            for i, label in enumerate(labels):
+                alpha, beta = _rate_of_accuracy(notion, label, n_labels, pos)
+                if alpha:
+                    C0 = C0 + alpha * (given[i] - joint[i].sum())
+                own, shared = eye * given[i][:, None], joint[i][None, :]
+                columns.append(own - shared if beta > 0 else shared - own)  # β = ±1
+            blocks.append(np.hstack(columns))
+            C0s.append(C0)
+            group_keys += [(label, r) for label in labels for r in range(k)]
+        measure_keys += keys
+    C = np.zeros((len(measure_keys), len(group_keys)))
+    row = col = 0
+    for block in blocks:
+        C[row:row + block.shape[0], col:col + block.shape[1]] = block
+        row, col = row + block.shape[0], col + block.shape[1]
+    return FairnessCoefficients(np.concatenate(C0s), C, tuple(measure_keys), tuple(group_keys))
 
 
 def accuracy_group_codes(group_keys: tuple, y_codes: np.ndarray, s_codes: np.ndarray) -> np.ndarray:
@@ -183,13 +214,13 @@ def accuracy_group_codes(group_keys: tuple, y_codes: np.ndarray, s_codes: np.nda
     return codes
 
 
-def constraint_group_accuracies(notion: str, y_true, y_pred, s, *, positive_label=None) -> np.ndarray:
+def constraint_group_accuracies(notion, y_true, y_pred, s, *, positive_label=None) -> np.ndarray:
     """``P(ŷ = Y | D_{k'})`` for each accuracy group, in ``group_keys`` order.
 
     Empty cells (possible only under demographic parity, where their
     coefficient is zero) get 0.
     """
-    t, s_codes, _, classes, p = _codes(y_true, s, y_pred, binary=notion == DEMOGRAPHIC_PARITY)
+    t, s_codes, _, classes, p = _codes(y_true, s, y_pred, binary=_needs_binary(get_notion(notion)))
     keys = fairness_coefficients(notion, y_true, s, positive_label=positive_label).group_keys
     codes = accuracy_group_codes(keys, t, s_codes)
     inside = codes >= 0
@@ -198,28 +229,24 @@ def constraint_group_accuracies(notion: str, y_true, y_pred, s, *, positive_labe
     return np.divide(hits, counts, out=np.zeros_like(hits), where=counts > 0)
 
 
-def group_fairness_values(notion: str, y_true, y_pred, s) -> np.ndarray:
+def group_fairness_values(notion, y_true, y_pred, s) -> np.ndarray:
     """The measures ``F_k`` computed from their definitions, in ``measure_keys`` order.
 
-    demographic_parity: ``P(ŷ=1 | S=r) − P(ŷ=1)``;
-    equalized_odds: ``P(ŷ=1 | Y=y, S=r) − P(ŷ=1 | Y=y)`` for cells ``(y, r)``, label-major;
-    equal_opportunity: the ``y = 1`` cells of equalized odds;
-    accuracy_parity: ``P(ŷ=Y | S=r) − P(ŷ=Y)``.
-    They equal ``C0 + C @ constraint_group_accuracies(...)``.
+    The rate of each constraint group minus that of its reference cell (the notion's partition; binary
+    labels, 1 the positive class): demographic_parity ``P(ŷ=1 | S=r) − P(ŷ=1)``; equalized_odds
+    ``P(ŷ=1 | Y=y, S=r) − P(ŷ=1 | Y=y)`` for cells ``(y, r)``, label-major; equal_opportunity the
+    ``y = 1`` cells of equalized odds, predictive_equality the ``y = 0`` ones; accuracy_parity
+    ``P(ŷ=Y | S=r) − P(ŷ=Y)``. They equal ``C0 + C @ constraint_group_accuracies(...)``.
     """
-    check_notion(notion)
+    notion = get_notion(notion)
     t, s_codes, k, p = _binary_codes(y_true, s, y_pred)
-    if notion in (DEMOGRAPHIC_PARITY, ACCURACY_PARITY):
-        hit = (p == 1) if notion == DEMOGRAPHIC_PARITY else (p == t)
-        rate = np.bincount(s_codes, weights=hit.astype(np.float64), minlength=k) / np.bincount(
-            s_codes, minlength=k
-        )
-        return rate - hit.mean()
-    counts = _cell_counts(t, s_codes, k)
-    labels = (1,) if notion == EQUAL_OPPORTUNITY else (0, 1)
-    _require_cells(counts, labels)
-    positives = np.bincount(t * k + s_codes, weights=(p == 1).astype(np.float64), minlength=2 * k)
-    positives = positives.reshape(2, k)
-    rate = positives / counts
-    label_rate = positives.sum(axis=1, keepdims=True) / counts.sum(axis=1, keepdims=True)
-    return (rate - label_rate)[list(labels)].ravel()
+    part = notion.partition(t, s_codes, n_classes=2, n_groups=k)
+    hit = (notion.outcomes(t, p, 2, 1)[0] == 1).astype(np.float64)
+    inside = part.codes >= 0
+    sizes = np.bincount(part.codes[inside], minlength=part.n_constraint_groups)
+    _require_groups(part.keys, sizes)
+    rate = np.bincount(part.codes[inside], weights=hit[inside], minlength=part.n_constraint_groups) / sizes
+    cells = part.reference[inside]
+    cell_rate = (np.bincount(cells, weights=hit[inside], minlength=part.n_reference_cells)
+                 / np.bincount(cells, minlength=part.n_reference_cells))
+    return rate - cell_rate[part.reference_of]

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from dpfair.fairness._inputs import check_same_length, encode_groups, encode_label_pair, label_index
-from dpfair.fairness.metrics import _group_name_list
+from dpfair.fairness.metrics import group_name_list
 from dpfair.validation import check_1d, check_positive
 
 #: Row labels of the table besides the groups.
@@ -305,7 +305,7 @@ def group_metrics(y_true, y_pred, s, metrics=DEFAULT_METRICS, *, group_names=Non
     t_all, p_all = np.concatenate(trues), np.concatenate(preds)
     _, _, classes = encode_label_pair(t_all, p_all)
     s_codes, groups = encode_groups(np.concatenate(groups_), "s")
-    names = [str(g) for g in _group_name_list(groups, group_names)]
+    names = [str(g) for g in group_name_list(groups, group_names)]
     clash = {OVERALL, DIFFERENCE} & set(names)
     if clash or len(set(names)) < len(names):
         raise ValueError(f"group_names must be distinct and not {OVERALL!r} or {DIFFERENCE!r}, got {names}; "

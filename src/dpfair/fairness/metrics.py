@@ -2,22 +2,20 @@
 
 Labels and groups may be any values; they are encoded in sorted order as
 scikit-learn does (``y_true`` and ``y_pred`` share one set of classes).
-Every violation is a worst case over rates ``P(ŷ = j | cell, S = r)``:
-
-* ``"pairwise"``: ``max_{cell, j} max_{r, r'} |P(ŷ=j | cell, S=r) − P(ŷ=j | cell, S=r')|``
-  (Lowy, Gupta, Razaviyayn, DP-FERMI, ICLR 2023, eq. 10 for demographic parity,
-  eq. 11 for equalized odds);
-* ``"marginal"``: ``max_{cell, j} max_r |P(ŷ=j | cell, S=r) − P(ŷ=j | cell)|``, the
-  gap to the rate on the whole cell (fairlearn's ``method="to_overall"``).
+Every violation is a worst case over rates ``P(ŷ = j | cell, S = r)``, pairwise
+between groups or marginal to the cell; the cells and the rate of each notion,
+and the conventions, are those of its :class:`~dpfair.fairness.notions.Notion`
+(:meth:`~dpfair.fairness.notions.Notion.violation`): this module names them.
 
 For demographic parity the only cell is the whole data set; for equalized
 odds the cells are the true labels ``y``; equal opportunity keeps the cell
 ``y = positive_label`` and the rate of ``ŷ = positive_label``; accuracy parity
-compares ``P(ŷ = y | S = r)``.  For binary predictions the maximum over
-``j ∈ {0, 1}`` equals the value for ``j = 1`` (the two rates sum to one), so the
-pairwise values are fairlearn's ``demographic_parity_difference``,
-``equalized_odds_difference`` (max of the TPR and FPR gaps),
-``equal_opportunity_difference`` and ``MetricFrame(accuracy).difference()``.
+compares ``P(ŷ = y | S = r)``. For binary predictions the pairwise values are
+fairlearn's ``demographic_parity_difference``, ``equalized_odds_difference``
+(max of the TPR and FPR gaps), ``equal_opportunity_difference`` and
+``MetricFrame(accuracy).difference()``. Any registered notion's violation is
+``get_notion(name).violation(y_true, y_pred, s, convention, positive_label)``;
+the summary and the report loop over the registry.
 
 **Undefined rates.**  A group with no sample in a cell (e.g. no positives in
 group r) has no rate there; it is skipped and the remaining groups are
@@ -30,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpfair.fairness._inputs import check_same_length, encode_groups, encode_label_pair, label_index
+from dpfair.fairness._inputs import encode_label_pair
 from dpfair.fairness.ermi import conditional_ermi, ermi
 from dpfair.fairness.inequality import (
     atkinson_index,
@@ -39,53 +37,13 @@ from dpfair.fairness.inequality import (
     per_group_accuracy,
     theil_index,
 )
-from dpfair.fairness.notions import NOTIONS
-from dpfair.validation import check_1d, encode_categories
+from dpfair.fairness.notions import CONVENTIONS, get_notion, notion_names
 
-CONVENTIONS = ("pairwise", "marginal")
-
-
-def _check_convention(convention) -> str:
-    if convention not in CONVENTIONS:
-        raise ValueError(f"convention must be one of {list(CONVENTIONS)}, got {convention!r}")
-    return convention
-
-
-def _cell_group_counts(outcome, n_outcomes, cell, n_cells, s, k) -> np.ndarray:
-    """``counts[c, r, j]``: samples in cell ``c`` and group ``r`` with outcome ``j``."""
-    flat = (cell * k + s) * n_outcomes + outcome
-    return np.bincount(flat, minlength=n_cells * k * n_outcomes).reshape(n_cells, k, n_outcomes)
-
-
-def _worst_gap(counts: np.ndarray, convention: str, outcomes=slice(None)) -> float:
-    """Worst gap of ``P(outcome = j | cell, S = r)`` over cells ``c``, groups and the ``outcomes`` j.
-
-    ``counts`` has shape (cells, groups, outcomes); groups without samples in a
-    cell are skipped (see the module docstring).
-    """
-    sizes = counts.sum(axis=2)  # (cells, groups)
-    defined = sizes > 0
-    rates = np.divide(counts, sizes[..., None], out=np.zeros(counts.shape), where=defined[..., None])
-    rates = rates[:, :, outcomes]
-    if convention == "pairwise":
-        highest = np.where(defined[..., None], rates, -np.inf).max(axis=1)
-        lowest = np.where(defined[..., None], rates, np.inf).min(axis=1)
-        comparable = defined.sum(axis=1) >= 2
-        gaps = np.where(comparable[:, None], highest - lowest, 0.0)
-    else:
-        cell_sizes = sizes.sum(axis=1)
-        overall = np.divide(
-            counts.sum(axis=1), cell_sizes[:, None],
-            out=np.zeros(counts.shape[::2]), where=cell_sizes[:, None] > 0,
-        )[:, outcomes]
-        gaps = np.where(defined[..., None], np.abs(rates - overall[:, None, :]), 0.0).max(axis=1)
-    return float(gaps.max()) if gaps.size else 0.0
-
-
-def _groups(s, ref: np.ndarray, ref_name: str):
-    s_codes, groups = encode_groups(s, "s")
-    check_same_length(s_codes, "s", ref, ref_name)
-    return s_codes, groups
+__all__ = [
+    "CONVENTIONS", "accuracy_parity_violation", "conditional_rates", "demographic_parity_violation",
+    "equal_opportunity_violation", "equalized_odds_violation", "fairness_report", "fairness_summary",
+    "selection_rates", "summary_positive_label",
+]
 
 
 def demographic_parity_violation(y_pred, s, convention: str = "pairwise") -> float:
@@ -93,11 +51,7 @@ def demographic_parity_violation(y_pred, s, convention: str = "pairwise") -> flo
 
     ``convention="marginal"`` gives ``max_j max_r |P(ŷ=j | S=r) − P(ŷ=j)|``.
     """
-    _check_convention(convention)
-    p, classes = encode_categories(check_1d(y_pred, "y_pred"), "y_pred")
-    s_codes, groups = _groups(s, p, "y_pred")
-    counts = _cell_group_counts(p, len(classes), np.zeros_like(p), 1, s_codes, len(groups))
-    return _worst_gap(counts, convention)
+    return get_notion("demographic_parity").violation(None, y_pred, s, convention)
 
 
 def equalized_odds_violation(y_true, y_pred, s, convention: str = "pairwise") -> float:
@@ -106,11 +60,7 @@ def equalized_odds_violation(y_true, y_pred, s, convention: str = "pairwise") ->
     For binary labels this is the larger of the true- and false-positive-rate
     gaps; ``convention="marginal"`` compares each group with ``P(ŷ=j | Y=y)``.
     """
-    _check_convention(convention)
-    t, p, classes = encode_label_pair(y_true, y_pred)
-    s_codes, groups = _groups(s, t, "y_true")
-    l = len(classes)
-    return _worst_gap(_cell_group_counts(p, l, t, l, s_codes, len(groups)), convention)
+    return get_notion("equalized_odds").violation(y_true, y_pred, s, convention)
 
 
 def equal_opportunity_violation(
@@ -122,33 +72,20 @@ def equal_opportunity_violation(
     is the rate of predicting ``positive_label`` among the rows labelled so.
     ``positive_label`` must be one of the labels of ``y_true`` or ``y_pred``.
     """
-    _check_convention(convention)
-    t, p, classes = encode_label_pair(y_true, y_pred)
-    s_codes, groups = _groups(s, t, "y_true")
-    pos = label_index(classes, positive_label)
-    rows = t == pos
-    hit = (p[rows] == pos).astype(np.int64)
-    counts = _cell_group_counts(hit, 2, np.zeros_like(hit), 1, s_codes[rows], len(groups))
-    return _worst_gap(counts, convention, outcomes=[1])
+    return get_notion("equal_opportunity").violation(y_true, y_pred, s, convention, positive_label)
 
 
 def accuracy_parity_violation(y_true, y_pred, s, convention: str = "pairwise") -> float:
     """``max_{r,r'} |P(ŷ=Y | S=r) − P(ŷ=Y | S=r')|``, or ``max_r |P(ŷ=Y | S=r) − P(ŷ=Y)|``."""
-    _check_convention(convention)
-    t, p, _ = encode_label_pair(y_true, y_pred)
-    s_codes, groups = _groups(s, t, "y_true")
-    correct = (t == p).astype(np.int64)
-    counts = _cell_group_counts(correct, 2, np.zeros_like(correct), 1, s_codes, len(groups))
-    return _worst_gap(counts, convention, outcomes=[1])
+    return get_notion("accuracy_parity").violation(y_true, y_pred, s, convention)
 
 
 def selection_rates(y_pred, s) -> pd.DataFrame:
     """Table of ``P(ŷ = j | S = r)``: one row per group, one column per predicted label."""
-    p, classes = encode_categories(check_1d(y_pred, "y_pred"), "y_pred")
-    s_codes, groups = _groups(s, p, "y_pred")
-    counts = _cell_group_counts(p, len(classes), np.zeros_like(p), 1, s_codes, len(groups))[0]
-    table = counts / counts.sum(axis=1, keepdims=True)
-    return pd.DataFrame(table, index=pd.Index(groups, name="group"), columns=pd.Index(classes, name="y_pred"))
+    table = get_notion("demographic_parity").rate_table(None, y_pred, s)
+    counts = table.counts[0]
+    return pd.DataFrame(counts / counts.sum(axis=1, keepdims=True), index=pd.Index(table.groups, name="group"),
+                        columns=pd.Index(table.outcomes, name="y_pred"))
 
 
 def conditional_rates(y_true, y_pred, s) -> pd.DataFrame:
@@ -157,10 +94,8 @@ def conditional_rates(y_true, y_pred, s) -> pd.DataFrame:
     Columns ``y_true, group, y_pred, rate, count`` (``count`` = size of the cell);
     empty cells, whose rate is undefined, are left out.
     """
-    t, p, classes = encode_label_pair(y_true, y_pred)
-    s_codes, groups = _groups(s, t, "y_true")
-    l, k = len(classes), len(groups)
-    counts = _cell_group_counts(p, l, t, l, s_codes, k)
+    table = get_notion("equalized_odds").rate_table(y_true, y_pred, s)
+    classes, groups, counts = table.outcomes, table.groups, table.counts
     sizes = counts.sum(axis=2)
     y_idx, r_idx = np.nonzero(sizes)
     frames = [
@@ -173,17 +108,7 @@ def conditional_rates(y_true, y_pred, s) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _violation(notion: str, y_true, y_pred, s, convention: str, positive_label) -> float:
-    if notion == "demographic_parity":
-        return demographic_parity_violation(y_pred, s, convention)
-    if notion == "equalized_odds":
-        return equalized_odds_violation(y_true, y_pred, s, convention)
-    if notion == "equal_opportunity":
-        return equal_opportunity_violation(y_true, y_pred, s, positive_label, convention)
-    return accuracy_parity_violation(y_true, y_pred, s, convention)
-
-
-def _summary_positive_label(y_true, y_pred):
+def summary_positive_label(y_true, y_pred):
     """The second smallest label: scikit-learn's positive class for binary labels, 1 for labels 0..l-1."""
     _, _, classes = encode_label_pair(y_true, y_pred)
     if len(classes) < 2:
@@ -195,17 +120,19 @@ def _summary_positive_label(y_true, y_pred):
 
 
 def fairness_summary(y_true, y_pred, s) -> dict[str, float]:
-    """The four pairwise violations, keyed by notion name (the CLI's JSON).
+    """The pairwise violation of every registered notion, keyed by its name (the CLI's JSON).
 
-    Equal opportunity uses the second smallest label as positive: 1 when the
-    labels are ``0..l-1`` (for ``l > 2`` that is the rate of predicting label 1
-    among the rows labelled 1).
+    Notions with a positive label (equal opportunity, predictive equality) use the second smallest
+    label: 1 when the labels are ``0..l-1`` (for ``l > 2``, the rate of predicting label 1 among the
+    rows labelled 1, resp. labelled otherwise).
     """
-    positive = _summary_positive_label(y_true, y_pred)
-    return {notion: _violation(notion, y_true, y_pred, s, "pairwise", positive) for notion in NOTIONS}
+    positive = summary_positive_label(y_true, y_pred)
+    return {name: get_notion(name).violation(y_true, y_pred, s, "pairwise", positive) for name in notion_names()}
 
 
-def _group_name_list(groups: np.ndarray, group_names) -> list:
+def group_name_list(groups: np.ndarray, group_names) -> list:
+    """The names of ``groups`` (sorted group values), as ``group_names`` gives them: ``None`` (the values
+    themselves), a dict (value → name; every value needs one) or a list (one name per group, in that order)."""
     if group_names is None:
         return groups.tolist()
     if isinstance(group_names, dict):
@@ -228,9 +155,8 @@ def fairness_report(y_true, y_pred, s, group_names=None) -> pd.DataFrame:
     Rows:
 
     * ``accuracy`` and ``error`` overall (group ``"all"``) and per group;
-    * the four violations (``demographic_parity``, ``equalized_odds``,
-      ``equal_opportunity``, ``accuracy_parity``) in both conventions, equal
-      opportunity with the positive label of :func:`fairness_summary`;
+    * the violation of every registered notion (:func:`~dpfair.fairness.notions.notion_names`) in
+      both conventions, with the positive label of :func:`fairness_summary`;
     * ``ermi`` (ERMI between ŷ and s) and ``conditional_ermi`` (given y);
     * inequality of the per-group accuracies, each group counted once:
       ``accuracy_atkinson_0.5``, ``accuracy_atkinson_1``, ``accuracy_gini``,
@@ -241,15 +167,15 @@ def fairness_report(y_true, y_pred, s, group_names=None) -> pd.DataFrame:
     """
     accuracy = per_group_accuracy(y_true, y_pred, s)
     t, p, _ = encode_label_pair(y_true, y_pred)
-    names = _group_name_list(accuracy.index.to_numpy(), group_names)
+    names = group_name_list(accuracy.index.to_numpy(), group_names)
     overall = float(np.mean(t == p))
     rows = [("accuracy", "all", None, overall), ("error", "all", None, 1.0 - overall)]
     for name, acc in zip(names, accuracy.to_numpy()):
         rows += [("accuracy", name, None, float(acc)), ("error", name, None, 1.0 - float(acc))]
-    positive = _summary_positive_label(y_true, y_pred)
-    for notion in NOTIONS:
+    positive = summary_positive_label(y_true, y_pred)
+    for name in notion_names():
         for convention in CONVENTIONS:
-            rows.append((notion, "all", convention, _violation(notion, y_true, y_pred, s, convention, positive)))
+            rows.append((name, "all", convention, get_notion(name).violation(y_true, y_pred, s, convention, positive)))
     rows += [
         ("ermi", "all", None, ermi(y_pred, s)),
         ("conditional_ermi", "all", None, conditional_ermi(y_true, y_pred, s)),

@@ -1,20 +1,45 @@
-"""How each group fairness notion partitions the data into constraint groups.
+"""Group fairness notions as objects: which rows a notion compares, and which rate (cf. fairlearn's ``Moment``).
 
-A notion asks that some rate be equal on every *constraint group* and on the
-*reference cell* that contains it:
+A notion asks that some rate be equal on every *constraint group* and on the *reference cell* that
+contains it. It is two choices, each an attribute of its :class:`Notion`:
 
-=====================  ============================  ==================  ===========================
-notion                 constraint group of a row     reference cell      rate compared
-=====================  ============================  ==================  ===========================
-demographic_parity     ``s``                         all data            P(ŷ = j | group)
-equalized_odds         ``(y, s)``                    ``y``               P(ŷ = j | group)
-equal_opportunity      ``(y, s)`` for y = positive   ``y = positive``    P(ŷ = positive | group)
-accuracy_parity        ``s``                         all data            P(ŷ = y | group)
-=====================  ============================  ==================  ===========================
+* its **reference cells**: sets of labels (:meth:`Notion.cell_labels`); a row's cell is fixed by its
+  label ``y``, a constraint group is a (cell, group ``s``) pair, and rows in no cell are unconstrained;
+* its **rate** (:attr:`Notion.rate`): ``P(ŷ = j | ·)`` for every class j (``"selection"``),
+  ``P(ŷ = positive | ·)`` (``"positive"``) or ``P(ŷ = y | ·)`` (``"accuracy"``).
 
-Rows with ``y ≠ positive`` are unconstrained under equal opportunity; they get
-the code ``-1``.  The private algorithms (PF-LD, reductions, certificates)
-build their per-group losses and constraint violations from this partition.
+=======================  ==========================  =====================  ==========================
+notion                   reference cells             rate                   for binary labels
+=======================  ==========================  =====================  ==========================
+demographic_parity       all rows                    P(ŷ = j | group)       selection rate
+equalized_odds           one per label ``y``         P(ŷ = j | group)       TPR and FPR
+equal_opportunity        ``y = positive``            P(ŷ = positive | ·)    TPR (Hardt et al. 2016)
+accuracy_parity          all rows                    P(ŷ = y | group)       accuracy
+predictive_equality      ``y ≠ positive``            P(ŷ = positive | ·)    FPR (Corbett-Davies 2017)
+=======================  ==========================  =====================  ==========================
+
+Everything the library does with a notion derives from these two choices:
+
+* :meth:`Notion.partition` maps each row to its constraint group and reference cell (``-1`` for
+  unconstrained rows); the private algorithms build their per-group losses, constraint violations
+  and released counts from it;
+* :meth:`Notion.rate_table` counts, per cell, group and outcome, the rows of some predictions, and
+  :meth:`Notion.violation` is its worst gap (DP-FERMI eq. 10 for demographic parity, eq. 11 for
+  equalized odds):
+
+  - ``"pairwise"``: ``max_{cell, j} max_{r, r'} |P(ŷ=j | cell, S=r) − P(ŷ=j | cell, S=r')|``;
+  - ``"marginal"``: ``max_{cell, j} max_r |P(ŷ=j | cell, S=r) − P(ŷ=j | cell)|`` (fairlearn's
+    ``method="to_overall"``).
+
+  For binary labels the maximum over ``j ∈ {0, 1}`` equals the value for ``j = 1`` (the two rates sum
+  to one), so the pairwise values are fairlearn's ``demographic_parity_difference``,
+  ``equalized_odds_difference``, ``equal_opportunity_difference``, ``false_positive_rate_difference`` and
+  ``MetricFrame(accuracy).difference()``. A group with no row in a cell has no rate there and is
+  skipped; a cell where fewer than two groups have rows contributes 0. No NaN is returned.
+
+Notions are registered by name (:func:`register_notion`, :func:`get_notion`): estimators keep a
+string hyper-parameter (``notion="equalized_odds"``, as scikit-learn's ``clone`` needs) and resolve
+it once here. A new notion is a subclass that states its cells and rate, registered in this file.
 """
 
 from __future__ import annotations
@@ -22,25 +47,50 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
-from dpfair.fairness._inputs import check_same_length, encode, encode_groups, label_index
-from dpfair.validation import check_1d
+from dpfair.fairness._inputs import (
+    check_same_length,
+    encode,
+    encode_groups,
+    encode_label_pair,
+    label_index,
+)
+from dpfair.validation import check_1d, encode_categories
 
-DEMOGRAPHIC_PARITY = "demographic_parity"
-EQUALIZED_ODDS = "equalized_odds"
-EQUAL_OPPORTUNITY = "equal_opportunity"
-ACCURACY_PARITY = "accuracy_parity"
+__all__ = [
+    "ACCURACY",
+    "CONVENTIONS",
+    "NOTIONS",
+    "POSITIVE",
+    "SELECTION",
+    "AccuracyParity",
+    "ConstraintGroups",
+    "DemographicParity",
+    "EqualOpportunity",
+    "EqualizedOdds",
+    "Notion",
+    "PredictiveEquality",
+    "RateTable",
+    "check_convention",
+    "check_notion",
+    "constraint_groups",
+    "get_notion",
+    "notion_names",
+    "register_notion",
+]
 
-NOTIONS = (DEMOGRAPHIC_PARITY, EQUALIZED_ODDS, EQUAL_OPPORTUNITY, ACCURACY_PARITY)
+#: The rates a notion can compare.
+SELECTION, POSITIVE, ACCURACY = "selection", "positive", "accuracy"
 
-#: Notions whose partition does not depend on the label.
-LABEL_FREE_NOTIONS = (DEMOGRAPHIC_PARITY, ACCURACY_PARITY)
+#: How a violation aggregates the gaps of a cell: between two groups, or between a group and the cell.
+CONVENTIONS = ("pairwise", "marginal")
 
 
-def check_notion(notion) -> str:
-    if notion not in NOTIONS:
-        raise ValueError(f"notion must be one of {list(NOTIONS)}, got {notion!r}")
-    return notion
+def check_convention(convention) -> str:
+    if convention not in CONVENTIONS:
+        raise ValueError(f"convention must be one of {list(CONVENTIONS)}, got {convention!r}")
+    return convention
 
 
 @dataclass(frozen=True)
@@ -54,8 +104,9 @@ class ConstraintGroups:
         Constraint group of each sample, ``-1`` for unconstrained samples.
     reference : ndarray of shape (n,)
         Reference cell of each sample, ``-1`` for unconstrained samples.
-    keys : tuple of (label_code or None, group_code)
-        ``keys[g]`` describes constraint group ``g``; ``None`` means "any label".
+    keys : tuple of pairs
+        ``keys[g] = (label, group_code)`` describes constraint group ``g``: ``label`` is the label code of its
+        cell, ``None`` when the cell holds every label, or a tuple of codes when it holds several but not all.
     reference_of : ndarray of shape (n_constraint_groups,)
         The reference cell that contains each constraint group.
     classes, groups : ndarray
@@ -79,60 +130,308 @@ class ConstraintGroups:
         return int(self.reference_of.max()) + 1
 
 
-def constraint_groups(
-    notion: str,
-    y,
-    s,
-    n_classes: int | None = None,
-    n_groups: int | None = None,
-    positive_label=1,
-) -> ConstraintGroups:
-    """Map each sample to its constraint group and reference cell under ``notion``.
+@dataclass(frozen=True)
+class RateTable:
+    """``counts[c, r, j]``: rows of reference cell c and group r whose outcome is j, and what is compared.
 
-    Parameters
-    ----------
-    notion : {"demographic_parity", "equalized_odds", "equal_opportunity", "accuracy_parity"}
-    y : array-like of shape (n,) or None
-        True labels; may be None for the label-free notions (demographic and
-        accuracy parity).  Arbitrary values are encoded to ``0..l-1`` in sorted
-        order unless ``n_classes`` is given, in which case ``y`` must hold those codes.
-    s : array-like of shape (n,)
-        Sensitive groups, encoded likewise (``n_groups`` keeps codes as given,
-        so groups absent from ``s`` keep their index and form empty constraint groups).
-    positive_label :
-        The value of ``y`` whose rows equal opportunity constrains.
-
-    Group indices: ``s`` for demographic/accuracy parity; ``y * k + s`` for
-    equalized odds (one group per (label, group) cell, label-major);
-    ``s`` among the rows with ``y = positive_label`` for equal opportunity.
+    ``outcomes`` names the outcomes (the classes for a selection rate; ``False``/``True`` for a hit);
+    ``compared`` holds the indices of the outcomes whose rates the notion compares; ``cell_keys[c]`` is
+    the label entry of cell c's constraint groups (see :class:`ConstraintGroups`).
     """
-    check_notion(notion)
-    s_codes, groups = encode_groups(s, "s", n_groups)
-    k = len(groups)
-    n = s_codes.shape[0]
-    if notion in LABEL_FREE_NOTIONS:
-        if y is not None:
-            check_same_length(check_1d(y, "y"), "y", s_codes, "s")
-        keys = tuple((None, r) for r in range(k))
+
+    notion: str
+    counts: np.ndarray
+    cell_keys: tuple
+    groups: np.ndarray
+    outcomes: np.ndarray
+    compared: list
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """``sizes[c, r]``: rows of cell c and group r."""
+        return self.counts.sum(axis=2)
+
+    def rates(self) -> np.ndarray:
+        """``P(outcome = j | cell c, S = r)`` for the compared j, shape (cells, groups, compared); NaN if empty."""
+        sizes = self.sizes[..., None]
+        out = np.full(self.counts.shape, np.nan)
+        np.divide(self.counts, sizes, out=out, where=sizes > 0)
+        return out[:, :, self.compared]
+
+    def gap(self, convention: str = "pairwise") -> float:
+        """The worst gap of the compared rates over cells (module docstring); undefined rates are skipped."""
+        check_convention(convention)
+        counts = self.counts
+        sizes = counts.sum(axis=2)  # (cells, groups)
+        defined = sizes > 0
+        rates = np.divide(counts, sizes[..., None], out=np.zeros(counts.shape), where=defined[..., None])
+        rates = rates[:, :, self.compared]
+        if convention == "pairwise":
+            highest = np.where(defined[..., None], rates, -np.inf).max(axis=1)
+            lowest = np.where(defined[..., None], rates, np.inf).min(axis=1)
+            comparable = defined.sum(axis=1) >= 2
+            gaps = np.where(comparable[:, None], highest - lowest, 0.0)
+        else:
+            cell_sizes = sizes.sum(axis=1)
+            overall = np.divide(
+                counts.sum(axis=1), cell_sizes[:, None],
+                out=np.zeros(counts.shape[::2]), where=cell_sizes[:, None] > 0,
+            )[:, self.compared]
+            gaps = np.where(defined[..., None], np.abs(rates - overall[:, None, :]), 0.0).max(axis=1)
+        return float(gaps.max()) if gaps.size else 0.0
+
+    def frame(self) -> pd.DataFrame:
+        """One row per constraint group (index ``label, group``), the compared rates and the group's ``count``."""
+        n_cells, k = self.counts.shape[:2]
+        index = pd.MultiIndex.from_tuples([(self.cell_keys[c], self.groups[r]) for c in range(n_cells)
+                                           for r in range(k)], names=["label", "group"])
+        table = pd.DataFrame(self.rates().reshape(n_cells * k, -1), index=index,
+                             columns=pd.Index(self.outcomes[self.compared], name="outcome"))
+        table["count"] = self.sizes.reshape(-1)
+        return table
+
+
+def cell_group_counts(outcome, n_outcomes: int, cell, n_cells: int, s, k: int) -> np.ndarray:
+    """``counts[c, r, j]``: samples in cell ``c`` and group ``r`` with outcome ``j`` (all arguments as codes)."""
+    flat = (cell * k + s) * n_outcomes + outcome
+    return np.bincount(flat, minlength=n_cells * k * n_outcomes).reshape(n_cells, k, n_outcomes)
+
+
+class Notion:
+    """A group fairness notion: its reference cells (sets of labels) and the rate it compares in them.
+
+    Subclasses set :attr:`name`, :attr:`rate`, :attr:`conditions_on_label` and
+    :attr:`uses_positive_label`, and say which labels each cell holds (:meth:`cell_labels`); the
+    partition, the outcomes, the rate table and the violation follow (module docstring). Labels are
+    codes ``0..l-1`` in the low-level methods (``positive`` a code too); :meth:`partition`,
+    :meth:`rate_table` and :meth:`violation` take arbitrary values and encode them in sorted order.
+    """
+
+    #: The registry key and the ``notion=`` value of estimators.
+    name: str = ""
+    #: SELECTION (``P(ŷ = j | ·)`` for every class j), POSITIVE (``P(ŷ = positive | ·)``) or ACCURACY.
+    rate: str = SELECTION
+    #: Whether the cells depend on the label (False: one cell, every row).
+    conditions_on_label: bool = False
+    #: Whether the notion singles out a positive label (its cells or its rate).
+    uses_positive_label: bool = False
+
+    def cell_labels(self, n_classes: int, positive: int = 1) -> tuple[tuple[int, ...], ...]:
+        """The label codes of each reference cell, for ``n_classes`` labels and the ``positive`` code."""
+        return (tuple(range(n_classes)),)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    # ---- on codes ----------------------------------------------------------------------------------------
+    def cell_key(self, labels: tuple[int, ...]):
+        """The label entry of a cell's constraint-group keys: its one label, None (every label), or the tuple."""
+        if not self.conditions_on_label:
+            return None
+        return labels[0] if len(labels) == 1 else tuple(labels)
+
+    def reference_cells(self, y, n_classes: int, positive: int = 1) -> np.ndarray:
+        """The reference cell of each row (label codes ``y``), ``-1`` for rows in none."""
+        y = np.asarray(y, dtype=np.int64)
+        table = np.full(n_classes, -1, dtype=np.int64)
+        for c, labels in enumerate(self.cell_labels(n_classes, positive)):
+            table[list(labels)] = c
+        return table[y]
+
+    def cells(self, y, n_classes: int, positive: int = 1) -> tuple[np.ndarray, int]:
+        """``(reference, n_cells)``: each row's reference cell (label codes ``y``; ``-1``: in none) and the
+        number of cells. The structure the private algorithms and the private search build on."""
+        return self.reference_cells(y, n_classes, positive), len(self.cell_labels(n_classes, positive))
+
+    def outcomes(self, y, y_pred, n_classes: int, positive: int = 1) -> tuple[np.ndarray, int, list | slice]:
+        """``(codes, n_outcomes, compared)``: each row's outcome, how many there are, and which are compared.
+
+        Selection: the predicted class (every class compared); positive: whether ŷ is the positive
+        class; accuracy: whether ŷ = y (for the last two, outcome 1 is compared).
+        """
+        p = np.asarray(y_pred, dtype=np.int64)
+        if self.rate == SELECTION:
+            return p, n_classes, slice(None)
+        hit = (p == positive) if self.rate == POSITIVE else (p == np.asarray(y, dtype=np.int64))
+        return hit.astype(np.int64), 2, [1]
+
+    # ---- on values ---------------------------------------------------------------------------------------
+    def partition(self, y, s, n_classes: int | None = None, n_groups: int | None = None,
+                  positive_label=1) -> ConstraintGroups:
+        """Map each sample to its constraint group and reference cell.
+
+        ``y`` may be None for notions that do not condition on the label. Arbitrary label and group
+        values are encoded to ``0..l-1`` / ``0..k-1`` in sorted order unless ``n_classes`` /
+        ``n_groups`` is given, in which case they must be such codes (kept as given, so codes absent
+        from the data keep their index and form empty constraint groups). ``positive_label`` is the
+        value of ``y`` that notions singling out a positive label use. Group index of a row in cell c
+        and group r: ``c * k + r`` (cell-major).
+        """
+        s_codes, groups = encode_groups(s, "s", n_groups)
+        k, n = len(groups), s_codes.shape[0]
+        if not self.conditions_on_label:
+            if y is not None:
+                check_same_length(check_1d(y, "y"), "y", s_codes, "s")
+            keys = tuple((None, r) for r in range(k))
+            return ConstraintGroups(self.name, s_codes, np.zeros(n, dtype=np.int64), keys,
+                                    np.zeros(k, dtype=np.int64), None, groups)
+        if y is None:
+            raise ValueError(f"{self.name} conditions on the true label; pass y")
+        y_codes, classes = encode(y, "y", n_classes, "class")
+        check_same_length(y_codes, "y", s_codes, "s")
+        pos = label_index(classes, positive_label) if self.uses_positive_label else 1
+        cells = self.cell_labels(len(classes), pos)
+        reference = self.reference_cells(y_codes, len(classes), pos)
+        keys = tuple((self.cell_key(labels), r) for labels in cells for r in range(k))
         return ConstraintGroups(
-            notion, s_codes, np.zeros(n, dtype=np.int64), keys,
-            np.zeros(k, dtype=np.int64), None, groups,
+            self.name, np.where(reference >= 0, reference * k + s_codes, -1), reference, keys,
+            np.repeat(np.arange(len(cells), dtype=np.int64), k), classes, groups,
         )
-    if y is None:
-        raise ValueError(f"{notion} conditions on the true label; pass y")
-    y_codes, classes = encode(y, "y", n_classes, "class")
-    check_same_length(y_codes, "y", s_codes, "s")
-    if notion == EQUALIZED_ODDS:
-        l = len(classes)
-        keys = tuple((c, r) for c in range(l) for r in range(k))
-        return ConstraintGroups(
-            notion, y_codes * k + s_codes, y_codes, keys,
-            np.repeat(np.arange(l, dtype=np.int64), k), classes, groups,
-        )
-    pos = label_index(classes, positive_label)
-    is_pos = y_codes == pos
-    keys = tuple((pos, r) for r in range(k))
-    return ConstraintGroups(
-        notion, np.where(is_pos, s_codes, -1), np.where(is_pos, 0, -1), keys,
-        np.zeros(k, dtype=np.int64), classes, groups,
-    )
+
+    def rate_table(self, y_true, y_pred, s, positive_label=1) -> RateTable:
+        """Count the predictions ``y_pred`` per reference cell, group and outcome (see :class:`RateTable`).
+
+        Labels are encoded jointly (``y_true`` and ``y_pred`` share one set of classes); a notion that
+        neither conditions on the label nor compares accuracy reads ``y_pred`` alone (``y_true`` may be None).
+        ``positive_label`` must be one of the labels when the notion uses it.
+        """
+        if not self.conditions_on_label and self.rate == SELECTION:
+            p, classes = encode_categories(check_1d(y_pred, "y_pred"), "y_pred")
+            t, ref_name = np.zeros_like(p), "y_pred"
+        else:
+            t, p, classes = encode_label_pair(y_true, y_pred)
+            ref_name = "y_true"
+        s_codes, groups = encode_groups(s, "s")
+        check_same_length(s_codes, "s", t, ref_name)
+        l, k = len(classes), len(groups)
+        pos = label_index(classes, positive_label) if self.uses_positive_label else 1
+        cells = self.cell_labels(l, pos)
+        reference = self.reference_cells(t, l, pos) if self.conditions_on_label else np.zeros_like(t)
+        outcome, n_out, compared = self.outcomes(t, p, l, pos)
+        rows = reference >= 0
+        counts = cell_group_counts(outcome[rows], n_out, reference[rows], len(cells), s_codes[rows], k)
+        picked = list(range(n_out)) if isinstance(compared, slice) else list(compared)
+        if self.rate == SELECTION:
+            names = classes
+        elif self.rate == POSITIVE:
+            names = np.array([f"not {classes[pos]}", classes[pos]], dtype=object)
+        else:
+            names = np.array(["wrong", "correct"], dtype=object)
+        return RateTable(self.name, counts, tuple(self.cell_key(c) for c in cells), groups, names, picked)
+
+    def rates(self, y_true, y_pred, s, positive_label=1) -> pd.DataFrame:
+        """The compared rates of every constraint group and its size (:meth:`RateTable.frame`); NaN if empty."""
+        return self.rate_table(y_true, y_pred, s, positive_label).frame()
+
+    def violation(self, y_true, y_pred, s, convention: str = "pairwise", positive_label=1) -> float:
+        """The worst gap of the notion's rates (module docstring), pairwise or marginal."""
+        check_convention(convention)
+        return self.rate_table(y_true, y_pred, s, positive_label).gap(convention)
+
+
+class DemographicParity(Notion):
+    """``P(ŷ = j | S = r)`` equal for every group r (and every class j)."""
+
+    name, rate = "demographic_parity", SELECTION
+
+
+class EqualizedOdds(Notion):
+    """``P(ŷ = j | Y = y, S = r)`` equal for every group r, within each label y (binary: TPR and FPR)."""
+
+    name, rate, conditions_on_label = "equalized_odds", SELECTION, True
+
+    def cell_labels(self, n_classes: int, positive: int = 1) -> tuple[tuple[int, ...], ...]:
+        return tuple((c,) for c in range(n_classes))
+
+
+class EqualOpportunity(Notion):
+    """``P(ŷ = + | Y = +, S = r)`` equal for every group r: the true-positive rate (Hardt et al., 2016).
+
+    Rows with ``y ≠ positive`` are unconstrained.
+    """
+
+    name, rate, conditions_on_label, uses_positive_label = "equal_opportunity", POSITIVE, True, True
+
+    def cell_labels(self, n_classes: int, positive: int = 1) -> tuple[tuple[int, ...], ...]:
+        return ((positive,),)
+
+
+class AccuracyParity(Notion):
+    """``P(ŷ = y | S = r)`` equal for every group r."""
+
+    name, rate = "accuracy_parity", ACCURACY
+
+
+class PredictiveEquality(Notion):
+    """``P(ŷ = + | Y ≠ +, S = r)`` equal for every group r: the false-positive rate (Corbett-Davies et al., 2017).
+
+    One cell, the rows whose label is not the positive one (for binary labels: the negatives); the
+    positives are unconstrained.
+    """
+
+    name, rate, conditions_on_label, uses_positive_label = "predictive_equality", POSITIVE, True, True
+
+    def cell_labels(self, n_classes: int, positive: int = 1) -> tuple[tuple[int, ...], ...]:
+        return (tuple(c for c in range(n_classes) if c != positive),)
+
+
+# ---- the registry -------------------------------------------------------------------------------------------
+_REGISTRY: dict[str, Notion] = {}
+
+
+def register_notion(notion: Notion) -> Notion:
+    """Add ``notion`` to the registry under its name (a name may be registered once)."""
+    if not isinstance(notion, Notion) or not notion.name:
+        raise ValueError(f"register a named Notion instance, got {notion!r}")
+    if notion.name in _REGISTRY:
+        raise ValueError(f"a notion named {notion.name!r} is already registered")
+    _REGISTRY[notion.name] = notion
+    return notion
+
+
+def notion_names() -> tuple[str, ...]:
+    """The registered notions' names, in registration order."""
+    return tuple(_REGISTRY)
+
+
+def get_notion(notion, among=None) -> Notion:
+    """The registered :class:`Notion` named ``notion`` (a Notion instance is returned as it is).
+
+    ``among``: the names the caller supports (e.g. an estimator's declared notions); any other is a
+    ValueError listing them.
+    """
+    if isinstance(notion, Notion) and among is None:
+        return notion
+    found = notion if isinstance(notion, Notion) else _REGISTRY.get(notion) if isinstance(notion, str) else None
+    allowed = notion_names() if among is None else tuple(among)
+    if found is None or found.name not in allowed:
+        raise ValueError(f"notion must be one of {', '.join(allowed)}, got {notion!r}")
+    return found
+
+
+for _builtin in (DemographicParity(), EqualizedOdds(), EqualOpportunity(), AccuracyParity(), PredictiveEquality()):
+    register_notion(_builtin)
+del _builtin
+
+DEMOGRAPHIC_PARITY = "demographic_parity"
+EQUALIZED_ODDS = "equalized_odds"
+EQUAL_OPPORTUNITY = "equal_opportunity"
+ACCURACY_PARITY = "accuracy_parity"
+PREDICTIVE_EQUALITY = "predictive_equality"
+
+#: The built-in notions' names, in registration order.
+NOTIONS = notion_names()
+
+#: Notions whose partition does not depend on the label.
+LABEL_FREE_NOTIONS = tuple(name for name in NOTIONS if not _REGISTRY[name].conditions_on_label)
+
+
+def check_notion(notion) -> str:
+    """The name of a registered notion (a ValueError listing them otherwise)."""
+    return get_notion(notion).name
+
+
+def constraint_groups(notion, y, s, n_classes: int | None = None, n_groups: int | None = None,
+                      positive_label=1) -> ConstraintGroups:
+    """``get_notion(notion).partition(y, s, ...)``: each sample's constraint group and reference cell."""
+    return get_notion(notion).partition(y, s, n_classes, n_groups, positive_label)

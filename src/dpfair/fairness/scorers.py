@@ -16,8 +16,8 @@ post-processing) is given the same s.
 Like scikit-learn's losses they return the value negated, so that greater is better:
 
 * :func:`error_scorer`: ``−error`` (the misclassification rate);
-* :func:`violation_scorer`: ``−violation`` of a notion (``demographic_parity``, ``equalized_odds``,
-  ``equal_opportunity``, ``accuracy_parity``; :mod:`dpfair.fairness.metrics`, pairwise by default);
+* :func:`violation_scorer`: ``−violation`` of a registered notion (``demographic_parity``, ``equalized_odds``,
+  ...; :mod:`dpfair.fairness.notions`, pairwise by default);
 * :func:`fairness_scorer`: ``−(error + weight · violation)``.
 
 Why a weighted sum rather than "the error, subject to violation ≤ c": a search averages each
@@ -39,8 +39,9 @@ import numbers
 from sklearn.metrics import accuracy_score
 from sklearn.utils.metadata_routing import MetadataRequest
 
-from dpfair.fairness.metrics import CONVENTIONS, _summary_positive_label, _violation
-from dpfair.fairness.notions import NOTIONS
+from dpfair.capabilities import capabilities
+from dpfair.fairness.metrics import summary_positive_label
+from dpfair.fairness.notions import check_convention, get_notion, notion_names
 
 __all__ = ["FairScorer", "MissingGroupsError", "error_scorer", "fairness_scorer", "predict_with_groups",
            "violation_scorer"]
@@ -59,7 +60,7 @@ def predict_with_groups(estimator, X, sensitive_features=None, method: str = "pr
     """``estimator.predict(X)`` (or another prediction ``method``, e.g. ``"predict_proba"``), given the groups
     when the estimator reads them at prediction time."""
     predict = getattr(estimator, method)
-    if getattr(estimator, "_predict_needs_sensitive", False):
+    if capabilities(estimator).predict_needs_sensitive:
         return predict(X, sensitive_features=sensitive_features)
     return predict(X)
 
@@ -69,11 +70,13 @@ class FairScorer:
 
     Parameters
     ----------
-    notion : the notion whose violation is scored, or ``None`` (the error alone).
+    notion : the name of a registered notion (:func:`~dpfair.fairness.notions.get_notion`) whose violation is
+        scored, or ``None`` (the error alone).
     weight : w ≥ 0, the weight of the violation.
     error_weight : 1 (count the error) or 0 (the violation alone).
     convention : "pairwise" (the largest gap between two groups) or "marginal" (to the overall rate).
-    positive_label : the positive label of ``equal_opportunity``; ``None``: the second smallest label
+    positive_label : the positive label of a notion that has one (equal opportunity, predictive equality);
+        ``None``: the second smallest label
         (1 for 0/1 labels), as :func:`~dpfair.fairness.fairness_summary` uses.
     sensitive_features : the name of the column of the DataFrame X that holds the groups, read when none are
         routed (scikit-learn's CV without metadata routing); ``None``: routed groups only.
@@ -85,10 +88,12 @@ class FairScorer:
             raise ValueError(f"sensitive_features of a scorer names a column of X, got a "
                              f"{type(sensitive_features).__name__}; pass the column's name (groups given as values "
                              "are routed with metadata routing)")
-        if notion is not None and notion not in NOTIONS:
-            raise ValueError(f"notion must be one of {list(NOTIONS)} or None, got {notion!r}")
-        if convention not in CONVENTIONS:
-            raise ValueError(f"convention must be one of {list(CONVENTIONS)}, got {convention!r}")
+        if notion is not None:
+            try:
+                notion = get_notion(getattr(notion, "name", notion)).name  # a registered notion, kept by name
+            except ValueError:
+                raise ValueError(f"notion must be one of {', '.join(notion_names())} or None, got {notion!r}") from None
+        check_convention(convention)
         for name, value in (("weight", weight), ("error_weight", error_weight)):
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < float("inf"):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -127,8 +132,8 @@ class FairScorer:
 
     def __call__(self, estimator, X, y_true, sensitive_features=None) -> float:
         sensitive_features = self._groups(X, sensitive_features)
-        if sensitive_features is None and (self.notion is not None or getattr(estimator, "_predict_needs_sensitive",
-                                                                              False)):
+        if sensitive_features is None and (self.notion is not None
+                                           or capabilities(estimator).predict_needs_sensitive):
             raise MissingGroupsError(
                 f"{self!r} got no groups for the scored rows (a NaN score would be ranked): name the column of the "
                 "DataFrame X that holds them, fairness_scorer(..., sensitive_features='sex'), or route them: "
@@ -139,11 +144,11 @@ class FairScorer:
         if self.error_weight:
             value += self.error_weight * (1.0 - accuracy_score(y_true, y_pred))
         if self.notion is not None:
+            notion = get_notion(self.notion)
             positive = self.positive_label
-            if self.notion == "equal_opportunity" and positive is None:
-                positive = _summary_positive_label(y_true, y_pred)
-            value += self.weight * _violation(self.notion, y_true, y_pred, sensitive_features, self.convention,
-                                              positive)
+            if positive is None:
+                positive = summary_positive_label(y_true, y_pred) if notion.uses_positive_label else 1
+            value += self.weight * notion.violation(y_true, y_pred, sensitive_features, self.convention, positive)
         return -float(value)
 
     def __repr__(self) -> str:

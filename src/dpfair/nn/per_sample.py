@@ -115,8 +115,6 @@ from torch.func import functional_call, grad, vmap
 
 from dpfair.nn.validator import validate_module
 
-from dpfair.privacy.planted import planted
-
 __all__ = [
     "CLIP_METHODS",
     "GhostUnsupportedError",
@@ -362,8 +360,6 @@ def clip_coefficients(norms: torch.Tensor, max_norm: float | torch.Tensor) -> to
     """
     c = _check_max_norm(max_norm, norms.shape[0] if norms.dim() == 1 else None)
     dtype = norms.dtype if norms.is_floating_point() else torch.get_default_dtype()
-    if planted("skip_clipping"):
-        return torch.ones_like(norms, dtype=dtype)
     if isinstance(c, torch.Tensor):
         c = c.to(device=norms.device, dtype=dtype)
     tiny = torch.finfo(dtype).tiny

@@ -25,7 +25,6 @@ from dpfair.privacy.mechanisms import (
     randomized_response_event,
 )
 from dpfair.privacy.plan import Part, PrivacyPlan, ledger_totals
-from dpfair.privacy.planted import planted_bug
 from dpfair.privacy.randomness import SecretRandom, noise_is_reproducible, reproducible_noise
 from dpfair.privacy.sensitivity import max_neighbour_distance, neighbours
 from dpfair.privacy.units import PrivacyUnit, check_privacy_unit, check_public_features, relation_of
@@ -34,7 +33,7 @@ __all__ = [
     "ACCOUNTANTS", "LedgerEntry", "PLDAccountant", "PrivacyBudget", "PrivacyLedger", "RDPAccountant", "epsilon_of",
     "make_accountant", "calibrate_noise", "dpsgd_event", "epsilon_for_noise", "noise_for_epsilon",
     "Release", "gaussian_event", "keep_probability", "laplace_event", "pure_dp_event", "randomized_response_event",
-    "Part", "PrivacyPlan", "ledger_totals", "planted_bug", "SecretRandom", "noise_is_reproducible", "reproducible_noise",
+    "Part", "PrivacyPlan", "ledger_totals", "SecretRandom", "noise_is_reproducible", "reproducible_noise",
     "max_neighbour_distance", "neighbours", "PrivacyUnit", "check_privacy_unit", "check_public_features",
     "relation_of",
 ]

@@ -31,6 +31,13 @@ shared, never copied (``copy.deepcopy`` returns it), is safe across threads, and
 pickled: a process pool (``n_jobs > 1`` with joblib's default backend) would give every worker its
 own copy, each of which would allow the whole total.
 
+How a fit talks to its budget: in plain values, never by the budget reading the estimator. The fit runs inside
+:func:`charging` (the budget it draws from, its :class:`Charge`), hands a :class:`Claim` to :func:`claim` at its
+start, at its calibration and before each release (its privacy unit's relation, whether it is private, its
+calibrated plan and σ, its δ), and reports its ledger with :meth:`Charge.spent`. A grid or a private search claims
+its joint release whole (:func:`charging_grid`). :func:`planning` runs a fit only up to its calibration, to learn
+its plan. So this module knows no estimator class, and anything that makes these claims can draw from a budget.
+
 What the total covers: the fits. Choosing among models by their scores on the private data, and
 publishing those scores, are further uses of the data that no ledger counts
 (:mod:`dpfair.model_selection` warns).
@@ -42,14 +49,17 @@ import itertools
 import math
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
 
 import dp_accounting as dpa
 
 from dpfair.exceptions import BudgetExceededError
 from dpfair.privacy.accounting import ACCOUNTANTS, PrivacyLedger
-from dpfair.privacy.plan import ledger_totals
+from dpfair.privacy.plan import PrivacyPlan, ledger_totals
 from dpfair.privacy.units import PrivacyUnit, check_privacy_unit
 from dpfair.validation import check_delta, check_epsilon
 
@@ -65,12 +75,43 @@ def _unit_name(relation) -> str:
     return next(u.value for u in PrivacyUnit if u.relation is relation)
 
 
-def planned_ledger(estimator) -> PrivacyLedger:
-    """The ledger a fit records when it runs its calibrated plan (``privacy_plan_`` with its noise)."""
-    ledger = PrivacyLedger(estimator.privacy_ledger_.relation)
-    for (label, event), count in estimator.privacy_plan_.expected_ledger(estimator._sigmas).items():
-        ledger.record(event, label, count)
-    return ledger
+@dataclass(frozen=True)
+class Claim:
+    """What a fit asks of a budget, as plain values that its estimator hands over: the budget reads nothing off
+    the estimator.
+
+    ``relation``: the neighbouring relation of the fit's privacy unit; ``private``: whether the fit is private
+    (a non-private fit claims ε = ∞); ``plan`` and ``sigmas``: its :class:`~dpfair.privacy.PrivacyPlan` and the
+    calibrated noise multipliers of its parts (``None`` until its calibration); ``delta``: the δ it is measured at.
+    A calibrated claim costs exactly what its plan's ledger at those σ costs (:meth:`ledger`): that is what a fit
+    that runs its plan records, and all of it is public (plans, σ, events), so a check of it reveals no data.
+    """
+
+    relation: Any
+    private: bool
+    plan: PrivacyPlan | None = None
+    sigmas: Mapping[str, float] | None = None
+    delta: float | None = None
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the claim states a calibrated plan (a private fit past its calibration)."""
+        return self.private and self.plan is not None and self.sigmas is not None
+
+    def totals(self) -> Counter:
+        """``{(label, event): count}`` of the calibrated plan: what the fit's ledger holds when it has run."""
+        return self.plan.expected_ledger(self.sigmas)
+
+    def fixed(self) -> Counter:
+        """The releases the plan says were made before its calibration (``"fixed"`` parts: a base model's)."""
+        return Counter({(p.name, p.fixed): p.count for p in self.plan.parts if p.mechanism == "fixed"})
+
+    def ledger(self) -> PrivacyLedger:
+        """The ledger a fit records when it runs this calibrated plan."""
+        ledger = PrivacyLedger(self.relation)
+        for (label, event), count in self.totals().items():
+            ledger.record(event, label, count)
+        return ledger
 
 
 class PrivacyBudget:
@@ -87,7 +128,12 @@ class PrivacyBudget:
 
     Use :meth:`attach` to make an estimator's fits (and its clones') draw from the budget;
     :func:`dpfair.model_selection.GridSearchCV` and :func:`~dpfair.model_selection.cross_validate`
-    take ``budget=``. :meth:`spent` is the (ε, δ) of everything charged, :meth:`remaining` the ε left.
+    take ``budget=``. :meth:`spent` is the (ε, δ) of everything charged, :meth:`remaining` the ε left;
+    :meth:`mark`, :meth:`spent_since` and :meth:`refusals_since` measure one stretch of fits (a selection's).
+
+    An estimator draws from a budget when it has a ``privacy_budget`` attribute (dpfair's estimators: the
+    budget it draws from, or ``None``), which :meth:`attach` and :meth:`detach` set; its fits hand their
+    claims to the budget as plain values (:class:`Claim`, through :func:`charging` and :func:`claim`).
     """
 
     def __init__(self, epsilon=math.inf, delta=None, *, unit=None, accountant="pld"):
@@ -101,8 +147,8 @@ class PrivacyBudget:
             raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
         self.accountant = accountant
         self._relation = None if self.unit is None else self.unit.relation
-        self._charges: list[_Charge] = []
-        self._refusals: list[str] = []
+        self._charges: list[Charge] = []
+        self._refusals: list[tuple[int, str]] = []  # (serial, message)
         self._lock = threading.RLock()
 
     # ---- what was spent ------------------------------------------------------------------------
@@ -122,25 +168,47 @@ class PrivacyBudget:
         eps, delta = self.spent()
         return max(self.epsilon - eps, 0.0), delta
 
+    def mark(self) -> int:
+        """A point in the budget's history: :meth:`spent_since` and :meth:`refusals_since` count what came after
+        it (the fits of one selection, say)."""
+        return next(_SERIAL)
+
+    def spent_since(self, mark: int) -> tuple[float, float]:
+        """``(ε, δ)`` of the charges made after :meth:`mark` returned ``mark``, composed as :meth:`spent` does."""
+        with self._lock:
+            return self._spent([c for c in self._charges if c.serial > mark])
+
+    def refusals_since(self, mark: int) -> list[str]:
+        """The messages of the claims refused (``BudgetExceededError``) after :meth:`mark` returned ``mark``, in
+        order. A caller that turns a failed fit into a score (scikit-learn's searches) reads them to stop."""
+        with self._lock:
+            return [message for serial, message in self._refusals if serial > mark]
+
     # ---- estimators ----------------------------------------------------------------------------
     def attach(self, estimator):
         """Make every fit of ``estimator``, of its clones and of the dpfair estimators among its parameters (a
         pipeline's steps) draw from this budget; returns ``estimator``."""
-        fair = _fair_estimators(estimator)
-        if not fair:
+        holders = _budget_holders(estimator)
+        if not holders:
             raise ValueError(f"{type(estimator).__name__} holds no dpfair estimator; a PrivacyBudget charges the "
                              "fits of dpfair estimators (a non-private scikit-learn fit on the data spends ε = ∞)")
-        for est in fair:
-            est._budget = self
+        for est in holders:
+            est.privacy_budget = self
         return estimator
 
     @staticmethod
     def detach(estimator):
         """Undo :meth:`attach` (e.g. before pickling a fitted model; ``save`` leaves the budget out); returns
         ``estimator``."""
-        for est in _fair_estimators(estimator):
-            vars(est).pop("_budget", None)
+        for est in _budget_holders(estimator):
+            est.privacy_budget = None
         return estimator
+
+    @staticmethod
+    def attached(estimator) -> PrivacyBudget | None:
+        """The budget attached to ``estimator`` or to the first dpfair estimator among its parameters, if any."""
+        found = [est.privacy_budget for est in _budget_holders(estimator) if est.privacy_budget is not None]
+        return found[0] if found else None
 
     # ---- sharing -------------------------------------------------------------------------------
     def __deepcopy__(self, memo):
@@ -161,7 +229,7 @@ class PrivacyBudget:
         return (f"PrivacyBudget(epsilon={self.epsilon:g}, delta={self.delta}{unit}; "
                 f"spent ε={eps:.4g} at δ={delta:.3g})")
 
-    # ---- the charges (called by the estimators' hooks, under the lock) ---------------------------
+    # ---- the charges (made by Charge, under the lock) ------------------------------------------
     def _ledger(self, totals_list) -> PrivacyLedger:
         ledger = PrivacyLedger(self._relation or PrivacyUnit.RECORD.relation)
         for (label, event), count in sum((t for t in totals_list if t), Counter()).items():
@@ -179,15 +247,7 @@ class PrivacyBudget:
             return math.inf
         return ledger.epsilon(delta, self.accountant) if len(ledger) else 0.0
 
-    def _mark(self) -> int:
-        """A serial number: :meth:`_spent_since` counts the charges made after it (one search's fits)."""
-        return next(_SERIAL)
-
-    def _spent_since(self, mark: int) -> tuple[float, float]:
-        with self._lock:
-            return self._spent([c for c in self._charges if c.serial > mark])
-
-    def _claim(self, charge: _Charge, totals: Counter, delta, relation, fixed: Counter = None) -> None:
+    def _claim(self, charge: Charge, totals: Counter, delta, relation, fixed: Counter = None) -> None:
         """Admit ``totals`` (a plan, or a grid's joint event) as ``charge``'s claim, or raise BudgetExceededError.
 
         ``fixed``: releases the plan says were made before its calibration (a base model's): a refused
@@ -195,8 +255,7 @@ class PrivacyBudget:
         """
         with self._lock:
             parent = charge.parent
-            if parent is not None and relation is not getattr(vars(parent.owner).get("privacy_ledger_"),
-                                                              "relation", None):
+            if parent is not None and relation is not parent.relation:
                 charge.skipped = True  # another unit: the enclosing fit's plan says what this fit costs on its own
                 return
             if delta is not None:  # a private claim: it must protect the budget's unit
@@ -220,7 +279,7 @@ class PrivacyBudget:
                            "lower its epsilon, fit fewer models, or draw from a larger budget")
                     message = (f"{charge.name} {what} that has spent ε = {before:.4g}: together ε = {total:.4g} > "
                                f"{self.epsilon:g}, so it was refused before releasing anything; {fix}")
-                    self._refusals.append(message)
+                    self._refusals.append((next(_SERIAL), message))
                     if charge.totals is None and fixed:
                         charge.totals, charge.delta = fixed, delta
                         self._charges.append(charge)
@@ -230,7 +289,7 @@ class PrivacyBudget:
             if charge not in self._charges:
                 self._charges.append(charge)
 
-    def _settle(self, charge: _Charge, totals: Counter | None = None, delta=None) -> None:
+    def _settle(self, charge: Charge, totals: Counter | None = None, delta=None) -> None:
         """The end of ``charge``'s fit: ``totals`` is its ledger (success), or None (failure: its claim stands)."""
         with self._lock:
             if charge.skipped:
@@ -246,51 +305,72 @@ class PrivacyBudget:
                 self._charges.remove(charge)
 
 
-def _fair_estimators(estimator) -> list:
-    from dpfair.algorithms.base import FairEstimator
-
+def _budget_holders(estimator) -> list:
+    """``estimator`` and the estimators among its parameters (a pipeline's steps) that can draw from a budget:
+    those with a ``privacy_budget`` attribute (dpfair's estimators)."""
     found = [estimator]
     if hasattr(estimator, "get_params"):
         found += list(estimator.get_params(deep=True).values())
-    return [e for e in found if isinstance(e, FairEstimator)]
+    return [e for e in found if not isinstance(e, type) and hasattr(e, "privacy_budget")]
 
 
-class _Charge:
-    """One claim on a budget: a fit (or a grid) while it runs (its plan), then what it spent."""
+class Charge:
+    """One claim on a budget: a fit (or a grid, or a private search) while it runs (its plan), then what it spent.
 
-    def __init__(self, budget: PrivacyBudget, owner, parent: _Charge | None = None, name: str | None = None):
+    The fit's estimator hands it plain values: :meth:`claim_fit` (its :class:`Claim`: before any release, and again
+    whenever its plan's σ change), :meth:`spent` (its ledger, at the end). A grid or a search claims its joint
+    release whole (:meth:`claim_event`, :meth:`claim_ledger`) before its first release. Each claim is checked
+    against everything else charged and raises :class:`~dpfair.exceptions.BudgetExceededError` past the total.
+    """
+
+    def __init__(self, budget: PrivacyBudget, owner, parent: Charge | None = None, name: str | None = None):
         self.budget, self.owner, self.parent = budget, owner, parent
         self.name = name or type(owner).__name__
         self.serial = next(_SERIAL)
+        self.relation = None  # the relation of the owner's fit (its claims): nested fits under another are skipped
         self.totals: Counter | None = None  # {(label, event): count}
         self.delta: float | None = None
         self.planned = False  # a plan was claimed (or refused): it covers the fits nested in this one
         self.skipped = False
+        self.result: tuple[Counter, float | None] | None = None
 
-    def claim_fit(self, est) -> None:
-        """Claim ``est``'s calibrated plan (ε = ∞ for a non-private fit) if it changed since the last claim."""
-        if est is not self.owner:
+    def claim_fit(self, owner, claim: Claim) -> None:
+        """Claim ``owner``'s fit: ε = ∞ for a non-private fit, else its calibrated plan if it changed since the last
+        claim (nothing before its calibration). Claims of other estimators (a grid's models) are not this
+        charge's: they are covered by its own claim."""
+        if owner is not self.owner:
             return
-        ledger = vars(est).get("privacy_ledger_")
-        if ledger is None:
-            return
-        if not est._private:
+        self.relation = claim.relation
+        if not claim.private:
             self.budget._claim(self, Counter({(f"{self.name} (not private)", dpa.NonPrivateDpEvent()): 1}), None,
-                               ledger.relation)
+                               claim.relation)
             return
-        plan, sigmas = vars(est).get("privacy_plan_"), vars(est).get("_sigmas")
-        if plan is None or sigmas is None:
+        if not claim.calibrated:
             return
-        totals = plan.expected_ledger(sigmas)
+        totals = claim.totals()
         if totals != self.totals:
-            fixed = Counter({(p.name, p.fixed): p.count for p in plan.parts if p.mechanism == "fixed"})
-            self.budget._claim(self, totals, est.delta_, ledger.relation, fixed)
+            self.budget._claim(self, totals, claim.delta, claim.relation, claim.fixed())
 
     def claim_event(self, event: dpa.DpEvent, delta: float, relation, label: str) -> None:
         """Claim one composed event (a grid's joint release of its models)."""
         totals = _event_totals(event, label)
         if totals != self.totals:
             self.budget._claim(self, totals, delta, relation)
+
+    def claim_ledger(self, ledger: PrivacyLedger, delta: float) -> None:
+        """Claim a planned ledger whole (a private search's, before its first release)."""
+        self.budget._claim(self, ledger_totals(ledger), delta, ledger.relation)
+
+    def spent(self, ledger: PrivacyLedger, delta: float | None) -> None:
+        """The fit ended and released ``ledger`` (at ``delta``; ``None``: not private): what it is charged."""
+        self.result = ledger_totals(ledger), delta
+
+
+class _NoCharge:
+    """What :func:`charging` yields for a fit that draws from no budget."""
+
+    def spent(self, ledger, delta) -> None:
+        pass
 
 
 def _event_totals(event: dpa.DpEvent, label: str) -> Counter:
@@ -302,45 +382,49 @@ def _event_totals(event: dpa.DpEvent, label: str) -> Counter:
     return Counter({(label, event): 1})
 
 
-def claim(estimator) -> None:
-    """The estimators' hook (``fit``, ``_calibrate``, ``_release``): claim this fit's plan from its budget, if any."""
-    charge = _ACTIVE.get()
-    if charge is not None:
-        charge.claim_fit(estimator)
+def claim(owner, fit_claim: Claim) -> None:
+    """The estimators' hook (at the start of ``fit``, at calibration, before each release): ``owner`` hands its
+    :class:`Claim` to the charge (or planning) of the fit running in this thread, if any."""
+    active = _ACTIVE.get()
+    if active is not None:
+        active.claim_fit(owner, fit_claim)
 
 
 @contextmanager
-def charging(estimator):
-    """The budget side of ``FairEstimator.fit``: the estimator's own budget (:meth:`PrivacyBudget.attach`), or
-    the budget of the fit it runs inside; on success its ledger is charged, on failure its claim stands."""
-    budget, parent = vars(estimator).get("_budget"), _ACTIVE.get()
-    if not isinstance(parent, _Charge) or (budget is not None and budget is not parent.budget):
+def charging(owner, budget: PrivacyBudget | None):
+    """The budget side of a fit of ``owner``: ``budget`` (the one attached to it, :meth:`PrivacyBudget.attach`), or
+    else the budget of the fit it runs inside. Yields the :class:`Charge` that the fit's claims go to (a no-op when
+    there is no budget); the fit reports its ledger with :meth:`Charge.spent` before it ends. On success that ledger
+    is charged; on failure (or without a report) its claim stands."""
+    parent = _ACTIVE.get()
+    if not isinstance(parent, Charge) or (budget is not None and budget is not parent.budget):
         parent = None
     budget = budget if budget is not None else (parent.budget if parent is not None else None)
     if budget is None:
-        yield
+        yield _NoCharge()
         return
-    charge = _Charge(budget, estimator, parent)
+    charge = Charge(budget, owner, parent)
     token = _ACTIVE.set(charge)
     try:
-        yield
+        yield charge
     except BaseException:
         budget._settle(charge)
         raise
     else:
-        budget._settle(charge, ledger_totals(estimator.privacy_ledger_), vars(estimator).get("delta_"))
+        budget._settle(charge, *(charge.result or (None, None)))
     finally:
         _ACTIVE.reset(token)
 
 
 @contextmanager
 def charging_grid(budget: PrivacyBudget | None, grid, name: str):
-    """The budget side of a grid: yields its charge (``None`` without a budget), which the grid claims its joint
-    event on (:meth:`_Charge.claim_event`) before its first release; the last claim is what it is charged."""
+    """The budget side of a grid (or a private search): yields its :class:`Charge` (``None`` without a budget), which
+    the grid claims its joint release on (:meth:`Charge.claim_event`, :meth:`Charge.claim_ledger`) before its first
+    release; the last claim is what it is charged."""
     if budget is None:
         yield None
         return
-    charge = _Charge(budget, grid, name=name)
+    charge = Charge(budget, grid, name=name)
     token = _ACTIVE.set(charge)  # its estimators' own hooks report here and are covered by the joint claim
     try:
         yield charge
@@ -353,20 +437,36 @@ class _Planned(Exception):
     """Raised by the planning hook at a fit's calibration: the plan is known and nothing was released."""
 
 
-class _Planning:
-    def claim_fit(self, est) -> None:
-        if est._private and "_sigmas" in vars(est):
+class PlanRecorder:
+    """What :func:`planning` yields: ``ledger``, the planned ledger of ``owner``'s fit once it calibrated
+    (``None`` if it did not)."""
+
+    def __init__(self, owner, checked: bool):
+        self.owner, self.checked, self.ledger = owner, checked, None
+
+    def claim_fit(self, owner, claim: Claim) -> None:
+        if owner is not self.owner or not claim.calibrated:
+            return
+        calibrated = self.ledger is not None  # a second claim: a release is about to be made
+        self.ledger = claim.ledger()
+        if calibrated or not self.checked:
             raise _Planned
 
 
 @contextmanager
-def planning():
-    """Run a fit's preamble up to its calibration and stop there, before any release (a grid's plan)."""
-    token = _ACTIVE.set(_Planning())
+def planning(owner, checked: bool = False):
+    """Run ``owner``'s fit (or its preamble) only up to its calibration, or (``checked``) on to just before its first
+    release so that its checks of the plan run too; yields a :class:`PlanRecorder` holding the planned ledger.
+
+    An estimator claims its calibrated plan before its first release (:func:`claim`), so the fit stops there, by an
+    exception this context swallows, with nothing of its own released. Fits nested in ``owner``'s (a base model's)
+    are not stopped: they are part of its preamble.
+    """
+    recorder = PlanRecorder(owner, checked)
+    token = _ACTIVE.set(recorder)
     try:
-        yield
+        yield recorder
     except _Planned:
-        return
+        pass
     finally:
         _ACTIVE.reset(token)
-    raise RuntimeError("the fit's preamble ended without calibrating its plan")

@@ -42,7 +42,6 @@ import numpy as np
 import torch
 
 from dpfair.privacy.accounting import PrivacyLedger
-from dpfair.privacy.planted import planted
 from dpfair.privacy.randomness import SecretRandom
 from dpfair.validation import check_positive
 
@@ -179,6 +178,21 @@ class Release:
         """The secret Poisson sample of ``range(n)`` this (sampled) part releases a sum over."""
         return self.secret.poisson_sample(n, self.part.sampling_probability)
 
+    def noise_scale(self, bound=1.0, scale=None):
+        """The scale of the noise :meth:`noisy_sum` adds (Gaussian: its standard deviation; Laplace: b):
+        ``σ·bound``, one per block when ``bound`` is a list, or ``scale`` itself when given (batched releases
+        pass ``σ·bound`` per model).
+
+        The part's event (``GaussianDpEvent(σ)``, or the Laplace one) accounts for a sum whose per-person
+        contribution has norm at most ``bound``, released with noise of exactly this scale: less voids it.
+        """
+        if scale is not None:
+            return scale
+        sigma = self.noise_multiplier
+        bounds = bound if isinstance(bound, (list, tuple)) else [bound]
+        scales = [sigma * check_positive(float(b), "bound") for b in bounds]
+        return scales if isinstance(bound, (list, tuple)) else scales[0]
+
     def noisy_sum(self, total, bound=1.0, *, scale=None):
         """``total + σ·bound·Z`` (Z Gaussian or Laplace per the part), recorded as one release.
 
@@ -186,20 +200,14 @@ class Release:
         contribution is bounded: for a list, each block's contribution norm divided by
         its ``bound`` entry, squared and summed, is at most 1). ``scale``: the noise
         standard deviation (or Laplace scale) directly, per block or per model,
-        instead of ``σ·bound`` (batched releases, where σ differs by model).
+        instead of ``σ·bound`` (batched releases, where σ differs by model); see :meth:`noise_scale`.
         """
         self._kind("gaussian", "laplace")
-        if scale is None:
-            sigma = self.noise_multiplier
-            bounds = bound if isinstance(bound, (list, tuple)) else [bound]
-            scale = [sigma * check_positive(float(b), "bound") for b in bounds]
-            scale = scale if isinstance(bound, (list, tuple)) else scale[0]
+        scale = self.noise_scale(bound, scale)
         if self.secret.secure and self.part.mechanism == "laplace" and self.part.pure is None:
             raise ValueError(f"secure_mode=True needs the Laplace release {self.part.name!r} planned as pure DP "
                              "(Part(pure=...)); use secure_mode=False")
         self._record()
-        if planted("halve_noise"):
-            scale = [0.5 * v for v in scale] if isinstance(scale, (list, tuple)) else 0.5 * scale
         if self.secret.secure:
             return _per_block(total, scale, self._secure_block)
         draw = self.secret.normal if self.part.mechanism == "gaussian" else self.secret.laplace

@@ -5,8 +5,8 @@ attacker. Every draw a guarantee depends on — which people a Poisson batch
 holds, every Gaussian and Laplace noise vector, randomized response, the
 exponential mechanism — comes from a :class:`SecretRandom`:
 
-- seeded with 128 bits of OS entropy (``secrets.randbits(128)``) into numpy's
-  ``PCG64DXSM`` (128-bit state and increment): a seed search is out of reach;
+- seeded with 128 bits of OS entropy (``secrets.randbits(128)``, :func:`stream_entropy`) into
+  numpy's ``PCG64DXSM`` (128-bit state and increment): a seed search is out of reach;
 - created fresh inside each ``fit`` (or each batched grid), so two models,
   even with the same ``random_state``, never share a noise draw;
 - never stored, printed or saved: it refuses to be pickled or copied, its
@@ -53,7 +53,6 @@ import numpy as np
 import torch
 
 from dpfair.exceptions import PrivacyLeakWarning
-from dpfair.privacy.planted import planted
 
 #: The bits of OS entropy each secret generator is seeded with.
 ENTROPY_BITS = 128
@@ -91,12 +90,25 @@ def _key_words(key) -> list[int]:
     return [zlib.crc32(repr(part).encode()) for part in (key if isinstance(key, tuple) else (key,))]
 
 
+def stream_entropy(key) -> int | list[int]:
+    """What the secret stream named ``key`` is seeded with: ``ENTROPY_BITS`` fresh bits of OS entropy and
+    nothing else, or, under :func:`reproducible_noise`, the test seed and the key's words.
+
+    The noise is unpredictable because this is: the key is public (a class name, ``random_state``), so it
+    plays no part outside :func:`reproducible_noise`, and no two calls share their bits.
+    """
+    seed = _TEST_SEED.get()
+    if seed is None:
+        return secrets.randbits(ENTROPY_BITS)
+    return [seed, *_key_words(key)]
+
+
 class SecretRandom:
     """The secret generator of one fit: Poisson sampling and every noise draw.
 
     ``key`` names the stream; it matters only under :func:`reproducible_noise`
-    (then the stream is a function of the test seed and the key). ``secure``:
-    uniform coins come from :mod:`dpfair.privacy.samplers` and floating-point
+    (then the stream is a function of the test seed and the key; :func:`stream_entropy`).
+    ``secure``: uniform coins come from :mod:`dpfair.privacy.samplers` and floating-point
     noise draws are refused (a :class:`~dpfair.privacy.Release` then draws exact
     discrete noise itself); Poisson samples stay on the 128-bit generator.
     """
@@ -104,9 +116,8 @@ class SecretRandom:
     __slots__ = ("_gen", "_devices", "secure", "reproducible")
 
     def __init__(self, key=(), *, secure: bool = False):
-        seed = _TEST_SEED.get()
         self.secure = bool(secure)
-        self.reproducible = seed is not None
+        self.reproducible = noise_is_reproducible()
         if self.reproducible:
             if self.secure:
                 raise ValueError("secure_mode=True draws from the OS CSPRNG and cannot be made reproducible; "
@@ -114,12 +125,7 @@ class SecretRandom:
             warnings.warn(f"reproducible_noise is active: the noise of this fit can be recomputed from the "
                           f"seed, so it carries no privacy guarantee ({VOID_GUARANTEE})",
                           PrivacyLeakWarning, stacklevel=3)
-            entropy = [seed, *_key_words(key)]
-        elif planted("reuse_seed"):  # the bug: one seed for every fit, nothing marks the guarantee void
-            entropy = [0, *_key_words(key)]
-        else:
-            entropy = secrets.randbits(ENTROPY_BITS)
-        self._gen = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(entropy)))
+        self._gen = np.random.Generator(np.random.PCG64DXSM(np.random.SeedSequence(stream_entropy(key))))
         self._devices: dict[torch.device, tuple[torch.Generator, torch.Generator]] = {}
 
     # ---- never revealed ---------------------------------------------------------------
