@@ -73,3 +73,19 @@ def test_the_contracts_catch_a_planted_violation(tmp_path, module, code, expecte
     assert run.returncode != 0, f"the planted violation in {module} went unnoticed:\n{run.stdout[-3000:]}"
     for text in expected:
         assert text in run.stdout, f"{text!r} not in the report:\n{run.stdout[-3000:]}"
+
+
+def test_the_architecture_picture_names_every_module_of_every_layer():
+    """docs/architecture.md's picture is drawn from .importlinter (scripts/architecture_figure.py): a layer or
+    module added to the contract without redrawing it fails here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("architecture_figure", ROOT / "scripts" / "architecture_figure.py")
+    figure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figure)
+    rows = figure.layers(CONFIG)
+    assert ["cli"] in rows and ["privacy"] in rows and len(rows) >= 6
+    svg = figure.OUT.read_text()
+    missing = [name for row in rows for name in row if f">{name}" not in svg]
+    assert not missing, f"redraw it: python scripts/architecture_figure.py (missing {missing})"
+    assert "figures/layers.svg" in (ROOT / "docs" / "architecture.md").read_text()

@@ -1540,8 +1540,9 @@ def main(argv=None) -> int:
 def console_main(argv=None) -> int:
     """The ``dpfair`` command: :func:`main`, then every object moved out of the garbage collector's sight.
 
-    Python's last collections at exit would traverse every object torch and the command built (about
-    0.5 s of a 4 s ``dpfair train``); ``gc.freeze()`` skips that, and the process's memory goes back
+    Python's last collections at exit would traverse every object torch and the command built (the
+    ``exit`` column of results/speed/dpfermi_single_model_before.md against dpfermi_single_model.md);
+    ``gc.freeze()`` skips that, and the process's memory goes back
     to the system anyway. Only the command does this: :func:`main` called in a program leaves the
     collector as it was.
     """

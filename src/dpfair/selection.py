@@ -77,11 +77,8 @@ on the training rows is post-processing: no search is needed to find the λ that
 (``DPFERMIClassifier(target_error=reference + X)``, :func:`~dpfair.algorithms.dpfermi_engine.adapt_lambda`),
 from the estimator's ``lam``; the grid's λ values are not tried one by one. Its ledger is the model's own
 (nothing else is released), and the model is trained at the total ε rather than the fraction random stopping
-leaves each run (0.40 of ε = 1 on adult, whose models err about 0.002 more at the same violation). On adult
-(demographic parity, seeds 0-9, ``results/selection``) its violation at its own test error lies within 0.0024
-of the non-privately selected curve at ε = 0.5, 1 and 3 (below it for 5, 4 and 4 seeds in 10), where
-random stopping's lay 0.040, 0.019 and 0.005 above it (0, 1 and 4 in 10); over adult, credit and
-parkinsons, both notions and the three ε, below it in 87 searches of 180 (random stopping: 65).
+leaves each run. How both strategies compare with the non-privately selected curve is measured in
+``results/selection/summary.md`` (constrained) and ``results/selection/random_stopping/summary.md``.
 
 **The reference error** is the user's public proxy (``reference_error=``), or else under the sensitive
 unit the error of a non-private, unconstrained model on unseen rows of the public (x, y), which costs
@@ -354,7 +351,8 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
     validation_size : share of the rows held out to be scored rather than fitted; 0 fits and scores every row. A
         held-out part guards against a score flattered by over-fitting (a large model); without one each run
         trains on more rows, and the score's denominators are the whole train part's counts, so its noise
-        is several times smaller for the same ε (on adult, 0.0028 against 0.014 with a fifth held out).
+        is several times smaller for the same ε (figures: docs/guide/benchmarks.md, "Measurements behind
+        defaults").
         ``"auto"`` (default): 0 for a linear model (``model="logistic"``, which a private fit does not
         over-fit), else 0.2.
     counts_share, score_share, reference_share : shares of ε the validation counts, each run's score and
@@ -642,8 +640,8 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
 
         The runs are scored on the rows they were fitted on, but "error ≤ reference + X" means the non-private
         model's error on unseen rows, not on the rows it fitted: its training error is optimistic by its own
-        overfitting (0.006 on adult's logistic regression, 0.6 of X = 0.01), while a private model's noise and
-        fairness term leave it little (its test minus training error on adult: −0.0002 on average over 5 seeds).
+        overfitting, while a private model's noise and fairness term leave it little (figures on adult:
+        docs/guide/command_line.md and docs/guide/benchmarks.md, "Measurements behind defaults").
         """
         from sklearn.model_selection import StratifiedKFold, cross_val_predict
 

@@ -7,6 +7,7 @@ import pytest
 
 from dpfair.algorithms import DPFERMIClassifier
 from dpfair.privacy import accounting, accounting_cache, calibrate_noise, dpsgd_event
+from dpfair.privacy.memo import MEMO
 
 
 def _plan(sigma):
@@ -19,9 +20,9 @@ def _calibrate():
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    """A fresh cache folder and an empty in-process cache, so that every ε comes from the disk or the accountant."""
+    """A fresh cache folder and an empty in-process memo, so that every ε comes from the disk or the accountant."""
     monkeypatch.setenv(accounting_cache.CACHE_ENV, str(tmp_path))
-    monkeypatch.setattr(accounting, "_EPSILON_CACHE", {})
+    MEMO.clear()
     return tmp_path
 
 
@@ -42,10 +43,10 @@ def test_a_warm_cache_gives_exactly_the_uncached_sigma_without_accounting(cache,
     assert not (cache / "accounting").exists()
 
     monkeypatch.setenv(accounting_cache.CACHE_ENV, str(cache))
-    accounting._EPSILON_CACHE.clear()
+    MEMO.clear()
     cold = _calibrate()
     assert _entries(cache)
-    accounting._EPSILON_CACHE.clear()  # a new process, as far as the caches go
+    MEMO.clear()  # a new process, as far as the caches go
     _no_accountant(monkeypatch)
     warm = _calibrate()
     assert uncached == cold == warm
@@ -78,9 +79,9 @@ def test_corrupt_or_mismatched_entries_are_ignored_and_rewritten(cache, monkeypa
     entries[1].write_text(json.dumps({"key": ["another"], "epsilon": (0.0).hex()}))  # a hash collision, say
     for path in entries[2:]:
         path.write_text(json.dumps({"key": json.loads(path.read_text())["key"], "epsilon": "nan"}))
-    accounting._EPSILON_CACHE.clear()
+    MEMO.clear()
     assert _calibrate() == first
-    accounting._EPSILON_CACHE.clear()
+    MEMO.clear()
     _no_accountant(monkeypatch)
     assert _calibrate() == first  # every entry was rewritten whole
 
@@ -89,11 +90,11 @@ def test_an_unwritable_cache_is_skipped(tmp_path, monkeypatch):
     blocker = tmp_path / "a file"
     blocker.write_text("")
     monkeypatch.setenv(accounting_cache.CACHE_ENV, str(blocker))  # no folder can be made under a file
-    monkeypatch.setattr(accounting, "_EPSILON_CACHE", {})
+    MEMO.clear()
     with_cache_off = _calibrate()
     assert accounting_cache.read_epsilon("x", 1e-5, "REPLACE_ONE", "pld") is None
     monkeypatch.setenv(accounting_cache.CACHE_ENV, "")
-    accounting._EPSILON_CACHE.clear()
+    MEMO.clear()
     assert _calibrate() == with_cache_off
 
 

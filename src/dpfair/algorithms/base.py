@@ -579,7 +579,7 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
 
         A shown bar gets the ε spent so far at the last step and otherwise at most every
         :data:`EPSILON_INTERVAL` seconds or ten times the last accounting's duration, whichever is longer
-        (a long PLD composition costs ~0.1 s: the bar adds at most ~10 % to a fit; nothing is computed
+        (so the bar's accountings take at most about a tenth of a fit's time; nothing is computed
         when no bar is shown, and the last one is the cached ``privacy_spent_``); then the ``callback``
         given to ``fit`` runs.
         """

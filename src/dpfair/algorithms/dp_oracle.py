@@ -34,10 +34,10 @@ the paper composes the 2T rounds by advanced composition, here they compose on t
 σ is calibrated so that the whole ledger spends at most ``epsilon``.
 
 **Tolerance.** The auditor sees ``γ`` through the Laplace noise of the positive counts and of the cell
-sizes it divides by (both public). At ε = 1 on german (750 rows, cells of 74–405 people) that noise has
-a standard deviation of about 0.8 on a cell's rate: with ``tolerance=0`` the multipliers followed it, the
-learner's sensitivity ``Δ_t`` (∝ λ·n/size) grew to about 8, and the exponential mechanism at ε₀ = 0.06
-drew near-random hypotheses (test error up to 0.44 where the majority class has 0.30).
+sizes it divides by (both public). On small cells that noise is large on a cell's rate: with
+``tolerance=0`` the multipliers follow it, the learner's sensitivity ``Δ_t`` (∝ λ·n/size) grows, and the
+exponential mechanism draws near-random hypotheses (what this did on german: docs/guide/benchmarks.md,
+"Measurements behind defaults").
 ``tolerance="auto"`` is three standard deviations of that noise per cell, so that noise alone lowers the
 multipliers instead; where it hides violations above 0.05 the fit warns.
 """

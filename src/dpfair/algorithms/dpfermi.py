@@ -68,9 +68,9 @@ def auto_batch_size(n: int) -> int:
     """``batch_size="auto"``: n/8 rows, at least 64 and at most 1024 (the paper's batch); a function of n alone.
 
     A fixed batch of 1024 gives a small data set one full-batch step an epoch (german's 750 rows: 50
-    steps in all, too few to converge: test error 0.29 at λ = 0, ε = ∞, where ERM has 0.24); n/8 keeps
-    at least 8 steps an epoch, and the floor keeps enough rows a step for the noise on the averaged
-    gradient to stay below its largest norm (see ``_check_signal``).
+    steps in all, too few to converge; measured: docs/guide/benchmarks.md, "Measurements behind
+    defaults"); n/8 keeps at least 8 steps an epoch, and the floor keeps enough rows a step for the noise
+    on the averaged gradient to stay below its largest norm (see ``_check_signal``).
     """
     return int(min(AUTO_BATCH_MAX, max(AUTO_BATCH_MIN, n // AUTO_STEPS)))
 
@@ -80,12 +80,10 @@ def auto_max_grad_norm(n: int, unit: PrivacyUnit) -> float:
     does); under the sensitive unit n/3000 between 0.25 and 1, a function of n alone.
 
     Under the sensitive unit C clips only the s-carrying θ-gradient ``2λ u_iᵀ∇F_i``, whose noise
-    (std ∝ C) lands on the averaged θ with weight ∝ 1/n while the loss gradient is exact. At λ = 1
-    the per-sample norms of that gradient at the non-private optimum were at most 0.11 on german,
-    0.23 (90 %) on compas and 0.37 (90 %) on adult, so C = 1 on german's 750 rows set the noise for
-    contributions ten times larger than any (test parity gap up to 0.17 over five noise seeds, against
-    ERM's 0.03); C = 0.25 there clips nothing and leaves 0.005–0.05. From 3,000 rows on the noise is
-    small and C = 1 clips little.
+    (std ∝ C) lands on the averaged θ with weight ∝ 1/n while the loss gradient is exact. On small data
+    C = 1 sets the noise for contributions far larger than the actual ones, which a smaller C clips
+    little; from 3,000 rows on the noise is small and C = 1 clips little (the norms and parity gaps that
+    set these bounds: docs/guide/benchmarks.md, "Measurements behind defaults").
     The bound does not scale with λ (a grid over λ shares one schedule): a large λ on small data clips
     more of its own fairness gradient, hence the floor; pass a larger ``max_grad_norm`` for such λ.
     """
@@ -171,8 +169,7 @@ class DPFERMIClassifier(TorchClassifier):
     lam_rate : the dual step size of ``target_error`` (per unit of error gap and epoch).
     tail_average : the returned θ is the average of the iterates of this last fraction of the steps
         (0: the last iterate, as Algorithm 1). Averaging released iterates is post-processing (free of
-        privacy cost) and cancels much of the noise; 0.5 measured on adult at ε = 1 brings the private
-        trade-off curve to within about 0.003 of the non-private one.
+        privacy cost) and cancels much of the noise (the default's effect on adult: docs/guide/benchmarks.md).
     calibration : "accountant" (σ searched on the PLD/RDP accountant, the default) or "paper"
         (Theorem 3.3's closed form with Lipschitz constant ``paper_lipschitz``; warns, and
         ``privacy_spent_`` reports what our accountant measures for that noise).

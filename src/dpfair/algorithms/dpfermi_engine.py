@@ -569,8 +569,8 @@ def _kernel_threads(models, rows: RowTables):
     """While the fused kernel serves the steps (binary models on sparse rows): PyTorch's ops on one thread and the
     kernel on the threads PyTorch had (restored after).
 
-    PyTorch's idle OpenMP threads spin for a while after each parallel op; on 2 cores that took the second core
-    from the kernel and doubled its time (0.52 → 1.0 ms a call, measured), while the step's PyTorch ops are small.
+    PyTorch's idle OpenMP threads spin for a while after each parallel op and take cores from the kernel, while
+    the step's PyTorch ops are small (measured: docs/guide/benchmarks.md, Speed).
     """
     if not (isinstance(models, LinearModels) and models.L == 1 and rows.n_cols):
         yield

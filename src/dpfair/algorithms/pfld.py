@@ -20,15 +20,13 @@ subgradient of ``|·|`` uses the sign ``ξ_g`` of the violation released by the 
 
 Why a tolerance by default: the dual step sees each group's mean through noise (that of the dual
 release, ``σ_d C_d /√2`` on the sum, and that of the released count ñ_g it is divided by; both public),
-and ``|v + noise|`` grows λ by about 0.8 of that noise's std every epoch even when v = 0. On german
-(750 rows, ε = 1) the std is about 0.7 for a group's mean rate: λ grew to 15–20 on noise alone with
-random signs ξ, and the fits collapsed to a constant predictor (test error 0.70 where the majority
-class has 0.30). ``dual_tolerance="auto"`` is three such standard deviations, so that noise alone
+and ``|v + noise|`` grows λ by about 0.8 of that noise's std every epoch even when v = 0
+(``E|Z| = √(2/π) ≈ 0.8`` for a standard normal Z), so on small data λ grows on noise alone, with random
+signs ξ. ``dual_tolerance="auto"`` is three such standard deviations, so that noise alone
 rarely raises a multiplier; where that tolerance is large (violations below it cannot be told from
 noise at this ε) the fit warns and trains as the unconstrained model would. The price is a looser
-constraint where the data are large: on adult (33,916 rows, ε = 1, one noise seed) the tolerance is
-about 0.05 on a group's mean rate and the parity gap 0.085 at test error 0.156 (ERM: 0.19 at 0.156;
-``dual_tolerance=0``: 0.04 at 0.169).
+constraint where the data are large (what either choice did on german and adult: docs/guide/benchmarks.md,
+"Measurements behind defaults").
 
 Privacy (``privacy_unit="sensitive"``: neighbours differ in one person's s, dp_accounting's
 ``REPLACE_ONE``; features, labels and the reference means ``μ_c`` are public). Three releases, each

@@ -76,11 +76,9 @@ def warn_if_too_few_records(method: str, n: int, n_params: int, epsilon: float, 
 
     Private learning of a convex Lipschitz loss over p parameters must give up excess risk of order
     ``√p/(nε)`` times the loss's scale, and DP-SGD attains ``√(p·ln(1/δ))/(nε)`` up to log factors
-    (Bassily, Smith, Thakurta, FOCS 2014). That ratio, a function of public quantities only, was 0.037
-    on german (750 rows, 59 parameters, ε = 1), where DP-SGD and output perturbation both stayed at the
-    majority class's test error (and DP-SGD there even at ε = ∞ with its default steps), against 0.003
-    on compas and 0.001 on adult, where both reached ERM's error within 0.002 (output perturbation:
-    compas only; on adult its μ = 1 keeps it at 0.235). Above ``RECORD_LEVEL_LIMIT`` the fit says so.
+    (Bassily, Smith, Thakurta, FOCS 2014). That ratio is a function of public quantities only (0.037 on
+    german: 750 rows, 59 parameters, ε = 1, δ = 1/n²). Above ``RECORD_LEVEL_LIMIT`` the fit says so; the
+    runs that set the limit are in docs/guide/benchmarks.md ("Measurements behind defaults").
     """
     ratio = record_level_ratio(n, n_params, epsilon, delta)
     if ratio > RECORD_LEVEL_LIMIT:

@@ -193,8 +193,8 @@ def dpfermi_parkinsons(test_size, random_state, data_home, path, download) -> Da
     a 3:1 split.  The label threshold is the median of the whole file (27.576): their processed CSV labels the
     recordings with total_UPDRS 27.826 "Yes" and 27.125 "No" (subject 3), which rules out the mean (29.02).
     Assumed: standardisation with fixed constants; the split stratified and seeded by ``random_state``.
-    With motor_UPDRS (the motor part of total_UPDRS) the task is nearly trivial: logistic regression errs on
-    about 3 % of the test rows against 36 % without it (the loader's default).
+    With motor_UPDRS (the motor part of total_UPDRS) the task is nearly trivial (logistic regression's test
+    error with and without it: docs/guide/datasets.md); the loader's default drops it.
     """
     data = _tabular.load_parkinsons(keep_motor_updrs=True, test_size=test_size, random_state=random_state,
                                     data_home=data_home, path=path, download=download)
@@ -346,8 +346,8 @@ def pfld_bank(test_size, random_state, data_home, path, download, n_groups: int 
     Known: Table 1 (11,162 samples, 15 features, label deposit, age groups 8 % / 92 %); Sec. 8: Bank = ages 25-60
     vs under 25 or over 60; ``n_groups=3`` (M-Bank³): 25-40, 41-60 and the rest; ``n_groups=5`` (M-Bank⁵): 25-33,
     34-40, 41-48, 49-60 and the rest; all features standardised.  15 features are the file's 16 attribute columns
-    less age (the sensitive attribute), so duration is kept (it is known only after the call, and raises the
-    accuracy from about 0.70 to the paper's 0.80) and each column is one feature.
+    less age (the sensitive attribute), so duration is kept (it is known only after the call, and brings the
+    accuracy to the paper's: docs/guide/datasets.md) and each column is one feature.
     Assumed: categorical columns label-encoded (codes in sorted order, as scikit-learn's LabelEncoder) before the
     standardisation, which makes 15 features (one-hot would make 50; Zafar et al. publish no bank code); the
     constants are the file's mean and standard deviation fixed in code; the split is the caller's (the paper:

@@ -1,11 +1,9 @@
 """A sweep's tasks on a Dask cluster: :class:`DaskBackend` (``dpfair sweep --backend dask``).
 
-Dask was chosen over Ray by measurement (``benchmarks/distributed_backends.py``,
-``results/experiments/backends.md``): its local cluster listens on 127.0.0.1 only, where Ray's servers
-bind every interface; on a 2-core machine it started in 1-2 s (Ray's in about 5 s) with half Ray's memory,
-and it installs 34 MB beyond dpfair's dependencies (Ray 238 MB). The ``tiny`` sweep took as long through
-either (training dominates); Dask's per-task overhead (about 5 ms, Ray's 1 ms) is nothing against a
-task that trains for seconds.
+Dask was chosen over Ray because its local cluster listens on 127.0.0.1 only, where Ray's servers bind
+every interface (a sweep's workers hold private data); start-up, memory, installed size and per-task
+overhead, all small against a task that trains for seconds, are measured in
+``results/experiments/backends.md`` (``benchmarks/distributed_backends.py``).
 
 Privacy. Workers only compute: each task draws its noise on the worker, from that worker's secret
 generator, and returns what the results store keeps; the store and its privacy accounting stay with the

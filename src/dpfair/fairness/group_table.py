@@ -21,8 +21,9 @@ values), and adds to every value a bootstrap interval:
 * **one run**: a percentile bootstrap over the test rows, stratified by group
   (each group keeps its size, so a small group is never resampled away and
   ``count`` is fixed). fairlearn's own ``MetricFrame(n_boot=...)`` resamples
-  rows without stratification and rebuilds a frame per resample (about 0.2 s
-  each), so the resampling is done here, on the same metric functions.
+  rows without stratification and rebuilds a frame per resample (its cost:
+  docs/guide/benchmarks.md), so the resampling is done here, on the same
+  metric functions.
 
 Evaluating on test data is a use of that data that no privacy ledger counts
 (see the guide's privacy model, "Not covered"): the guarantee printed by training covers the

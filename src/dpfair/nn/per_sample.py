@@ -372,8 +372,8 @@ PADDED_DEVICES = ("cuda",)
 
 def pads(device: torch.device | str) -> bool:
     """Whether a step on ``device`` pads its Poisson batch: on an accelerator every new batch size costs
-    (cuDNN plans its convolutions again, a first step at a new size took SGD 8.3–8.8 ms against 2.1 ms on an
-    H200); on the CPU padding rows only cost their compute."""
+    (cuDNN plans its convolutions again; measured: results/speed/private_step_cuda.md); on the CPU padding
+    rows only cost their compute."""
     return torch.device(device).type in PADDED_DEVICES
 
 

@@ -74,7 +74,7 @@ from dpfair._compat import (
     absorb_rdp,
     pld_discretization,
 )
-from dpfair.privacy.accounting_cache import read_epsilon, write_epsilon
+from dpfair.privacy.memo import MEMO, Computed, MemoKey
 from dpfair.privacy.subsampled_rdp import replace_one_sampled_gaussian_rdp
 from dpfair.privacy.units import relation_of
 from dpfair.progress import progress
@@ -85,11 +85,11 @@ ACCOUNTANTS = ("pld", "rdp")
 #: has run this many seconds (inside a shown operation, such as a report, a note on that bar).
 CURVE_DELAY = 2.0
 
-#: PLD discretisation of the privacy loss; 1e-4 is dp_accounting's default and
-#: keeps ε within about 0.1 % for the budgets used here. Above ε = 4 the interval
-#: grows with ε (``PLD_DISCRETIZATION · ε``, ε read off a coarse first pass), which keeps
-#: the same relative accuracy at a cost that no longer grows with ε (ε = 1000 at a
-#: fixed 1e-4: 26 s per accounting; scaled: 0.03 s).
+#: PLD discretisation of the privacy loss; 1e-4 is dp_accounting's default. Above ε = 4 the
+#: interval grows with ε (``PLD_DISCRETIZATION · ε``, ε read off a coarse first pass), which keeps
+#: the same relative accuracy at a cost that no longer grows with ε (the accuracy and the
+#: times: docs/guide/benchmarks.md, "Measurements behind defaults"). A coarser interval is
+#: pessimistic, so ε stays an upper bound.
 PLD_DISCRETIZATION = 1e-4
 
 #: The interval of that coarse first pass, and the ε above which the interval scales.
@@ -217,24 +217,20 @@ def epsilon_of(event: dpa.DpEvent, delta: float, relation="record", accountant: 
 
     With ``accountant="pld"`` a PLD that cannot be built (an unsupported event,
     or a noise so small that its PLD exhausts memory) falls back to RDP when RDP
-    supports the event; otherwise the error says what to change. Results are
-    cached (events are immutable), so the many identical ledgers of a sweep
-    cost one accounting. ``persist``: also keep the result in the on-disk cache of
-    :mod:`dpfair.privacy.accounting_cache`, for events that are a function of a public
-    plan only (noise calibration's evaluations), so that later processes reuse it.
+    supports the event; otherwise the error says what to change. Results are kept
+    in :data:`dpfair.privacy.memo.MEMO` (events are immutable), so the many identical
+    ledgers of a sweep cost one accounting. ``persist``: also keep the result on disk
+    (:mod:`dpfair.privacy.memo`), for events that are a function of a public plan only
+    (noise calibration's evaluations), so that later processes reuse it.
     """
-    key = (repr(event), float(delta), relation_of(relation), accountant)
-    if key not in _EPSILON_CACHE:
-        if len(_EPSILON_CACHE) >= 4096:
-            _EPSILON_CACHE.clear()
-        stored = read_epsilon(key[0], key[1], key[2].name, accountant) if persist else None
-        if stored is None:
-            with absl_quiet():
-                stored, as_asked = _epsilon_uncached(event, *key[1:])
-            if persist and as_asked:  # an RDP fallback depends on this machine's memory: not kept
-                write_epsilon(key[0], key[1], key[2].name, accountant, stored)
-        _EPSILON_CACHE[key] = stored
-    return _EPSILON_CACHE[key]
+    rel = relation_of(relation)
+    key = MemoKey("epsilon", repr(event), delta, rel.name, accountant)
+
+    def compute() -> Computed:
+        with absl_quiet():
+            return Computed(*_epsilon_uncached(event, float(delta), rel, accountant))
+
+    return MEMO.lookup(key, compute, persist=persist)
 
 
 def replace_one_equivalent(event: dpa.DpEvent) -> dpa.DpEvent | None:
@@ -316,10 +312,6 @@ def absl_quiet():
         absl.setLevel(level)
 
 
-#: ε by (repr of the event, δ, relation, accountant); a DpEvent's repr lists every field exactly.
-_EPSILON_CACHE: dict[tuple, float] = {}
-
-
 def _epsilon_uncached(event: dpa.DpEvent, delta: float, relation: NeighboringRelation,
                       accountant: str) -> tuple[float, bool]:
     """``(ε, whether it was computed on the accountant asked for)`` (``False``: a PLD fell back to RDP)."""
@@ -361,7 +353,7 @@ def _pld_at_scale(event: dpa.DpEvent, delta: float, relation: NeighboringRelatio
 
     ε comes from a first pass at ``PLD_COARSE_DISCRETIZATION``. Every interval gives a
     pessimistic PLD (dp_accounting's default), so each pass upper-bounds the true ε; the
-    interval only trades tightness for time (about 0.05 % of ε when scaled), and ε stays
+    interval only trades tightness for time (a fraction of a per cent of ε), and ε stays
     non-decreasing as the noise shrinks across the switch (a coarser pessimistic PLD is never tighter).
     Neither pass's interval is below ``span / PLD_MAX_POINTS`` (``span``: :func:`privacy_loss_span`):
     each mechanism's discretised loss has at most about ``PLD_MAX_POINTS`` points whatever its noise,

@@ -1,5 +1,8 @@
 """An on-disk cache of the ε evaluations that noise calibration makes, so a repeated plan skips its search.
 
+The disk layer of the one memo of accounting results (:mod:`dpfair.privacy.memo`), which alone reads and
+writes it.
+
 Calibrating σ (:mod:`dpfair.privacy.calibration`) evaluates ε of the planned event at a sequence of σ,
 each a PLD composition (a few tens of milliseconds); the search is deterministic, so with every ε read
 back from the cache it visits the same σ and returns exactly the same σ as an uncached search. Every
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -35,10 +37,9 @@ _KIND = "accounting"
 FORMAT = 1
 
 #: The modules whose code computes ε from an event (relative to the package): their source is part of every key.
-_ACCOUNTING_MODULES = ("privacy/accounting.py", "_compat.py")
+_ACCOUNTING_MODULES = ("privacy/accounting.py", "privacy/subsampled_rdp.py", "_compat.py")
 
 
-@lru_cache(maxsize=1)
 def _code_version() -> str | None:
     """dp_accounting's version and a digest of dpfair's accounting code; ``None`` (no cache) if unreadable."""
     digest = hashlib.sha256()
@@ -52,12 +53,15 @@ def _code_version() -> str | None:
     return f"dp_accounting {upstream}; dpfair accounting {digest.hexdigest()[:16]}"
 
 
+#: The versions every entry is keyed on, read once as the module loads (the code cannot change under a process).
+CODE_VERSION = _code_version()
+
+
 def _key(event_repr: str, delta: float, relation: str, accountant: str) -> list | None:
     """The key of an evaluation, or ``None`` when the accounting code cannot be read (no caching then)."""
-    version = _code_version()
-    if version is None:
+    if CODE_VERSION is None:
         return None
-    return [FORMAT, version, event_repr, float(delta).hex(), relation, accountant]
+    return [FORMAT, CODE_VERSION, event_repr, float(delta).hex(), relation, accountant]
 
 
 def read_epsilon(event_repr: str, delta: float, relation: str, accountant: str) -> float | None:

@@ -10,22 +10,25 @@ the smallest σ whose ε is at most the target; it stops once ε lies in
 upper-bounds the PLD ε, so where RDP supports the plan its (cheap) calibration
 brackets the PLD search from above.
 
-Every ε the search evaluates is a function of the public plan alone, so it is kept in the on-disk
-cache of :mod:`dpfair.privacy.accounting_cache` as well as in memory: a later process calibrating
+Every ε the search evaluates is a function of the public plan alone, so it is kept in the one memo
+of accounting results (:mod:`dpfair.privacy.memo`), in memory and on disk: a later process calibrating
 the same plan (a repeated ``dpfair train``) reads the same values back, follows the same path and
-returns exactly the same σ without composing a PLD.
+returns exactly the same σ without composing a PLD. A search given a ``description`` of its plan is a
+memo entry itself, kept with the points it evaluated (:meth:`~dpfair.privacy.memo.AccountingMemo.explain`
+answers "why this σ").
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import lru_cache
 
 import dp_accounting as dpa
 
 from dpfair.privacy.accounting import absl_quiet, epsilon_of, make_accountant
 from dpfair.privacy.mechanisms import gaussian_event
+from dpfair.privacy.memo import MEMO, Computed, MemoKey
+from dpfair.privacy.units import relation_of
 from dpfair.progress import progress
 from dpfair.validation import check_delta, check_epsilon, check_positive
 
@@ -44,34 +47,50 @@ def calibrate_noise(
     accountant: str = "pld",
     rtol: float = CALIBRATION_RTOL,
     max_noise: float = 1e6,
+    description: str | None = None,
 ) -> float:
     """Smallest noise multiplier σ with ε(plan(σ)) ≤ target, to a relative ε tolerance ``rtol``.
 
-    A search that runs longer than :data:`CALIBRATION_DELAY` seconds shows its progress (or, inside a
-    shown operation such as a verbose fit, a note on that bar; :mod:`dpfair.progress`).
+    ``description``: the planned events as a function of σ, public and complete (two plans with one
+    description must give the same event at every σ); with it the search is an entry of the memo
+    (:func:`calibration_key`), computed once per process. A search that runs longer than
+    :data:`CALIBRATION_DELAY` seconds shows its progress (or, inside a shown operation such as a verbose
+    fit, a note on that bar; :mod:`dpfair.progress`).
     """
     target = check_epsilon(target_epsilon, "epsilon", allow_inf=False, budget=True)
     delta = check_delta(delta)
 
-    with progress(desc="calibrating noise", unit="evaluation", delay=CALIBRATION_DELAY) as bar:
-        return _search(plan, target, delta, relation, accountant, rtol, max_noise, bar)
+    def compute() -> Computed:
+        with progress(desc="calibrating noise", unit="evaluation", delay=CALIBRATION_DELAY) as bar:
+            return _search(plan, target, delta, relation, accountant, rtol, max_noise, bar)
+
+    if description is None:
+        return compute().value
+    return MEMO.lookup(calibration_key(description, target, delta, relation, accountant, rtol, max_noise), compute)
+
+
+def calibration_key(description: str, target_epsilon: float, delta: float, relation="record",
+                    accountant: str = "pld", rtol: float = CALIBRATION_RTOL, max_noise: float = 1e6) -> MemoKey:
+    """The memo key of a calibration (:func:`calibrate_noise` with ``description``): every input of its answer."""
+    return MemoKey("calibration", description, delta, relation_of(relation).name, accountant,
+                   target=float(target_epsilon), options=(("rtol", float(rtol)), ("max_noise", float(max_noise))))
 
 
 def _search(plan, target: float, delta: float, relation, accountant: str, rtol: float, max_noise: float,
-            bar) -> float:
-    """The search of :func:`calibrate_noise`; ``bar`` counts the ε evaluations.
+            bar) -> Computed:
+    """The search of :func:`calibrate_noise`: σ and the ``(σ, ε)`` points evaluated; ``bar`` counts them.
 
     Where RDP supports the plan, a cheap RDP bound on :data:`GUESS_ORDERS` (a handful of orders: still an
     upper bound on ε, a loose one) is solved first, to a coarse tolerance; its σ starts the search on the
-    accountant asked for, whose every evaluation decides. Each ε is memoised (and, on disk, cached).
+    accountant asked for, whose every evaluation decides. Each ε goes through the memo (and the disk).
     """
-    cache: dict[float, float] = {}
+    evaluated: dict[float, float] = {}  # the search's points, in order (a σ visited again is not re-evaluated)
 
     def eps(sigma: float) -> float:
-        if sigma not in cache:
-            cache[sigma] = epsilon_of(plan(sigma), delta, relation, accountant, persist=True)
+        if sigma not in evaluated:
+            evaluated[sigma] = epsilon_of(plan(sigma), delta, relation, accountant, persist=True)
             bar.update()
-        return cache[sigma]
+        return evaluated[sigma]
 
     start = 1.0
     if accountant == "pld" and make_accountant("rdp", relation).supports(plan(1.0)):
@@ -84,7 +103,8 @@ def _search(plan, target: float, delta: float, relation, accountant: str, rtol: 
             slope = None
     else:
         slope = None
-    return _Solver(eps, target, rtol, max_noise, delta, slope).solve(start)
+    sigma = _Solver(eps, target, rtol, max_noise, delta, slope).solve(start)
+    return Computed(sigma, trail=tuple(evaluated.items()))
 
 
 #: Rényi orders of the first, coarse RDP solve of a PLD calibration (any set of orders bounds ε).
@@ -94,21 +114,19 @@ GUESS_ORDERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0
 GUESS_RTOL = 0.05
 
 
+#: The memo's name of the RDP accountant on :data:`GUESS_ORDERS`.
+GUESS_ACCOUNTANT = "rdp@" + ",".join(f"{a:g}" for a in GUESS_ORDERS)
+
+
 def _guess_epsilon(event: dpa.DpEvent, delta: float, relation) -> float:
-    """ε of ``event`` on the RDP accountant restricted to :data:`GUESS_ORDERS`, memoised by the event's repr
-    (a composed event holds a list, so events are not all hashable)."""
-    key = (repr(event), delta, relation)
-    if key not in _GUESSES:
-        if len(_GUESSES) >= 4096:
-            _GUESSES.clear()
+    """ε of ``event`` on the RDP accountant restricted to :data:`GUESS_ORDERS` (through the memo)."""
+    def compute() -> Computed:
         accountant = make_accountant("rdp", relation, orders=GUESS_ORDERS)
         with absl_quiet():
             accountant.compose(event)
-            _GUESSES[key] = float(accountant.get_epsilon(delta))
-    return _GUESSES[key]
+            return Computed(float(accountant.get_epsilon(delta)))
 
-
-_GUESSES: dict[tuple, float] = {}
+    return MEMO.lookup(MemoKey("epsilon", repr(event), delta, relation_of(relation).name, GUESS_ACCOUNTANT), compute)
 
 
 class _Solver:
@@ -212,7 +230,6 @@ def epsilon_for_noise(
                       relation, accountant)
 
 
-@lru_cache(maxsize=256)
 def noise_for_epsilon(
     target_epsilon: float,
     delta: float,
@@ -230,7 +247,13 @@ def noise_for_epsilon(
     return calibrate_noise(
         lambda sigma: dpsgd_event(sigma, sampling_probability, steps),
         target_epsilon, delta, relation, accountant,
+        description=dpsgd_description(sampling_probability, steps),
     )
+
+
+def dpsgd_description(sampling_probability: float, steps: int) -> str:
+    """The memo's description of :func:`dpsgd_event` as a function of σ."""
+    return f"dpsgd_event(sigma, sampling_probability={float(sampling_probability)!r}, steps={int(steps)})"
 
 
 def _check_rate(q) -> float:

@@ -6,9 +6,11 @@ many times, on which sampling rate) and how ε is split between them. Parts
 with a fixed ``share`` are calibrated alone to ``share·ε``; the remaining parts
 share one noise multiplier σ, the smallest whose composition *with every
 part of the plan* spends at most ε on the accountant that reports
-``privacy_spent_`` (see :mod:`dpfair.privacy.calibration`). Calibration is
-cached on the plan (parts are immutable), so the many estimators of a sweep
-pay for it once.
+``privacy_spent_`` (see :mod:`dpfair.privacy.calibration`). Each search is an
+entry of the accounting memo (:mod:`dpfair.privacy.memo`), keyed by the plan's
+``repr`` (parts are immutable and their repr lists every field), so the many
+estimators of a sweep pay for it once and :meth:`PrivacyPlan.calibration_keys`
+names the entries that explain its σ.
 
 After ``fit``, the estimator's ledger must equal its plan
 (:meth:`PrivacyPlan.matches`): same parts, same events, same counts — so the
@@ -33,18 +35,18 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 
 import dp_accounting as dpa
 
 from dpfair.privacy.accounting import PrivacyLedger, epsilon_of
-from dpfair.privacy.calibration import calibrate_noise
+from dpfair.privacy.calibration import calibrate_noise, calibration_key
 from dpfair.privacy.mechanisms import (
     gaussian_event,
     laplace_event,
     pure_dp_event,
     randomized_response_event,
 )
+from dpfair.privacy.memo import MemoKey
 from dpfair.privacy.units import relation_of
 from dpfair.validation import check_positive
 
@@ -107,7 +109,7 @@ class Part:
 
 @dataclass(frozen=True)
 class PrivacyPlan:
-    """The releases of one fit, before it runs. Immutable and hashable (calibration is cached on it)."""
+    """The releases of one fit, before it runs. Immutable; its ``repr`` describes it whole (the memo's key)."""
 
     parts: tuple[Part, ...]
 
@@ -142,6 +144,22 @@ class PrivacyPlan:
         return dict(_calibrate(self, float(epsilon), float(delta), relation_of(unit), accountant,
                                None if noise_multiplier is None else float(noise_multiplier)))
 
+    def calibration_keys(self, epsilon: float, delta: float, unit, accountant: str = "pld") -> list[MemoKey]:
+        """The memo keys of the searches :meth:`calibrate` runs for this budget (fixed shares first, then the
+        joint σ), once it has run: ``MEMO.explain(key)`` says why each σ is what it is."""
+        relation, epsilon = relation_of(unit), float(epsilon)
+        sigmas = dict(_calibrate(self, epsilon, float(delta), relation, accountant, None))
+        if not math.isfinite(epsilon):
+            return []  # no search: no noise anywhere
+        keys = [calibration_key(_share_description(p), p.share * epsilon, delta, relation, accountant)
+                for p in self.parts if p.share is not None and p.mechanism != "fixed"]
+        joint = _joint(self)
+        if joint:
+            fixed = {name: s for name, s in sigmas.items() if name not in {p.name for p in joint}}
+            keys.append(calibration_key(_joint_description(self, joint, fixed), epsilon, delta, relation,
+                                        accountant))
+        return keys
+
     def epsilon(self, sigmas: dict[str, float], delta: float, unit, accountant: str = "pld") -> float:
         return epsilon_of(self.event(sigmas), delta, unit, accountant)
 
@@ -162,9 +180,24 @@ def ledger_totals(ledger: PrivacyLedger) -> Counter:
     return out
 
 
-@lru_cache(maxsize=4096)
+def _share_description(part: Part) -> str:
+    """The memo's description of a part calibrated alone: its ``count`` releases, as a function of σ."""
+    return f"{part!r}.repeated(sigma)"
+
+
+def _joint(plan: PrivacyPlan) -> list[Part]:
+    """The parts that share one σ: neither fixed nor given a share."""
+    return [p for p in plan.parts if p.mechanism != "fixed" and p.share is None]
+
+
+def _joint_description(plan: PrivacyPlan, joint: list[Part], fixed: dict[str, float]) -> str:
+    """The memo's description of the joint search: the whole plan, the σ of the others, σ for the joint parts."""
+    return f"{plan!r}.event({fixed!r} | {{{', '.join(repr(p.name) for p in joint)}: sigma}})"
+
+
 def _calibrate(plan: PrivacyPlan, epsilon: float, delta: float, relation, accountant: str,
                noise_multiplier: float | None) -> tuple[tuple[str, float], ...]:
+    """``((part name, σ), ...)`` of :meth:`PrivacyPlan.calibrate`; each search is a memo entry."""
     infinite = math.isinf(epsilon)
     sigmas: dict[str, float] = {}
     for p in plan.parts:
@@ -172,19 +205,21 @@ def _calibrate(plan: PrivacyPlan, epsilon: float, delta: float, relation, accoun
             sigmas[p.name] = 0.0
         elif p.share is not None:
             try:
-                sigmas[p.name] = calibrate_noise(p.repeated, p.share * epsilon, delta, relation, accountant)
+                sigmas[p.name] = calibrate_noise(p.repeated, p.share * epsilon, delta, relation, accountant,
+                                                 description=_share_description(p))
             except ValueError:
                 raise ValueError(f"epsilon={epsilon:g} is too small for part {p.name!r}, which gets a share "
                                  f"{p.share:g} of it ({p.share * epsilon:.3g}): no noise multiplier up to 1e6 "
                                  "reaches that; raise epsilon or that part's share") from None
-    joint = [p for p in plan.parts if p.name not in sigmas]
+    joint = _joint(plan)
+    fixed = dict(sigmas)
     if joint:
         if noise_multiplier is not None:
             sigma = check_positive(noise_multiplier, "noise_multiplier", allow_zero=True)
         elif infinite:
             sigma = 0.0
         else:
-            sigma = calibrate_noise(lambda s: plan.event({**sigmas, **{p.name: s for p in joint}}), epsilon, delta,
-                                    relation, accountant)
+            sigma = calibrate_noise(lambda s: plan.event({**fixed, **{p.name: s for p in joint}}), epsilon, delta,
+                                    relation, accountant, description=_joint_description(plan, joint, fixed))
         sigmas.update({p.name: sigma for p in joint})
     return tuple((p.name, sigmas[p.name]) for p in plan.parts)

@@ -80,6 +80,8 @@ def replace_one_sampled_gaussian_rdp(noise_multiplier: float, sampling_probabili
 
 @lru_cache(maxsize=65536)
 def _rdp(sigma: float, q: float, alpha: float) -> float:
+    """D_α of one release: a pure function of (σ, q, α), tabled because every prefix of an ε curve and every
+    repeated-run bound composes the same few (σ, q) again (below the accounting memo, :mod:`dpfair.privacy.memo`)."""
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"sampling_probability must lie in [0, 1], got {q}")
     if q == 0.0:
