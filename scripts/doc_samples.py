@@ -92,10 +92,17 @@ def run(sample: Sample) -> str:
         return done.stdout
 
 
+#: Values that change from run to run although they are not numbers: which attack statistic an ε audit found
+#: strongest depends on its runs' fresh noise (``dpfair audit`` prints the best of several).
+_VARYING = re.compile(r"^(\s*attack statistic\s+).*$")
+
+
 def shape(text: str) -> list[str]:
-    """The lines of ``text`` with every number replaced by ``#`` and runs of spaces collapsed."""
+    """The lines of ``text`` with every number replaced by ``#``, every value of :data:`_VARYING` by
+    ``<varies>``, and runs of spaces collapsed."""
     lines = []
     for line in text.strip("\n").splitlines():
+        line = _VARYING.sub(r"\1<varies>", line)
         line = _NUMBER.sub("#", line)
         line = re.sub(r"dpfair-runs/\S+", "dpfair-runs/<file>", line)
         lines.append(re.sub(r"\s+", " ", line).strip())

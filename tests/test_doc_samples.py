@@ -46,3 +46,10 @@ def test_the_quick_samples_match_what_the_commands_print(samples, capsys):
 def test_every_sample_matches_what_its_command_prints(samples, capsys):
     code = samples.check(slow=True, names=[])
     assert code == 0, capsys.readouterr().out
+
+
+def test_shape_ignores_which_attack_statistic_an_audit_found_strongest(samples):
+    a = "  epsilon lower bound  0.31\n  attack statistic     released numbers, projected\n  verdict  ok\n"
+    b = "  epsilon lower bound  0.2\n  attack statistic     released number 3\n  verdict  ok\n"
+    assert samples.shape(a) == samples.shape(b)
+    assert samples.shape(a) != samples.shape(a.replace("verdict", "verdicts"))
