@@ -28,6 +28,7 @@ prefixes.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,13 +95,17 @@ class AccountingMemo:
             raise ValueError(f"maxsize must be at least 1, got {maxsize}")
         self.maxsize = maxsize
         self._entries: OrderedDict[MemoKey, _Entry] = OrderedDict()
+        # fits on threads share the memo (a budget's GridSearchCV, n_jobs threads): the dictionary's reads,
+        # reorderings and evictions hold the lock; a computation runs outside it
+        self._lock = threading.Lock()
 
     def lookup(self, key: MemoKey, compute: Callable[[], Computed], *, persist: bool = False) -> float:
         """The answer of ``key``: from memory, else (``persist``, ε only) from disk, else ``compute()``."""
-        entry = self._entries.get(key)
-        if entry is not None:
-            self._entries.move_to_end(key)
-            return entry.computed.value
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                return entry.computed.value
         persist = persist and key.kind == "epsilon"
         stored = read_epsilon(key.events, key.delta, key.relation, key.accountant) if persist else None
         if stored is not None:
@@ -109,9 +114,11 @@ class AccountingMemo:
             entry = _Entry(compute(), "computed")
             if persist and entry.computed.exact:
                 write_epsilon(key.events, key.delta, key.relation, key.accountant, entry.computed.value)
-        self._entries[key] = entry
-        while len(self._entries) > self.maxsize:
-            self._entries.popitem(last=False)
+        with self._lock:
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
         return entry.computed.value
 
     def get(self, key: MemoKey) -> Computed | None:
