@@ -65,8 +65,8 @@ def methods(n: int) -> dict[str, tuple[str, callable]]:
         "opacus secure-mode sum of 4 torch.normal": ("gaussian", opacus_style),
         "os.urandom 8e6 bytes": ("coins", lambda: os.urandom(8 * n)),
     }
-    if samplers._Cipher is not None:
-        out["ChaCha20 keystream 8e6 bytes"] = ("coins", lambda: samplers._random_bytes(8 * n))
+    if samplers.COIN_SOURCE == "ChaCha20":
+        out["ChaCha20 keystream 8e6 bytes"] = ("coins", lambda: samplers.random_bytes(8 * n))
     return out
 
 
@@ -168,7 +168,7 @@ def main(argv=None) -> None:
         "numpy": np.__version__,
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
-        "coins": "ChaCha20 (cryptography/OpenSSL) keyed by os.urandom" if samplers._Cipher is not None
+        "coins": "ChaCha20 (cryptography/OpenSSL) keyed by os.urandom" if samplers.COIN_SOURCE == "ChaCha20"
         else "os.urandom",
         "repeats": args.repeats,
     }

@@ -16,7 +16,7 @@ from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
 import dpfair
-from dpfair.algorithms.catalog import _PARAMETER as _ENTRY  # one reading of "name : text" entries, shared
+from dpfair.algorithms.catalog import PARAMETER_ENTRY as _ENTRY  # one reading of "name : text" entries, shared
 
 project = "dpfair"
 author = "dpfair developers"

@@ -6,7 +6,7 @@ fairness violations of every notion, per-group accuracy and its inequality
 indices, and the (ε, δ) spent; it writes a JSON result (``--out``) and the
 fitted model beside it (same name, ``.pt``).
 
-``dpfair tune`` picks a fair model's hyper-parameters privately (:mod:`dpfair.selection`): one model
+``dpfair tune`` picks a fair model's hyper-parameters privately (:mod:`dpfair.private_search`): one model
 out, with the ε of the whole search.
 
 ``dpfair certify`` fits a private model and prints Mangold et al.'s certificate: for
@@ -539,7 +539,7 @@ def _validation_size_arg(text: str):
 
 def cmd_tune(args) -> int:
     from dpfair.experiments import evaluate
-    from dpfair.selection import PrivateSearch
+    from dpfair.private_search import PrivateSearch
 
     _check_run_args(args)
     if args.lam is not None:

@@ -15,7 +15,7 @@ from sklearn.utils import get_tags
 
 from dpfair.algorithms import METHODS, DPFERMIClassifier, DPSGDClassifier, method_name
 from dpfair.capabilities import Capabilities, capabilities
-from dpfair.selection import PrivateSearch
+from dpfair.private_search import PrivateSearch
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:absl")
 

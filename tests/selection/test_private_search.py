@@ -23,7 +23,7 @@ from dpfair.capabilities import capabilities
 from dpfair.datasets import make_synthetic
 from dpfair.exceptions import BudgetExceededError
 from dpfair.privacy import PrivacyBudget, SecretRandom
-from dpfair.selection import PrivateSearch, Repetitions, split_rows, tune
+from dpfair.private_search import PrivateSearch, Repetitions, split_rows, tune
 
 
 @pytest.fixture(scope="module")

@@ -229,7 +229,7 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
 
         It reads the hyper-parameters alone (public), never the data, so callers may run it before any data is
         loaded or any release is made: the CLI, a sweep spec's grid, a private search's candidates
-        (:class:`~dpfair.selection.PrivateSearch`), each asking a clone with the candidate set. Here: every real
+        (:class:`~dpfair.private_search.PrivateSearch`), each asking a clone with the candidate set. Here: every real
         hyper-parameter is finite, save ``epsilon`` (``inf``: no privacy; a finite one at most
         :data:`~dpfair.validation.MAX_EPSILON`); a subclass adds its own checks.
         """

@@ -28,7 +28,8 @@ CATALOG_FILE = Path(__file__).with_name("catalog.json")
 #: The command that rewrites :data:`CATALOG_FILE` from the classes.
 REGENERATE = "python -m dpfair.algorithms.catalog --write"
 
-_PARAMETER = re.compile(r"^([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s+:\s*(.*)$")
+#: One ``name : text`` (or ``a, b : text``) entry of a numpydoc Parameters section (also read by the docs' build).
+PARAMETER_ENTRY = re.compile(r"^([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s+:\s*(.*)$")
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def parameter_docs(cls) -> dict[str, str]:
     for line in lines[start:]:
         if not line.strip():
             break
-        match = _PARAMETER.match(line)
+        match = PARAMETER_ENTRY.match(line)
         if match and not line[0].isspace():
             names = [n.strip() for n in match.group(1).split(",")]
             for n in names:

@@ -189,7 +189,13 @@ try:  # a fast CSPRNG stream (OpenSSL ChaCha20); os.urandom when unavailable
 except ImportError:  # pragma: no cover - depends on the environment
     _Cipher = None
 
+#: Where the exact samplers' coins come from: ``"ChaCha20"`` (an OpenSSL ChaCha20 keystream keyed by
+#: ``os.urandom``, for requests of 4 KiB and more) where ``cryptography`` is installed, else ``"os.urandom"``.
+COIN_SOURCE = "os.urandom" if _Cipher is None else "ChaCha20"
+
 __all__ = [
+    "COIN_SOURCE",
+    "random_bytes",
     "GRID_BITS",
     "SecureGaussianAccounting",
     "SecureLaplaceAccounting",
@@ -284,7 +290,7 @@ def default_granularity(scale: float) -> float:
 # ---- coins ------------------------------------------------------------------------------------
 
 
-def _random_bytes(nbytes: int) -> np.ndarray:
+def random_bytes(nbytes: int) -> np.ndarray:
     """``nbytes`` uniformly random bytes (uint8) from a fresh OS-keyed ChaCha20 stream or ``os.urandom``."""
     if nbytes <= 0:
         return np.empty(0, dtype=np.uint8)
@@ -300,11 +306,11 @@ def _random_bytes(nbytes: int) -> np.ndarray:
 
 
 def _u64(n: int) -> np.ndarray:
-    return _random_bytes(8 * n).view(np.uint64)
+    return random_bytes(8 * n).view(np.uint64)
 
 
 def _u32(n: int) -> np.ndarray:
-    return _random_bytes(4 * n).view(np.uint32)
+    return random_bytes(4 * n).view(np.uint32)
 
 
 # ---- exact comparison of a uniform with e^{-r} -----------------------------------------------------
