@@ -36,12 +36,7 @@ EXEMPT = {"dpfair._compat"}
 UPSTREAM_PUBLIC = {"_asdict", "_replace", "_fields", "_make", "_exit"}
 
 #: ``(module, the flagged source text)`` still to be removed, and what removes it. Empty once issue 29 is done.
-ALLOWED: dict[tuple[str, str], str] = {
-    # fairlearn's ExponentiatedGradient internals, read and rebuilt by the model files: they belong in
-    # dpfair._compat, or go with the hand-written format (issue 29, "libraries where they fit")
-    ("dpfair.model_files", "obj._hs"): "persistence",
-    ("dpfair.model_files", "eg._hs"): "persistence",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def _module_name(path: Path) -> str:

@@ -4,13 +4,19 @@ import io
 import json
 import math
 import pickle
+import re
 import warnings
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import safetensors.torch
+import skops.io
 import torch
 from sklearn.base import BaseEstimator, clone
+from sklearn.linear_model import Perceptron
 from sklearn.naive_bayes import GaussianNB
 from sklearn.tree import DecisionTreeClassifier
 
@@ -140,24 +146,29 @@ def _public(est) -> dict:
     return {k: v for k, v in vars(est).items() if k.endswith("_") and not k.startswith("_")}
 
 
-def _blob(path):
-    return torch.load(path, weights_only=True, map_location="cpu")
+def _read(path) -> tuple[dict, dict]:
+    """A model file's tensors and its safetensors metadata (``format``, ``version``, ``meta``: JSON text)."""
+    raw = open(path, "rb").read()
+    header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+    return safetensors.torch.load(raw), header["__metadata__"]
 
 
 def _meta(path) -> dict:
-    return json.loads(_blob(path)["meta"])
+    return json.loads(_read(path)[1]["meta"])
 
 
-def _rewrite(path, out, edit_meta=None, edit_blob=None):
-    """A copy of a model file with its JSON (or outer dict) edited, written with torch.save."""
-    blob = _blob(path)
+def _rewrite(path, out, edit_meta=None, edit_info=None, edit_tensors=None):
+    """A copy of a model file with its JSON, its metadata or its tensors edited, written with safetensors."""
+    tensors, info = _read(path)
     if edit_meta is not None:
-        meta = json.loads(blob["meta"])
+        meta = json.loads(info["meta"])
         edit_meta(meta)
-        blob["meta"] = json.dumps(meta)
-    if edit_blob is not None:
-        edit_blob(blob)
-    torch.save(blob, out)
+        info["meta"] = json.dumps(meta)
+    if edit_info is not None:
+        edit_info(info)
+    if edit_tensors is not None:
+        edit_tensors(tensors)
+    Path(out).write_bytes(safetensors.torch.save(tensors, metadata=info))
     return out
 
 
@@ -268,7 +279,7 @@ def test_every_kind_of_value_round_trips(fitted, tmp_path):
         else:
             assert _same(got[k], v), k
     # a view is saved as its own values, not with the storage it was sliced from
-    sizes = [t.numel() for t in _blob(tmp_path / "m.pt")["tensors"].values()]
+    sizes = [t.numel() for t in _read(tmp_path / "m.pt")[0].values()]
     assert max(sizes) < 1000
 
 
@@ -330,15 +341,24 @@ def test_no_private_attribute_and_no_generator_is_ever_saved(name, fitted, tmp_p
         save_estimator(est, tmp_path / "m.pt")
     finally:
         del est._planted_secret, est._planted_generator
-    blob = _blob(tmp_path / "m.pt")
-    assert set(blob) == {"format", "version", "meta", "tensors"}
-    assert all(type(t) is torch.Tensor for t in blob["tensors"].values())
+    tensors, info = _read(tmp_path / "m.pt")
+    assert set(info) == {"format", "version", "meta"}
+    sklearn_part = tensors.pop("sklearn", None)  # the skops archive of the scikit-learn objects, as bytes
+    assert all(type(t) is torch.Tensor for t in tensors.values())
     # nothing with one row per person (training data, sensitive features) is in the file
-    assert not any(t.dim() and t.shape[0] == N for t in blob["tensors"].values())
+    assert not any(t.dim() and t.shape[0] == N for t in tensors.values())
     secret = torch.tensor(SECRET, dtype=torch.float64)
-    for t in blob["tensors"].values():
+    for t in tensors.values():
         assert not (t.is_floating_point() and torch.isclose(t.double(), secret).any())
-    text = blob["meta"]
+    if sklearn_part is not None:
+        with zipfile.ZipFile(io.BytesIO(sklearn_part.numpy().tobytes())) as part:
+            arrays = [np.load(io.BytesIO(part.read(n)), allow_pickle=False) for n in part.namelist()
+                      if n.endswith(".npy")]
+            schema = part.read("schema.json").decode()
+        assert not any(a.ndim and a.shape[0] == N for a in arrays)
+        assert not any(a.dtype.kind == "f" and np.isclose(a, SECRET).any() for a in arrays)
+        assert "_planted" not in schema and "Generator" not in schema
+    text = info["meta"]
     for word in ("_planted", "_np_rng", "_torch_rng", "_secret", "_sigma", "Generator", "SeedSequence"):
         assert word not in text
 
@@ -377,6 +397,18 @@ def test_a_generator_among_public_attributes_is_refused(make, fitted, tmp_path):
                 est.history_ = saved
             else:
                 del est.rng_
+    assert not (tmp_path / "m.pt").exists()
+
+
+def test_a_generator_inside_a_scikit_learn_object_is_refused(data, tmp_path):
+    """The scikit-learn part is checked too: skops would write a RandomState's state, a secret."""
+    from sklearn.linear_model import LogisticRegression
+
+    X, y, s = data
+    base = LogisticRegression(random_state=np.random.RandomState(0))
+    est = DPPostProcessingClassifier(base, random_state=0).fit(X, y, sensitive_features=s)
+    with pytest.raises(ValueError, match=r"estimator_\.random_state is a random generator \(RandomState\)"):
+        save_estimator(est, tmp_path / "m.pt")
     assert not (tmp_path / "m.pt").exists()
 
 
@@ -438,31 +470,97 @@ def test_raw_pickle_with_payload_is_refused(tmp_path, marker):
         load_estimator(path)
 
 
-def test_torch_file_with_arbitrary_objects_is_refused(tmp_path, marker):
+def test_torch_archives_are_refused_without_being_unpickled(tmp_path, marker):
+    """A torch archive (dpfair's format version 1, or anything torch.save wrote) is never unpickled."""
     blob = {"format": FORMAT, "version": VERSION, "meta": "{}", "tensors": {"t0": Payload(marker)}}
     torch.save(blob, tmp_path / "evil.pt")
-    with pytest.raises(ValueError, match=r"evil\.pt contains a pickled reference to (io|builtins)\.open"):
+    with pytest.raises(ValueError, match=r"evil\.pt is a zip archive, not a dpfair model file .*refit"):
         load_estimator(tmp_path / "evil.pt")
     torch.save(Payload(marker), tmp_path / "evil2.pt")
-    with pytest.raises(ValueError, match=r"evil2\.pt .*loading it could run code"):
+    with pytest.raises(ValueError, match=r"evil2\.pt is a zip archive"):
         load_estimator(tmp_path / "evil2.pt")
-
-
-def test_refused_even_when_torch_would_allow_the_global(tmp_path, marker):
-    """The archive scan does not depend on torch's process-wide safe-globals list."""
-    torch.save({"format": FORMAT, "version": VERSION, "meta": "{}", "tensors": {"t0": Payload(marker)}},
-               tmp_path / "evil.pt")
-    with torch.serialization.safe_globals([open]):
-        with pytest.raises(ValueError, match=r"reference to (io|builtins)\.open"):
+    with torch.serialization.safe_globals([open]):  # torch's process-wide allow-list plays no part
+        with pytest.raises(ValueError, match=r"evil\.pt is a zip archive"):
             load_estimator(tmp_path / "evil.pt")
 
 
-def test_legacy_pickle_format_is_refused_with_the_fix(fitted, tmp_path, marker):
+def test_a_version_1_model_file_is_refused_with_the_fix(fitted, tmp_path, marker):
+    """Format version 1 (a torch archive of JSON and tensors) is not read any more: one line, naming the fix."""
+    torch.save({"format": FORMAT, "version": 1, "meta": json.dumps({"format": FORMAT, "version": 1}),
+                "tensors": {"t0": torch.zeros(2)}}, tmp_path / "v1.pt", pickle_protocol=2)
+    with pytest.raises(ValueError, match=r"v1\.pt is a zip archive, not a dpfair model file of format version 2 "
+                                         r".*older dpfair \(format version 1, a torch archive\).*refit the model") as e:
+        load_estimator(tmp_path / "v1.pt")
+    assert "\n" not in str(e.value)
     est = fitted["dp-sgd"]
     state = {k: v for k, v in vars(est).items() if k not in ("_np_rng", "_torch_rng")}
-    torch.save({"class": type(est).__name__, "state": state}, tmp_path / "old.pt")
-    with pytest.raises(ValueError, match=r"old\.pt contains a pickled reference .*older dpfair.*refit it and save"):
+    torch.save({"class": type(est).__name__, "state": state}, tmp_path / "old.pt")  # the unsafe pickle format
+    with pytest.raises(ValueError, match=r"old\.pt is a zip archive.*older dpfair.*refit"):
         load_estimator(tmp_path / "old.pt")
+
+
+def test_corrupt_and_truncated_files_give_one_line(fitted, tmp_path):
+    path = tmp_path / "good.pt"
+    save_estimator(fitted["dp-fermi"], path)
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    cases = {
+        "truncated.pt": raw[: len(raw) - 7],
+        "header_cut.pt": raw[: 8 + n // 2],
+        "length.pt": (len(raw) * 2).to_bytes(8, "little") + raw[8:],
+        "header.pt": raw[:8] + b"[" + raw[9:],  # the header's JSON, corrupted
+        "offsets.pt": raw[:8] + raw[8:8 + n].replace(b'"data_offsets":[0,', b'"data_offsets":[9,', 1) + raw[8 + n:],
+        "empty.pt": b"",
+    }
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match=rf"{re.escape(name)} is not a dpfair model file \(not a valid "
+                                             "safetensors file") as e:
+            load_estimator(tmp_path / name)
+        assert "\n" not in str(e.value), name
+    assert type(load_estimator(path)) is type(fitted["dp-fermi"])  # the file itself loads
+
+
+def _with_sklearn_part(good_file, out, objects):
+    part = skops.io.dumps(objects)
+    return _rewrite(good_file, out, edit_tensors=lambda t: t.__setitem__(
+        "sklearn", torch.frombuffer(bytearray(part), dtype=torch.uint8)))
+
+
+class Planted:
+    """Rebuilding this (skops calls ``__setstate__``) creates a marker file: the stand-in for arbitrary code."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __setstate__(self, state):
+        open(state["marker"], "w").close()
+
+
+def test_a_sklearn_part_naming_an_untrusted_type_is_refused_without_building_it(good_file, tmp_path, marker):
+    import os
+
+    path = _with_sklearn_part(good_file, tmp_path / "crafted.pt", [Planted(marker), os.system])
+    with pytest.raises(ValueError, match=r"crafted\.pt: its scikit-learn part names types dpfair does not trust "
+                                         r"\(.*Planted.*\); it is refused") as e:
+        load_estimator(path)
+    assert "\n" not in str(e.value)
+    path = _with_sklearn_part(good_file, tmp_path / "system.pt", [os.system])
+    with pytest.raises(ValueError, match=r"system\.pt: its scikit-learn part names types .*system"):
+        load_estimator(path)
+
+
+def test_a_sklearn_part_holding_a_class_off_dpfairs_list_is_refused(good_file, tmp_path):
+    """skops trusts every scikit-learn estimator by default; a model file holds only dpfair's allow-list."""
+    other = Perceptron().fit([[0.0], [1.0]], [0, 1])
+    path = _with_sklearn_part(good_file, tmp_path / "other.pt", [other])
+    with pytest.raises(ValueError, match=r"other\.pt: its scikit-learn part holds a sklearn\.linear_model.*"
+                                         r"Perceptron, which is not on dpfair's allow-list"):
+        load_estimator(path)
+    bad = _rewrite(good_file, tmp_path / "bytes.pt", edit_tensors=lambda t: t.__setitem__(
+        "sklearn", torch.frombuffer(bytearray(b"PK not a zip"), dtype=torch.uint8)))
+    with pytest.raises(ValueError, match=r"bytes\.pt: its scikit-learn part is malformed"):
+        load_estimator(bad)
 
 
 @pytest.fixture
@@ -488,6 +586,11 @@ def good_file(fitted, tmp_path):
      "dtype 'object' is not allowed"),
     (lambda m: m["estimator"]["fitted"].__setitem__("x_", {"__ndarray__": ["t999", "float64"]}),
      "missing tensor 't999'"),
+    (lambda m: m["estimator"]["fitted"].__setitem__("x_", {"__ndarray__": ["sklearn", "uint8"]}),
+     "missing tensor 'sklearn'"),
+    (lambda m: m["estimator"]["fitted"].__setitem__("x_", {"__sklearn__": 99}), "missing scikit-learn object 99"),
+    (lambda m: m["estimator"]["fitted"].__setitem__("x_", {"__object__": [
+        "fairlearn.reductions.ExponentiatedGradient", {}, {"constraints_": None}]}), "invalid attribute names"),
     (lambda m: m["estimator"]["fitted"].__setitem__("_np_rng", 1), "only public fitted attributes"),
     (lambda m: m["estimator"]["fitted"].__setitem__("__class__", 1), "only public fitted attributes"),
     (lambda m: m["estimator"]["fitted"].__setitem__("x_", {"__torch_module__": {"kind": "dpfair", "name": "os",
@@ -503,19 +606,19 @@ def test_json_naming_anything_off_the_allow_lists_is_refused(good_file, tmp_path
 
 
 def test_unknown_version_and_foreign_files_are_refused_clearly(good_file, tmp_path):
-    newer = _rewrite(good_file, tmp_path / "v2.pt", edit_blob=lambda b: b.__setitem__("version", 2))
-    with pytest.raises(ValueError, match=r"v2\.pt uses dpfair model format version 2.*reads version 1.*Upgrade"):
+    newer = _rewrite(good_file, tmp_path / "v3.pt", edit_info=lambda i: i.__setitem__("version", "3"))
+    with pytest.raises(ValueError, match=r"v3\.pt uses dpfair model format version 3.*reads version 2.*Upgrade"):
         load_estimator(newer)
-    other = _rewrite(good_file, tmp_path / "other.pt", edit_blob=lambda b: b.__setitem__("format", "weights"))
+    other = _rewrite(good_file, tmp_path / "other.pt", edit_info=lambda i: i.__setitem__("format", "weights"))
     with pytest.raises(ValueError, match=r"other\.pt is not a dpfair model file"):
         load_estimator(other)
-    torch.save({"w": torch.zeros(2)}, tmp_path / "weights.pt")
+    safetensors.torch.save_file({"w": torch.zeros(2)}, tmp_path / "weights.pt")
     with pytest.raises(ValueError, match=r"weights\.pt is not a dpfair model file"):
         load_estimator(tmp_path / "weights.pt")
-    bad = _rewrite(good_file, tmp_path / "bad.pt", edit_blob=lambda b: b.__setitem__("tensors", {"t0": [1, 2]}))
+    bad = _rewrite(good_file, tmp_path / "bad.pt", edit_meta=lambda m: m.__setitem__("complex", ["sklearn"]))
     with pytest.raises(ValueError, match=r"bad\.pt is malformed"):
         load_estimator(bad)
-    broken = _rewrite(good_file, tmp_path / "json.pt", edit_blob=lambda b: b.__setitem__("meta", "{not json"))
+    broken = _rewrite(good_file, tmp_path / "json.pt", edit_info=lambda i: i.__setitem__("meta", "{not json"))
     with pytest.raises(ValueError, match=r"json\.pt is malformed: its metadata is not valid JSON"):
         load_estimator(broken)
     (tmp_path / "text.pt").write_text("hello")

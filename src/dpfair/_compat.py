@@ -45,6 +45,8 @@ __all__ = [
     "absorb_rdp",
     "pmf_predict",
     "set_utility_parity_state",
+    "exponentiated_gradient_hypotheses_are_predictors",
+    "restore_exponentiated_gradient_hypotheses",
     # fairlearn names, loaded on first access (see __getattr__ and _FAIRLEARN_PRIVATE).
     "_ALL",
     "_EVENT",
@@ -199,6 +201,40 @@ def pmf_predict(fitted, X, **kwargs):
     if method is None:
         raise _unsupported("fairlearn", SUPPORTED_FAIRLEARN, f"{type(fitted).__name__} has no _pmf_predict")
     return method(X, **kwargs)
+
+
+def exponentiated_gradient_hypotheses_are_predictors(eg) -> bool:
+    """Whether a fairlearn ``ExponentiatedGradient``'s hypotheses are exactly its ``predictors_``, each wrapped.
+
+    Written against fairlearn 0.15.0 (same in 0.13/0.14): prediction (``_pmf_predict``) calls the hypotheses in
+    the private Series ``_hs``, one ``_PredictorAsCallable(predictor)`` per entry of the public ``predictors_``,
+    same index. A model file saves ``predictors_`` only and rebuilds ``_hs`` with
+    :func:`restore_exponentiated_gradient_hypotheses`; this is its save-time check (an unfitted one: True). If
+    upstream's hypotheses stop being the wrapped predictors, it returns False and the save is refused.
+    """
+    hs, predictors = getattr(eg, "_hs", None), getattr(eg, "predictors_", None)
+    if hs is None and predictors is None:
+        return True
+    wrap = _load_fairlearn()["_PredictorAsCallable"]
+    return (hs is not None and predictors is not None and len(hs) == len(predictors)
+            and list(hs.index) == list(predictors.index)
+            and all(type(h) is wrap and vars(h).get("_classifier") is p
+                    for h, p in zip(hs.values, predictors.values)))
+
+
+def restore_exponentiated_gradient_hypotheses(eg) -> None:
+    """Rebuild a loaded ``ExponentiatedGradient``'s private hypotheses ``_hs`` from its public ``predictors_``.
+
+    Written against fairlearn 0.15.0 (same in 0.13/0.14): see
+    :func:`exponentiated_gradient_hypotheses_are_predictors`. Does nothing to an unfitted one.
+    """
+    import pandas as pd
+
+    predictors = vars(eg).get("predictors_")
+    if predictors is None:
+        return
+    wrap = _load_fairlearn()["_PredictorAsCallable"]
+    eg._hs = pd.Series([wrap(p) for p in predictors.values], index=predictors.index, dtype=object)
 
 
 def set_utility_parity_state(moment, *, utilities, prob_event, prob_group_event, index, U) -> None:

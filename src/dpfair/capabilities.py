@@ -35,8 +35,9 @@ class Capabilities:
     requires_sensitive : ``fit`` needs ``sensitive_features``.
     predict_needs_sensitive : ``predict`` and ``predict_proba`` take ``sensitive_features`` too (a group-aware
         rule).
-    batched_grid : :func:`~dpfair.algorithms.fit_dpfermi_grid` trains a grid of its points as one batched
-        computation (models of one seed share their secret Poisson batches, each draws its own noise).
+    batched_grid : its class's ``fit_many`` (:meth:`~dpfair.algorithms.base.FairEstimator.fit_many`) trains a grid
+        of its points as one batched computation (models of one seed share their secret Poisson batches, each
+        draws its own noise).
     target_error : its λ can follow a public constraint "training error ≤ target" during the fit
         (``target_error``): the private search's constrained strategy.
     public_group_shares : it takes the groups' shares as a public hyper-parameter (``group_proportions``)

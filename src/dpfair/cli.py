@@ -971,7 +971,7 @@ def cmd_methods(args) -> int:
         raise ValueError(f"unknown method {args.name!r}; choose one of {', '.join(r['method'] for r in rows)}")
     row, params = rows[at], catalog[at]["parameters"]
     if args.json:
-        shown = [{k: p[k] for k in ("name", "default", "description")} for p in params]
+        shown = [{k: p[k] for k in ("name", "default", "description", "accepts")} for p in params]
         print(json.dumps(_jsonable({**row, "parameters": shown}), indent=2))
         return 0
     print(f"{row['method']}: {_plain(row['summary'])}")
@@ -983,7 +983,9 @@ def cmd_methods(args) -> int:
     print("hyper-parameters (--param KEY=VALUE):")
     width = max(len(f"{p['name']}={p['default_repr']}") for p in params)
     for p in params:
-        print(f"  {p['name'] + '=' + p['default_repr']:<{width}}  {_plain(p['description']) or '(undocumented)'}")
+        accepts = f" [accepts {p['accepts']}]" if p["accepts"] else ""
+        print(f"  {p['name'] + '=' + p['default_repr']:<{width}}  {_plain(p['description']) or '(undocumented)'}"
+              f"{accepts}")
     return 0
 
 

@@ -1,5 +1,5 @@
-"""The model-file format behind :mod:`dpfair.persistence`: encoding, the archive scan, decoding, the allow-lists,
-and the registry of dpfair's classes that a file may hold.
+"""The model-file format behind :mod:`dpfair.persistence`: encoding, decoding, the allow-lists, and the registry of
+dpfair's classes that a file may hold.
 
 :mod:`dpfair.persistence` describes the format and is the public API. This module sits below the estimators so that
 they can save themselves (``FairEstimator.save``) while it imports none of them: each estimator class, and each
@@ -7,6 +7,12 @@ dpfair class that an estimator holds (a clipping rule, a fairlearn moment of dpf
 the module that defines it, with :func:`register_estimator`, :func:`register_dataclass` and :func:`register_moment`.
 A file can only name a class that is registered in the process reading it; :func:`dpfair.persistence.load_estimator`
 and :func:`dpfair.algorithms.load_estimator` load every dpfair estimator first.
+
+Why loading runs no code from the file: the file is parsed by safetensors (a JSON header and raw little-endian
+buffers, no pickle); the JSON tree is rebuilt by :func:`_decode`, which calls only the constructors of the classes
+on the allow-lists below; the scikit-learn part is read by ``skops.io.loads`` with an explicit ``trusted`` list
+(skops audits every type the part names before it constructs any, and builds objects without unpickling), and what
+it returns is checked against the same allow-list.
 """
 
 from __future__ import annotations
@@ -16,13 +22,12 @@ import copy
 import dataclasses
 import enum
 import functools
-import io
 import json
 import math
 import os
-import pickletools
 import random
 import re
+import tempfile
 import zipfile
 from typing import Any
 
@@ -30,12 +35,14 @@ import numpy as np
 import torch
 
 FORMAT = "dpfair-estimator"
-VERSION = 1
+VERSION = 2
 
 __all__ = ["FORMAT", "VERSION", "library_versions", "load_estimator", "load_provenance", "register_dataclass",
            "register_estimator", "register_moment", "registered", "save_estimator"]
 
 _IDENT = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+#: The safetensors entry holding the scikit-learn part (a skops archive, as bytes).
+_SKOPS_KEY = "sklearn"
 
 
 # ==================================================================================== the registry
@@ -82,7 +89,8 @@ def register_dataclass(cls: type) -> type:
 def register_moment(cls: type) -> type:
     """Put a fairlearn moment class of dpfair's (``CorrectedParity``) on the allow-list; returns ``cls``.
 
-    Saved as fairlearn's own moments are: its attributes, only while it is not loaded with training data.
+    Saved as fairlearn's own moments are (in the scikit-learn part, trusted by name), only while it is not loaded
+    with training data.
     """
     return _register(_MOMENTS, f"{cls.__module__}.{cls.__qualname__}", cls)
 
@@ -125,80 +133,15 @@ def _dataclasses() -> dict[str, type]:
     return {**{cls.__name__: cls for cls in (PrivacyLedger, LedgerEntry, PrivacyPlan, Part)}, **_DATACLASSES}
 
 
-@dataclasses.dataclass(frozen=True)
-class _Trusted:
-    """How one third-party class is saved: constructor parameters + the other attributes of ``vars(obj)``.
-
-    ``keep``: private attributes needed to predict (saved); ``drop``: attributes deliberately not saved
-    (training data, plotting state, callables rebuilt by ``after``). Any other private attribute makes
-    the save fail, so a library upgrade that adds state is noticed, not silently dropped.
-    """
-
-    cls: type
-    keep: tuple[str, ...] = ()
-    drop: tuple[str, ...] = ()
-    construct: str = "params"  # "params": cls(**get_params()); "new": cls.__new__ + attributes (moments)
-    check: Any = None  # save-time check(obj, where)
-    after: Any = None  # load-time fix-up(obj)
-
-
-def _check_moment(obj, where):
-    if getattr(obj, "data_loaded", False):
-        raise _SaveError(f"{where} is a fairlearn moment loaded with training data; only an unloaded moment "
-                         "(a fit's constraints parameter) can be saved")
-
-
-def _check_eg(obj, where):
-    hs, preds = getattr(obj, "_hs", None), getattr(obj, "predictors_", None)
-    if hs is None and preds is None:
-        return
-    if hs is None or preds is None or len(hs) != len(preds) or any(
-            getattr(h, "_classifier", None) is not p for h, p in zip(hs.values, preds.values)):
-        raise _SaveError(f"{where}: this fairlearn version's ExponentiatedGradient keeps hypotheses that are not "
-                         "its predictors_, so dpfair cannot rebuild them safely; use the fairlearn version "
-                         "pinned by dpfair")
-
-
-class _PredictorAsCallable:
-    """``h(X) = classifier.predict(X)`` (fairlearn's own wrapper, used when fairlearn no longer has it)."""
-
-    def __init__(self, classifier):
-        self._classifier = classifier
-
-    def __call__(self, X):
-        return self._classifier.predict(X)
-
-
-def _rebuild_hs(eg):
-    import pandas as pd
-
-    if "predictors_" not in vars(eg):
-        return
-    try:
-        from dpfair._compat import _PredictorAsCallable as wrap
-    except ImportError:  # pragma: no cover - depends on fairlearn's internals
-        wrap = _PredictorAsCallable
-    preds = eg.predictors_
-    eg._hs = pd.Series([wrap(p) for p in preds.values], index=preds.index, dtype=object)
-
-
-def _trusted() -> dict[str, _Trusted]:
-    """The third-party classes a file may hold and how each is saved: scikit-learn's and fairlearn's, and the
-    registered moments of dpfair's."""
-    moment = dict(construct="new", check=_check_moment)
-    return {**_library_classes(), **{name: _Trusted(cls, **moment) for name, cls in _MOMENTS.items()}}
-
-
 @functools.cache
-def _library_classes() -> dict[str, _Trusted]:
-    from fairlearn.postprocessing import ThresholdOptimizer
-    from dpfair._compat import InterpolatedThresholder
+def _library_sklearn() -> tuple[type, ...]:
+    """scikit-learn and fairlearn classes whose objects go, whole, to the file's scikit-learn part (skops): the base
+    learners and transformers dpfair's estimators hold, fairlearn's moments and ThresholdOptimizer's fitted rule."""
     from fairlearn.reductions import (
         DemographicParity,
         EqualizedOdds,
         ErrorRate,
         ErrorRateParity,
-        ExponentiatedGradient,
         FalsePositiveRateParity,
         TruePositiveRateParity,
     )
@@ -206,36 +149,68 @@ def _library_classes() -> dict[str, _Trusted]:
     from sklearn.dummy import DummyClassifier
     from sklearn.linear_model import LogisticRegression
     from sklearn.naive_bayes import GaussianNB
-    from sklearn.pipeline import Pipeline
-    from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, RobustScaler, StandardScaler
+    from sklearn.preprocessing import (
+        MaxAbsScaler,
+        MinMaxScaler,
+        RobustScaler,
+        StandardScaler,
+    )
     from sklearn.svm import LinearSVC
 
-    moment = dict(construct="new", check=_check_moment)
-    return {
-        "sklearn.linear_model.LogisticRegression": _Trusted(LogisticRegression),
-        "sklearn.svm.LinearSVC": _Trusted(LinearSVC),
-        "sklearn.naive_bayes.GaussianNB": _Trusted(GaussianNB),
-        "sklearn.dummy.DummyClassifier": _Trusted(DummyClassifier, keep=("_strategy",)),
-        "sklearn.discriminant_analysis.LinearDiscriminantAnalysis": _Trusted(
-            LinearDiscriminantAnalysis, keep=("_max_components", "_n_features_out")),
-        "fairlearn.reductions.ExponentiatedGradient": _Trusted(
-            ExponentiatedGradient, drop=("constraints_", "_hs"), check=_check_eg, after=_rebuild_hs),
-        "fairlearn.postprocessing.ThresholdOptimizer": _Trusted(
-            ThresholdOptimizer, keep=("_predict_method",),
-            drop=("_tradeoff_curve", "_x_grid", "_overall_tradeoff_curve", "_x_best", "_x_best_per_group",
-                  "_y_best", "_y_min", "_between_groups")),
-        "fairlearn.postprocessing.InterpolatedThresholder": _Trusted(
-            InterpolatedThresholder, keep=("_predict_method",)),
-        "fairlearn.reductions.DemographicParity": _Trusted(DemographicParity, **moment),
-        "fairlearn.reductions.EqualizedOdds": _Trusted(EqualizedOdds, **moment),
-        "fairlearn.reductions.TruePositiveRateParity": _Trusted(TruePositiveRateParity, **moment),
-        "fairlearn.reductions.FalsePositiveRateParity": _Trusted(FalsePositiveRateParity, **moment),
-        "fairlearn.reductions.ErrorRateParity": _Trusted(ErrorRateParity, **moment),
-        "fairlearn.reductions.ErrorRate": _Trusted(ErrorRate, **moment),
-        **{f"sklearn.preprocessing.{cls.__name__}": _Trusted(cls)
-           for cls in (StandardScaler, MinMaxScaler, MaxAbsScaler, RobustScaler)},
-        "sklearn.pipeline.Pipeline": _Trusted(Pipeline, check=_check_pipeline),
-    }
+    from dpfair._compat import InterpolatedThresholder
+
+    return (LogisticRegression, LinearSVC, GaussianNB, DummyClassifier, LinearDiscriminantAnalysis, StandardScaler,
+            MinMaxScaler, MaxAbsScaler, RobustScaler, DemographicParity, EqualizedOdds, TruePositiveRateParity,
+            FalsePositiveRateParity, ErrorRateParity, ErrorRate, InterpolatedThresholder)
+
+
+def _sklearn_classes() -> dict[str, type]:
+    """Every class of the scikit-learn part, by the public module and name (dpfair's registered moments: by
+    ``module.qualname``)."""
+    return {**{f"{c.__module__.split('._')[0]}.{c.__qualname__}": c for c in _library_sklearn()}, **_MOMENTS}
+
+
+def _skops_trusted() -> list[type]:
+    """The ``trusted`` list handed to ``skops.io.loads``: explicit classes, never ``True``. skops adds its own
+    defaults (scikit-learn's estimators, numpy and scipy types); this adds the fairlearn and dpfair classes of the
+    part and the two objects ThresholdOptimizer's rule holds (its threshold operations, in sklearn ``Bunch``es)."""
+    from sklearn.utils import Bunch
+
+    from dpfair._compat import ThresholdOperation
+
+    return [c for c in _sklearn_classes().values() if not c.__module__.startswith("sklearn.")] + [
+        ThresholdOperation, Bunch]
+
+
+def _is_moment(obj) -> bool:
+    from fairlearn.reductions import Moment
+
+    return isinstance(obj, Moment)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Wrapper:
+    """A meta-estimator saved in the JSON tree (its parts may go to the scikit-learn part): constructor parameters
+    plus public fitted attributes (names ending in ``_``); private attributes are never saved.
+
+    ``drop``: public fitted attributes not saved because they hold training data and prediction does not read them;
+    ``check``: save-time check(obj, where); ``restore``: load-time rebuild of the private state that prediction
+    reads, from the public attributes (fairlearn's internals, behind :mod:`dpfair._compat`).
+    """
+
+    cls: type
+    drop: tuple[str, ...] = ()
+    check: Any = None
+    restore: Any = None
+
+
+def _check_eg(obj, where):
+    from dpfair._compat import exponentiated_gradient_hypotheses_are_predictors
+
+    if not exponentiated_gradient_hypotheses_are_predictors(obj):
+        raise _SaveError(f"{where}: this fairlearn version's ExponentiatedGradient keeps hypotheses that are not "
+                         "its predictors_, so dpfair cannot rebuild them safely; use the fairlearn version "
+                         "pinned by dpfair")
 
 
 def _check_pipeline(obj, where):
@@ -243,11 +218,29 @@ def _check_pipeline(obj, where):
         raise _SaveError(f"{where} caches its steps (memory={obj.memory!r}); save a Pipeline with memory=None")
 
 
-def _trusted_name(obj) -> str | None:
-    for name, spec in _trusted().items():
-        if type(obj) is spec.cls:
-            return name
-    return None
+def _restore_eg(obj):
+    from dpfair._compat import restore_exponentiated_gradient_hypotheses
+
+    restore_exponentiated_gradient_hypotheses(obj)
+
+
+@functools.cache
+def _wrappers() -> dict[str, _Wrapper]:
+    """The meta-estimators a file may hold, by ``module.qualname``. ExponentiatedGradient's ``constraints_`` is its
+    moment loaded with X, y and s (only ``fit`` reads it); ThresholdOptimizer keeps its trade-off curves, plotting
+    state computed from the training rows, in private attributes (never saved)."""
+    from fairlearn.postprocessing import ThresholdOptimizer
+    from fairlearn.reductions import ExponentiatedGradient
+    from sklearn.pipeline import Pipeline
+
+    return {"fairlearn.reductions.ExponentiatedGradient": _Wrapper(
+                ExponentiatedGradient, drop=("constraints_",), check=_check_eg, restore=_restore_eg),
+            "fairlearn.postprocessing.ThresholdOptimizer": _Wrapper(ThresholdOptimizer),
+            "sklearn.pipeline.Pipeline": _Wrapper(Pipeline, check=_check_pipeline)}
+
+
+def _named(obj, table: dict) -> str | None:
+    return next((name for name, cls in table.items() if type(obj) is cls), None)
 
 
 def _estimators() -> dict[str, type]:
@@ -263,7 +256,12 @@ def _is_generator(value) -> bool:
                for cls in type(value).__mro__)
 
 
-#: numpy dtypes stored as tensors (torch has each of them).
+def _generator_refused(where: str, value) -> _SaveError:
+    return _SaveError(f"{where} is a random generator ({type(value).__name__}); secret randomness must never "
+                      "be saved — keep generators in attributes starting with '_' (this is a bug in dpfair)")
+
+
+#: numpy dtypes stored as tensors (safetensors holds each of them; complex128 as pairs of float64).
 _TENSOR_DTYPES = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                             "float16", "float32", "float64", "complex64", "complex128"})
 
@@ -276,12 +274,26 @@ class _SaveError(ValueError):
 class _Saver:
     def __init__(self):
         self.tensors: dict[str, torch.Tensor] = {}
+        self.complex: list[str] = []  # keys of complex128 tensors, stored as (..., 2) float64
+        self.sklearn: list = []  # the objects of the scikit-learn part, in order
+        self._sklearn_ids: dict[int, int] = {}
 
     def tensor(self, t: torch.Tensor) -> str:
         key = f"t{len(self.tensors)}"
         # A copy: a view would save its whole storage (e.g. the training data it was sliced from).
-        self.tensors[key] = t.detach().to("cpu", copy=True).contiguous()
+        t = t.detach().to("cpu", copy=True).contiguous()
+        if t.dtype == torch.complex128:
+            t, _ = torch.view_as_real(t).contiguous(), self.complex.append(key)
+        self.tensors[key] = t
         return key
+
+    def sklearn_object(self, obj) -> int:
+        """The index of ``obj`` in the scikit-learn part (one object saved once, however often it is held)."""
+        index = self._sklearn_ids.get(id(obj))
+        if index is None:
+            index = self._sklearn_ids[id(obj)] = len(self.sklearn)
+            self.sklearn.append(obj)
+        return index
 
 
 def _float(v: float):
@@ -296,8 +308,7 @@ def _encode(value, where: str, saver: _Saver, est) -> Any:
     if value is None or isinstance(value, bool):
         return value
     if _is_generator(value):
-        raise _SaveError(f"{where} is a random generator ({type(value).__name__}); secret randomness must never "
-                         "be saved — keep generators in attributes starting with '_' (this is a bug in dpfair)")
+        raise _generator_refused(where, value)
     if isinstance(value, enum.Enum):
         name = type(value).__name__
         if _enums().get(name) is not type(value):
@@ -352,8 +363,8 @@ def _encode(value, where: str, saver: _Saver, est) -> Any:
     raise _SaveError(
         f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which dpfair cannot save safely. "
         "Model files hold JSON values, numpy arrays, torch tensors, dpfair estimators and models, the privacy "
-        f"ledger, and these scikit-learn / fairlearn classes: {', '.join(sorted(_trusted()))}. Use one of them "
-        "(e.g. sklearn's LogisticRegression as the base estimator)")
+        f"ledger, and these scikit-learn / fairlearn classes: {', '.join(sorted({*_sklearn_classes(), *_wrappers()}))}"
+        ". Use one of them (e.g. sklearn's LogisticRegression as the base estimator)")
 
 
 def _encode_array(a: np.ndarray, where: str, saver: _Saver, est):
@@ -372,16 +383,10 @@ def _encode_array(a: np.ndarray, where: str, saver: _Saver, est):
 
 
 def _encode_library_value(value, where, saver, est):
-    """pandas containers, sklearn's Bunch, fairlearn's threshold rules and the trusted third-party objects."""
+    """pandas containers, the scikit-learn part's objects and the meta-estimators."""
     import pandas as pd
-    from dpfair._compat import ThresholdOperation
-    from sklearn.utils import Bunch
 
     enc = functools.partial(_encode, saver=saver, est=est)
-    if type(value) is Bunch:
-        return {"__bunch__": {str(k): enc(v, f"{where}.{k}") for k, v in value.items()}}
-    if type(value) is ThresholdOperation:
-        return {"__threshold_operation__": [value.operator, enc(value.threshold, f"{where}.threshold")]}
     if type(value) is pd.RangeIndex:
         return {"__range_index__": [value.start, value.stop, value.step, enc(value.name, f"{where}.name")]}
     if type(value) is pd.MultiIndex:
@@ -398,22 +403,38 @@ def _encode_library_value(value, where, saver, est):
                    for j in range(value.shape[1])]
         return {"__dataframe__": [columns, enc(value.index, f"{where}.index"),
                                   enc(value.columns, f"{where}.columns")]}
-    name = _trusted_name(value)
+    if _named(value, _sklearn_classes()) is not None:
+        _check_sklearn_object(value, where)
+        return {"__sklearn__": saver.sklearn_object(value)}
+    name = _named(value, {n: w.cls for n, w in _wrappers().items()})
     if name is None:
         return None
-    spec = _trusted()[name]
+    spec = _wrappers()[name]
     if spec.check is not None:
         spec.check(value, where)
-    params = value.get_params(deep=False) if spec.construct == "params" else {}
-    attrs = {}
-    for k, v in vars(value).items():
-        if k in params or k in spec.drop:
-            continue
-        if k.startswith("_") and k not in spec.keep:
-            raise _SaveError(f"{where} ({name}) has a private attribute {k!r} that dpfair does not know is safe "
-                             "to save or to leave out (a newer library version?); use the versions dpfair pins")
-        attrs[k] = enc(v, f"{where}.{k}")
-    return {"__object__": [name, {k: enc(v, f"{where}.{k}") for k, v in params.items()}, attrs]}
+    params = value.get_params(deep=False)
+    fitted = {k: enc(v, f"{where}.{k}") for k, v in vars(value).items()
+              if k.endswith("_") and not k.startswith("_") and k not in params and k not in spec.drop}
+    return {"__object__": [name, {k: enc(v, f"{where}.{k}") for k, v in params.items()}, fitted]}
+
+
+def _check_sklearn_object(obj, where: str) -> None:
+    """Refuse what the scikit-learn part must not hold: a moment loaded with training data, a random generator."""
+    if _is_moment(obj) and getattr(obj, "data_loaded", False):
+        raise _SaveError(f"{where} is a fairlearn moment loaded with training data; only an unloaded moment "
+                         "(a fit's constraints parameter) can be saved")
+
+    def visit(value, at, depth=0):
+        if _is_generator(value):
+            raise _generator_refused(at, value)
+        if depth < 3 and type(value) in (list, tuple, dict):
+            for k, v in (value.items() if type(value) is dict else enumerate(value)):
+                visit(v, f"{at}[{k!r}]", depth + 1)
+        elif depth < 3 and _named(value, _sklearn_classes()) is not None:
+            for k, v in vars(value).items():
+                visit(v, f"{at}.{k}", depth + 1)
+
+    visit(obj, where)
 
 
 def _encode_column(series, where, saver, est):
@@ -485,7 +506,8 @@ def library_versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for dist in ("dpfair", "torch", "numpy", "scikit-learn", "fairlearn", "dp-accounting", "pandas"):
+    for dist in ("dpfair", "torch", "numpy", "scikit-learn", "fairlearn", "dp-accounting", "pandas", "safetensors",
+                 "skops"):
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:
@@ -497,6 +519,7 @@ def save_estimator(est, path, *, provenance: dict | None = None) -> None:
     """Write ``est``, a fitted estimator of a registered class (or a Pipeline ending in one), to ``path``: what
     :func:`dpfair.persistence.save_estimator` (the public function, which documents it) does, without first
     loading every dpfair estimator (``FairEstimator.save`` calls this)."""
+    import safetensors.torch
     from sklearn.pipeline import Pipeline
     from sklearn.utils.validation import check_is_fitted
 
@@ -520,17 +543,41 @@ def save_estimator(est, path, *, provenance: dict | None = None) -> None:
         raise ValueError(f"provenance must hold JSON values only (str, numbers, lists, dicts): {exc}") from None
     if type(provenance_json) is not dict:
         raise ValueError(f"provenance must be a dict, got {type(provenance).__name__}")
+    tensors = dict(saver.tensors)
+    if saver.sklearn:  # skops is imported only for a model that holds scikit-learn objects
+        import skops.io
+
+        part = skops.io.dumps(saver.sklearn, compression=zipfile.ZIP_DEFLATED, compresslevel=1)
+        tensors[_SKOPS_KEY] = torch.frombuffer(bytearray(part), dtype=torch.uint8)
     meta = {"format": FORMAT, "version": VERSION, "versions": library_versions(), "estimator": node,
-            "provenance": provenance_json}
-    blob = {"format": FORMAT, "version": VERSION, "meta": json.dumps(meta, allow_nan=False),
-            "tensors": saver.tensors}
-    torch.save(blob, path, pickle_protocol=2)
+            "complex": saver.complex, "provenance": provenance_json}
+    data = safetensors.torch.save(tensors, metadata={"format": FORMAT, "version": str(VERSION),
+                                                     "meta": json.dumps(meta, allow_nan=False)})
+    if _is_path(path):
+        _write_file(os.fspath(path), data)
+    else:
+        path.write(data)
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """``data`` to ``path`` whole or not at all: a temporary file beside it, renamed over it once written."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".dpfair-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _pipeline_estimator(pipe):
     """The dpfair estimator ending the Pipeline ``pipe``, after refusing (one line, naming it) a step that a model
     file cannot hold and warning about transformers whose fitted statistics the estimator's ε does not cover."""
     import warnings
+
+    from sklearn.base import TransformerMixin
 
     from dpfair.exceptions import PrivacyLeakWarning
 
@@ -539,16 +586,16 @@ def _pipeline_estimator(pipe):
     if type(final) not in _estimators().values():
         raise ValueError(f"cannot save this Pipeline: its last step must be a dpfair estimator, got "
                          f"{type(final).__name__}")
-    transformers = [f"sklearn.preprocessing.{n}" for n in ("StandardScaler", "MinMaxScaler", "MaxAbsScaler",
-                                                          "RobustScaler")]
+    transformers = [c for c in _library_sklearn() if c.__module__.startswith("sklearn.preprocessing")
+                    and issubclass(c, TransformerMixin)]
     fitted = []
     for name, step in steps[:-1]:
         if step is None or step == "passthrough":
             continue
-        if _trusted_name(step) not in transformers:
+        if type(step) not in transformers:
             raise ValueError(f"cannot save this Pipeline: its step {name!r} is a {type(step).__module__}."
                              f"{type(step).__qualname__}, which a safe model file cannot hold (it stores no code); "
-                             f"use one of {', '.join(n.rsplit('.', 1)[1] for n in transformers)} or 'passthrough', "
+                             f"use one of {', '.join(c.__name__ for c in transformers)} or 'passthrough', "
                              "or transform X before the Pipeline")
         stats = [k for k in vars(step) if k.endswith("_") and not k.startswith("_")
                  and k not in ("n_features_in_", "feature_names_in_")]
@@ -572,56 +619,15 @@ class _LoadError(ValueError):
     pass
 
 
-_TORCH_GLOBALS = frozenset({("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_tensor_v3"),
-                            ("torch.storage", "UntypedStorage"), ("collections", "OrderedDict")})
-_STORAGE = re.compile(r"[A-Z][A-Za-z0-9]*Storage\Z")
-#: Opcodes that build objects from classes other than through GLOBAL + REDUCE: never in our files.
-_REFUSED_OPCODES = frozenset({"STACK_GLOBAL", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX", "EXT1", "EXT2", "EXT4",
-                              "BUILD"})
+#: What to do with a file this dpfair cannot read.
+_FIX = ("Only model files written by this dpfair's save_estimator / FairEstimator.save can be loaded; refit the "
+        "model with this dpfair and save it again")
 
 
-def _allowed_global(module: str, name: str) -> bool:
-    if (module, name) in _TORCH_GLOBALS:
-        return True
-    if module == "torch":
-        if _STORAGE.match(name) and isinstance(getattr(torch, name, None), type):
-            return True
-        return isinstance(getattr(torch, name, None), torch.dtype)
-    return False
+def _read_file(path, where: str) -> tuple[dict, dict]:
+    """The tensors of a model file and its JSON metadata, both checked; nothing in the file is run."""
+    import safetensors.torch
 
-
-def _scan_archive(raw: bytes, where: str) -> None:
-    """Refuse, without unpickling anything, an archive whose pickle could construct anything but tensors."""
-    fix = ("Only model files written by dpfair's save_estimator / FairEstimator.save can be loaded. If this is "
-           "a model saved by an older dpfair (the unsafe pickle format), refit it and save it again")
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(raw))
-    except (zipfile.BadZipFile, OSError, ValueError):
-        raise _LoadError(f"{where} is not a dpfair model file (not a torch zip archive; a raw pickle is never "
-                         f"unpickled, since that can run code). {fix}") from None
-    with archive:
-        pickles = [n for n in archive.namelist() if n.endswith(".pkl")]
-        if len(pickles) != 1 or not pickles[0].endswith("/data.pkl"):
-            raise _LoadError(f"{where} is not a dpfair model file (unexpected archive members {pickles[:5]}). {fix}")
-        data = archive.read(pickles[0])
-    try:
-        for op, arg, _ in pickletools.genops(data):
-            if op.name in _REFUSED_OPCODES:
-                raise _LoadError(f"{where} contains pickled Python objects ({op.name}); loading it could run "
-                                 f"code, so it is refused. {fix}")
-            if op.name == "GLOBAL":
-                module, _, name = str(arg).partition(" ")
-                if not _allowed_global(module, name):
-                    raise _LoadError(f"{where} contains a pickled reference to {module}.{name}, which is not a "
-                                     f"tensor; loading it could run code, so it is refused. {fix}")
-    except _LoadError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a malformed pickle stream
-        raise _LoadError(f"{where} is not a dpfair model file (corrupt pickle stream: {exc}). {fix}") from None
-
-
-def _read_blob(path, where: str) -> dict:
-    # Read once: the bytes scanned are the bytes unpickled.
     if _is_path(path):
         with open(path, "rb") as f:
             raw = f.read()
@@ -629,28 +635,41 @@ def _read_blob(path, where: str) -> dict:
         raw = path.read()
     if not isinstance(raw, bytes):
         raise _LoadError(f"{where} must be a path or a binary file object")
-    _scan_archive(raw, where)
+    if raw[:4] == b"PK\x03\x04":
+        raise _LoadError(f"{where} is a zip archive, not a dpfair model file of format version {VERSION} "
+                         "(safetensors + JSON): a model saved by an older dpfair (format version 1, a torch "
+                         f"archive) or another tool's file. {_FIX}")
     try:
-        blob = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - torch's refusals and format errors
-        raise _LoadError(f"{where} could not be read as a safe tensor archive ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''}); it is refused") from None
-    if not isinstance(blob, dict) or blob.get("format") != FORMAT:
-        raise _LoadError(f"{where} is not a dpfair model file (no 'format': {FORMAT!r} entry)")
-    version = blob.get("version")
-    if type(version) is not int:
+        tensors = safetensors.torch.load(raw)
+        header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
+    except Exception as exc:  # noqa: BLE001 - safetensors' refusals: bad header, bad offsets, truncated buffers
+        detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise _LoadError(f"{where} is not a dpfair model file (not a valid safetensors file: {detail}; a pickle is "
+                         f"never unpickled, since that can run code). {_FIX}") from None
+    info = header.get("__metadata__") if type(header) is dict else None
+    if type(info) is not dict or info.get("format") != FORMAT:
+        raise _LoadError(f"{where} is not a dpfair model file (no 'format': {FORMAT!r} entry in its metadata)")
+    version = info.get("version")
+    if type(version) is not str or not version.isdigit():
         raise _LoadError(f"{where} has no valid format version")
-    if version != VERSION:
-        newer = version > VERSION
+    if int(version) != VERSION:
+        newer = int(version) > VERSION
         raise _LoadError(f"{where} uses dpfair model format version {version}; this dpfair reads version "
-                         f"{VERSION}. " + ("Upgrade dpfair to load it." if newer else
-                                           "Load it with the dpfair version that wrote it, or refit the model."))
-    if set(blob) != {"format", "version", "meta", "tensors"} or type(blob["meta"]) is not str:
-        raise _LoadError(f"{where} is malformed (unexpected entries {sorted(map(str, blob))})")
-    tensors = blob["tensors"]
-    if type(tensors) is not dict or not all(type(k) is str and type(v) is torch.Tensor for k, v in tensors.items()):
-        raise _LoadError(f"{where} is malformed: 'tensors' must map names to plain tensors")
-    return blob
+                         f"{VERSION}. " + ("Upgrade dpfair to load it." if newer else _FIX))
+    try:
+        meta = json.loads(info.get("meta", ""))
+    except (ValueError, RecursionError):
+        raise _LoadError(f"{where} is malformed: its metadata is not valid JSON") from None
+    _expect(type(meta) is dict and meta.get("format") == FORMAT and meta.get("version") == VERSION
+            and "estimator" in meta, f"{where} is malformed: its metadata has no estimator")
+    complex_keys = meta.get("complex", [])
+    _expect(type(complex_keys) is list and all(type(k) is str and k in tensors and k != _SKOPS_KEY
+                                               and tensors[k].dtype == torch.float64 and tensors[k].dim()
+                                               and tensors[k].shape[-1] == 2 for k in complex_keys),
+            f"{where} is malformed: its complex tensors are not pairs of float64")
+    for k in complex_keys:
+        tensors[k] = torch.view_as_complex(tensors[k])
+    return tensors, meta
 
 
 class _Loader:
@@ -658,11 +677,46 @@ class _Loader:
         self.tensors = tensors
         self.model = model
         self.where = where
+        self._sklearn = None
 
     def tensor(self, key) -> torch.Tensor:
-        if type(key) is not str or key not in self.tensors:
+        if type(key) is not str or key not in self.tensors or key == _SKOPS_KEY:
             raise _LoadError(f"refers to a missing tensor {key!r}")
         return self.tensors[key]
+
+    def sklearn(self, index, at: str):
+        """Object ``index`` of the scikit-learn part, read (once) by skops with the explicit trusted list."""
+        if self._sklearn is None:
+            self._sklearn = _read_sklearn_part(self.tensors.get(_SKOPS_KEY), self.where)
+        _expect(type(index) is int and 0 <= index < len(self._sklearn), f"{at}: missing scikit-learn object {index!r}")
+        return self._sklearn[index]
+
+
+def _read_sklearn_part(blob, where: str) -> list:
+    import skops.io
+    from skops.io.exceptions import UntrustedTypesFoundException
+
+    _expect(isinstance(blob, torch.Tensor) and blob.dtype == torch.uint8 and blob.dim() == 1,
+            f"{where} is malformed: it refers to a scikit-learn part it does not hold")
+    data, trusted = blob.numpy().tobytes(), _skops_trusted()
+    try:
+        objects = skops.io.loads(data, trusted=trusted)
+    except UntrustedTypesFoundException:
+        names = {f"{c.__module__}.{c.__qualname__}" for c in trusted}
+        untrusted = [t for t in skops.io.get_untrusted_types(data=data) if t not in names]  # reads the schema only
+        raise _LoadError(f"{where}: its scikit-learn part names types dpfair does not trust ({', '.join(untrusted)}"
+                         "); it is refused, and none of them was built") from None
+    except Exception as exc:  # noqa: BLE001 - a malformed skops archive
+        raise _LoadError(f"{where}: its scikit-learn part is malformed ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+    _expect(type(objects) is list, f"{where}: its scikit-learn part is malformed")
+    allowed = _sklearn_classes()
+    for i, obj in enumerate(objects):
+        _expect(_named(obj, allowed) is not None, f"{where}: its scikit-learn part holds a "
+                f"{type(obj).__module__}.{type(obj).__qualname__}, which is not on dpfair's allow-list")
+        _expect(not (_is_moment(obj) and getattr(obj, "data_loaded", False)),
+                f"{where}: a moment loaded with data is not allowed")
+    return objects
 
 
 def _expect(cond: bool, what: str):
@@ -820,21 +874,8 @@ def _construct(cls, kwargs: dict, at: str):
         raise _LoadError(f"{at}: cannot rebuild {cls.__name__} ({exc})") from None
 
 
-def _d_bunch(body, at, ld):
-    from sklearn.utils import Bunch
-
-    _expect(type(body) is dict, f"{at}: malformed Bunch")
-    return Bunch(**{k: _decode(v, f"{at}.{k}", ld) for k, v in body.items()})
-
-
-def _d_threshold_operation(body, at, ld):
-    from dpfair._compat import ThresholdOperation
-
-    op, threshold = _pair(body, 2, at)
-    _expect(op in (">", "<"), f"{at}: invalid threshold operator")
-    threshold = _decode(threshold, f"{at}.threshold", ld)
-    _expect(isinstance(threshold, (int, float, np.floating, np.integer)), f"{at}: invalid threshold")
-    return ThresholdOperation(op, threshold)
+def _d_sklearn(body, at, ld):
+    return ld.sklearn(body, at)
 
 
 def _d_range_index(body, at, ld):
@@ -909,23 +950,17 @@ def _d_dataframe(body, at, ld):
 
 
 def _d_object(body, at, ld):
-    name, params, attrs = _pair(body, 3, at)
-    spec = _trusted().get(name) if type(name) is str else None
+    name, params, fitted = _pair(body, 3, at)
+    spec = _wrappers().get(name) if type(name) is str else None
     _expect(spec is not None, f"{at}: class {name!r} is not on dpfair's allow-list")
-    _expect(type(params) is dict and type(attrs) is dict, f"{at}: malformed {name}")
-    params = {k: _decode(v, f"{at}.{k}", ld) for k, v in params.items()}
-    attrs = {k: _decode(v, f"{at}.{k}", ld) for k, v in attrs.items()}
-    _expect(all(type(k) is str and (_IDENT.match(k) or k in spec.keep) for k in (*params, *attrs))
-            and all(k in spec.keep or not k.startswith("_") for k in attrs), f"{at}: invalid attribute names")
-    if spec.construct == "new":
-        _expect(not params, f"{at}: malformed {name}")
-        obj = spec.cls.__new__(spec.cls)
-        _expect(not attrs.get("data_loaded", False), f"{at}: a moment loaded with data is not allowed")
-    else:
-        obj = _construct(spec.cls, params, at)
-    vars(obj).update(attrs)
-    if spec.after is not None:
-        spec.after(obj)
+    _expect(type(params) is dict and type(fitted) is dict, f"{at}: malformed {name}")
+    _expect(all(type(k) is str and _IDENT.match(k) for k in params)
+            and all(type(k) is str and _IDENT.match(k) and k.endswith("_") and k not in spec.drop for k in fitted),
+            f"{at}: invalid attribute names")
+    obj = _construct(spec.cls, {k: _decode(v, f"{at}.{k}", ld) for k, v in params.items()}, at)
+    vars(obj).update({k: _decode(v, f"{at}.{k}", ld) for k, v in fitted.items()})
+    if spec.restore is not None:
+        spec.restore(obj)
     return obj
 
 
@@ -1006,10 +1041,8 @@ _DECODERS = {
     "__ndarray_items__": _d_ndarray_items, "__tensor__": _d_tensor, "__device__": _d_device,
     "__torch_dtype__": _d_torch_dtype, "__torch_module__": _d_torch_module, "__estimator__": _d_estimator,
     "__dataclass__": _d_allowed(_dataclasses, "class"), "__dp_event__": _d_allowed(_dp_events, "dp_accounting event"),
-    "__bunch__": _d_bunch,
-    "__threshold_operation__": _d_threshold_operation, "__range_index__": _d_range_index,
-    "__multi_index__": _d_multi_index, "__index__": _d_index, "__series__": _d_series,
-    "__dataframe__": _d_dataframe, "__object__": _d_object,
+    "__sklearn__": _d_sklearn, "__range_index__": _d_range_index, "__multi_index__": _d_multi_index,
+    "__index__": _d_index, "__series__": _d_series, "__dataframe__": _d_dataframe, "__object__": _d_object,
 }
 
 
@@ -1018,8 +1051,8 @@ def load_estimator(path, *, model=None):
     (the public function, which documents it and loads every dpfair estimator first) does."""
     where = os.fspath(path) if _is_path(path) else repr(path)
     with _load_errors(where):
-        blob, meta = _read_meta(path, where)
-        loader = _Loader(blob["tensors"], model, where)
+        tensors, meta = _read_file(path, where)
+        loader = _Loader(tensors, model, where)
         node = meta["estimator"]
         if type(node) is dict and set(node) == {"pipeline"}:
             return _decode_pipeline(node["pipeline"], loader)
@@ -1045,20 +1078,9 @@ def load_provenance(path) -> dict:
     """
     where = os.fspath(path) if _is_path(path) else repr(path)
     with _load_errors(where):
-        provenance = _read_meta(path, where)[1].get("provenance", {})
+        provenance = _read_file(path, where)[1].get("provenance", {})
         _expect(type(provenance) is dict, f"{where} is malformed: its provenance is not a JSON object")
         return provenance
-
-
-def _read_meta(path, where: str) -> tuple[dict, dict]:
-    blob = _read_blob(path, where)
-    try:
-        meta = json.loads(blob["meta"])
-    except (ValueError, RecursionError):
-        raise _LoadError(f"{where} is malformed: its metadata is not valid JSON") from None
-    _expect(type(meta) is dict and meta.get("format") == FORMAT and meta.get("version") == VERSION
-            and "estimator" in meta, f"{where} is malformed: its metadata has no estimator")
-    return blob, meta
 
 
 @contextlib.contextmanager

@@ -19,15 +19,15 @@ train/test split is) into a *fit* part and a *validation* part. Then
    η = ∞; or a number η > 0);
 3. each run picks a candidate uniformly at random (secret coins too), trains it on the fit part at the
    per-model ε found below, and releases its score on the validation part with Gaussian noise
-   (``score_share`` of ε, calibrated alone); DP-FERMI's runs train as one batched grid, each model with
-   its own secret batches and noise (:func:`~dpfair.algorithms.fit_dpfermi_grid`), other methods one
-   after the other;
+   (``score_share`` of ε, calibrated alone); the runs are fitted by the method's
+   :meth:`~dpfair.algorithms.base.FairEstimator.fit_many`: DP-FERMI's as one batched grid, each model with
+   its own secret batches and noise, other methods one after the other;
 4. the run with the highest *released* score is the output.
 
 Only the winning run is published: its model, its candidate and its released score. The other runs'
 scores and K stay secret, since publishing them would forfeit the bound below (the search's privacy
 comes from hiding how many runs it took). The runs are silent (no progress bar; their warnings, which
-their number could be read from, are dropped: their preambles ran, and warned, once in planning).
+their number could be read from, are dropped; each candidate's plan was stated up front, before any release).
 
 **Accounting.** One run is the composition of the method's planned releases (its ``privacy_plan_``,
 identical for every candidate, which is checked) and its score's Gaussian release; the search records
@@ -122,7 +122,7 @@ from dpfair.privacy import (
     gaussian_event,
     ledger_totals,
 )
-from dpfair.privacy.budget import charging_grid, planning
+from dpfair.privacy.budget import charging_grid
 from dpfair.validation import (
     check_1d,
     check_delta,
@@ -313,18 +313,24 @@ def _counts_bound(unit: PrivacyUnit) -> float:
 
 
 def _plan_of(estimator, X, y, s, checked: bool = False) -> PrivacyLedger:
-    """The ledger ``estimator`` would spend on ``(X, y, s)``: its fit runs up to its calibration, or
-    (``checked``) on to just before its first release, so that its checks of the plan run too (and warn).
+    """The ledger ``estimator`` would spend on ``(X, y, s)``: its public plan
+    (:meth:`~dpfair.algorithms.FairEstimator.plan`: the rows, X's width, the public group and class lists), before
+    anything is read or released. ``checked``: the plan's warnings show (the search's many plans of one candidate
+    warn once, when checked). The lists default to the values present, as the fit that follows takes them.
     """
     est = PrivacyBudget.detach(clone(estimator))
-    with planning(est, checked) as recorder, warnings.catch_warnings():
-        if not checked:  # the search's many plans of one candidate: its warnings come once, when checked
+    params = est.get_params()
+    groups = params.get("groups") if params.get("groups") is not None else np.unique(np.asarray(s))
+    classes = params.get("classes") if params.get("classes") is not None else np.unique(np.asarray(y))
+    with warnings.catch_warnings():
+        if not checked:
             warnings.simplefilter("ignore")
-        est.fit(X, y, sensitive_features=s)
-    if recorder.ledger is None:
+        plan = est.plan(len(X), np.shape(X)[1], groups=groups, classes=classes)
+    ledger = plan.ledger()
+    if not plan.private or not len(ledger):
         raise ValueError(f"{type(estimator).__name__} released nothing through a calibrated plan; a private search "
                          "needs a private method")
-    return recorder.ledger
+    return ledger
 
 
 class PrivateSearch(ClassifierMixin, BaseEstimator):
@@ -753,8 +759,6 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
              yv_codes, sv_codes, classes, unit):
         """The runs of the repeat-and-select release ``runs`` (K, each run's candidate and seed drawn by it), each
         scored and its score released; the best by released score is returned, K and the others are dropped."""
-        from dpfair.algorithms import fit_dpfermi_grid
-
         picks, seeds = runs.repeat(law, len(candidates))
         if len(seeds) == 0:
             raise ValueError("the search drew no run (a Poisson number of runs is 0 with probability e^-mean); its "
@@ -765,11 +769,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         released = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # how many runs warned would tell K (the module docstring)
-            if capabilities(base).batched_grid:
-                shared = {key: v for key, v in base.get_params().items() if key not in points[0]}
-                fitted = fit_dpfermi_grid(Xf, yf, sf, points, **shared)
-            else:
-                fitted = [clone(base).set_params(**p).fit(Xf, yf, sensitive_features=sf) for p in points]
+            fitted = type(base).fit_many([clone(base).set_params(**p) for p in points], Xf, yf, sf)
             for model in fitted:
                 y_pred, _ = encode_categories(predict_with_groups(model, Xv, sv), "predictions", classes=classes)
                 value = score.value(yv_codes, y_pred, sv_codes)

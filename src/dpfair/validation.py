@@ -37,7 +37,7 @@ def reusing_checked_features():
     """Inside the block, :func:`check_features` checks each input object once and returns that result again.
 
     For a caller that fits many estimators on one ``X`` it holds unchanged meanwhile
-    (:func:`~dpfair.algorithms.fit_dpfermi_grid`): one pass over the data instead of one per estimator.
+    (a batched grid, DP-FERMI's ``fit_many``): one pass over the data instead of one per estimator.
     """
     token = _CHECKED.set({})
     try:

@@ -142,7 +142,7 @@ def test_same_seed_same_result_only_when_the_noise_is_replayed(data, replay):
     (dict(privacy_unit="record"), "protects the sensitive attribute only"),
     (dict(n_rounds=0), "n_rounds must be > 0"),
     (dict(bound=-1.0), "bound must be > 0"),
-    (dict(counts_budget=1.0), "counts_budget must lie in"),
+    (dict(counts_budget=1.0), "counts_budget must lie strictly between 0 and 1"),
     (dict(n_thresholds=2.5), "n_thresholds must be an integer"),
 ])
 def test_bad_input_gives_a_clear_error(data, kwargs, match):

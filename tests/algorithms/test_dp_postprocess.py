@@ -185,7 +185,7 @@ class NoPredict:
     (dict(estimator=LinearSVC(), prefit=True), "estimator is not fitted"),
     (dict(epsilon=0.0), "epsilon must be > 0"),
     (dict(epsilon=-1.0), "epsilon must be > 0"),
-    (dict(beta=1.5), "beta must lie in"),
+    (dict(beta=1.5), "beta must lie strictly between 0 and 1"),
     (dict(tolerance=-0.1), "tolerance must be >= 0"),
     (dict(privacy_unit="records"), "privacy_unit must be one of"),
     (dict(privacy_unit="record"), "base estimator alone spends epsilon=inf"),

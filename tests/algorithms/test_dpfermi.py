@@ -15,10 +15,19 @@ from sklearn.preprocessing import StandardScaler
 
 from dpfair.algorithms import DPFERMIClassifier, fit_dpfermi_grid
 from dpfair.algorithms import dpfermi_engine as engine
-from dpfair.algorithms.dpfermi import paper_noise, stack_hyperparameters
+from dpfair.algorithms.dpfermi import paper_noise
+from dpfair.algorithms.dpfermi_reference import FermiHyperParameters, FermiSchedule
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import LogisticRegression, make_model
-from dpfair.privacy import Part, PrivacyLedger, Release, SecretRandom, epsilon_of, max_neighbour_distance
+from dpfair.privacy import (
+    Part,
+    PrivacyBudget,
+    PrivacyLedger,
+    Release,
+    SecretRandom,
+    epsilon_of,
+    max_neighbour_distance,
+)
 
 _RELEASE_INIT = Release.__init__
 
@@ -35,6 +44,12 @@ def _data(n=600, k=3, d=5, l=2, seed=0):
 
 
 FAST = dict(batch_size=64, epochs=3, epsilon=4.0, groups=3)
+
+def _hp(lam, learning_rate=0.1, w_learning_rate=0.1, w_radius=3.0, noise_theta=1.0, noise_w=1.0, w_bound=3.0,
+        target_error=None, lam_rate=20.0):
+    """One model's :class:`FermiHyperParameters` (its schedule unused: the engine takes the run's)."""
+    return FermiHyperParameters(FermiSchedule(0.5, 1, 8, False, 1.0), lam, learning_rate, w_learning_rate, w_radius,
+                                noise_theta, noise_w, w_bound, target_error, lam_rate)
 
 
 def _train(models, data, schedule, hp):
@@ -66,7 +81,8 @@ def _release_fn(model, notion, unit, lam, k, l, C=1.0, seed=0):
         data = engine.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
                                 torch.tensor(cells), m, k, l)
         schedule = engine.FermiSchedule(0.5, 1, 8, record, C)
-        hp = stack_hyperparameters([[[lam, 0.1, 0.1, radius, 0.0, 0.0, w_bound]]], inv_sqrt_p[None, None], "cpu")
+        hp = engine.FermiModels.stack([[_hp(lam, w_radius=radius, noise_theta=0.0, noise_w=0.0, w_bound=w_bound)]],
+                                      inv_sqrt_p[None, None], "cpu")
         models = model() if callable(model) else model
         idx = torch.arange(len(y))[None]
         theta, wsum = engine.secret_sums(models, data, schedule, hp, W, idx, torch.ones_like(idx, dtype=torch.bool))
@@ -135,8 +151,8 @@ def test_added_noise_has_the_calibrated_standard_deviation(replay):
     schedule = engine.FermiSchedule(0.5, 1, 10, False, 1.0)
     thetas = []
     for noise in (0.0, 3.0):
-        hp = stack_hyperparameters([[[0.0, 1.0, 1.0, 1.0, noise, noise, 1.0]]] * S,
-                                   torch.ones(S, 1, 1, 2), "cpu")
+        hp = engine.FermiModels.stack([[_hp(0.0, 1.0, 1.0, 1.0, noise, noise, 1.0)]] * S, torch.ones(S, 1, 1, 2),
+                                      "cpu")
         models = engine.LinearModels(torch.zeros(S, 1, 1, d), torch.zeros(S, 1, 1))
         with replay(0):  # the same secret batches in both runs
             _train(models, data, schedule, hp)
@@ -347,7 +363,7 @@ def test_scikit_learn_tools():
     (dict(proportions_budget=1.5), "proportions_budget"),
     (dict(epsilon=0.0), "epsilon"),
     (dict(delta=1.5), "delta"),
-    (dict(target_error=1.5), "target_error must lie in"),
+    (dict(target_error=1.5), "target_error must lie strictly between 0 and 1"),
     (dict(target_error=0.2, lam_rate=0.0), "lam_rate must be > 0"),
     (dict(target_error=0.2, lam=0.0), "must start above 0"),
     (dict(target_error=0.2, privacy_unit="record", classes=2), "public only under privacy_unit='sensitive'"),
@@ -436,7 +452,7 @@ def test_tail_average_returns_the_mean_of_the_last_iterates(replay):
     X, y, s = _data(n=200, k=2, d=3)
     data = engine.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
                             torch.zeros(200, dtype=torch.long), 1, 2, 2)
-    hp = stack_hyperparameters([[[1.0, 0.5, 0.1, 3.0, 2.0, 2.0, 3.0]]], torch.ones(1, 1, 1, 2), "cpu")
+    hp = engine.FermiModels.stack([[_hp(1.0, 0.5, 0.1, 3.0, 2.0, 2.0, 3.0)]], torch.ones(1, 1, 1, 2), "cpu")
 
     class Recording(engine.LinearModels):
         def step(self, update):
@@ -495,6 +511,55 @@ def test_a_grid_checks_its_features_once_and_still_refuses_nan(monkeypatch):
         fit_dpfermi_grid(X, y, s, {"lam": [0.0, 1.0]}, batch_size=64, epochs=1, groups=3)
 
 
+def _fitted(est):
+    """What a fit released and kept, to compare two fits bit for bit."""
+    return ([p.detach().numpy().tobytes() for p in est.model_.parameters()], est.W_.tobytes(),
+            est.group_proportions_.tobytes(), est.privacy_ledger_.to_records(), est.privacy_spent_, est.history_)
+
+
+def test_fit_many_is_the_batched_grid_bit_for_bit(replay):
+    # the fit contract's grid (DPFERMIClassifier.fit_many) is the grid fit_dpfermi_grid fits: the same models,
+    # ledgers and joint ε, from instances or from dicts of parameters, and the same joint claim on a budget
+    X, y, s = _data()
+    kw = dict(batch_size=64, epochs=2, groups=3)
+    points = [{"lam": lam, "random_state": seed} for lam in (0.0, 1.5) for seed in (0, 0, 1)]
+    budgets = [PrivacyBudget(50.0, 1e-4) for _ in range(3)]
+    with replay(4):
+        grid = fit_dpfermi_grid(X, y, s, points, budget=budgets[0], **kw)
+    with replay(4):
+        many = DPFERMIClassifier.fit_many([clone(DPFERMIClassifier(**kw)).set_params(**p) for p in points], X, y, s,
+                                          budget=budgets[1])
+    with replay(4):
+        by_params = DPFERMIClassifier.fit_many([{**kw, **p} for p in points], X, y, s, budget=budgets[2])
+    assert type(many) is type(grid) and many.shared_batches and by_params.shared_batches
+    for other in (many, by_params):
+        assert [_fitted(e) for e in other] == [_fitted(e) for e in grid]
+        assert other.privacy_spent == grid.privacy_spent
+    assert budgets[1].spent() == budgets[2].spent() == budgets[0].spent() and budgets[0].spent()[0] > 0
+
+
+def test_fit_many_trains_other_models_one_at_a_time_as_their_own_fits(replay):
+    # a grid whose models cannot share a batched loop (here an MLP) trains each alone: bit for bit its own fit
+    X, y, s = _data()
+    kw = dict(model="mlp", model_kwargs={"hidden": (4,)}, batch_size=64, epochs=1, groups=3)
+    points = [{"lam": 0.0, "random_state": 0}, {"lam": 1.0, "random_state": 1}]
+    with replay(2):
+        many = DPFERMIClassifier.fit_many([{**kw, **p} for p in points], X, y, s)
+    assert not many.shared_batches
+    for est, point in zip(many, points):
+        with replay(2):
+            one = DPFERMIClassifier(**kw, **point).fit(X, y, sensitive_features=s)
+        assert _fitted(est) == _fitted(one)
+
+
+def test_fit_many_refuses_one_estimator_twice():
+    X, y, s = _data()
+    est = DPFERMIClassifier(batch_size=64, epochs=1, groups=3)
+    with pytest.raises(ValueError, match="distinct instances"):
+        DPFERMIClassifier.fit_many([est, est], X, y, s)
+    assert not hasattr(est, "privacy_spent_")
+
+
 # ---- λ following a target error -----------------------------------------------------------------------------
 
 def test_adapt_lambda_raises_lambda_below_its_target_error_and_lowers_it_above():
@@ -506,9 +571,9 @@ def test_adapt_lambda_raises_lambda_below_its_target_error_and_lowers_it_above()
     errors = models.errors(X1, yt)
     manual = [float(np.mean((X1.numpy() @ models.theta[0, j, 0].numpy() > 0) != y)) for j in range(3)]
     assert errors[0].tolist() == pytest.approx(manual)
-    hp = stack_hyperparameters([[[2.0, 0.1, 0.1, 3.0, 1.0, 1.0, 3.0, target, 10.0]
-                                 for target in (float(errors[0, 0]) + 0.1, float(errors[0, 1]) - 0.1, math.nan)]],
-                               torch.ones(1, 3, 1, 2), "cpu")
+    hp = engine.FermiModels.stack([[_hp(2.0, target_error=target, lam_rate=10.0)
+                                    for target in (float(errors[0, 0]) + 0.1, float(errors[0, 1]) - 0.1, None)]],
+                                  torch.ones(1, 3, 1, 2), "cpu")
     engine.adapt_lambda(models, X1, yt, hp)
     assert hp.lam[0].tolist() == pytest.approx([2.0 * math.exp(1.0), 2.0 * math.exp(-1.0), 2.0])  # NaN: fixed
     hp.target_error.fill_(0.99)  # unreachable: λ grows a factor e an epoch, up to LAM_MAX

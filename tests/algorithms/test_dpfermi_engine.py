@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dpfair.algorithms import dpfermi_engine as engine
-from dpfair.algorithms.dpfermi import stack_hyperparameters
+from dpfair.algorithms.dpfermi_reference import FermiHyperParameters, FermiSchedule
 
 
 def _data(n=300, k=3, d=4, seed=0):
@@ -16,6 +16,13 @@ def _data(n=300, k=3, d=4, seed=0):
     s = rng.integers(0, k, n)
     y = (X[:, 0] + 0.5 * s + rng.normal(size=n) > 0.5).astype(int)
     return X, y, s
+
+
+def _hp(lam, learning_rate=0.1, w_learning_rate=0.1, w_radius=3.0, noise_theta=1.0, noise_w=1.0, w_bound=3.0,
+        target_error=None, lam_rate=20.0):
+    """One model's :class:`FermiHyperParameters` (its schedule unused: the engine takes the run's)."""
+    return FermiHyperParameters(FermiSchedule(0.5, 1, 8, False, 1.0), lam, learning_rate, w_learning_rate, w_radius,
+                                noise_theta, noise_w, w_bound, target_error, lam_rate)
 
 
 @pytest.mark.parametrize("one_hot", [False, True])
@@ -32,8 +39,7 @@ def test_public_sums_do_not_read_the_sensitive_attribute(one_hot):
     g = torch.Generator().manual_seed(0)
     models = engine.LinearModels(torch.randn(2, 3, 1, d, generator=g), torch.randn(2, 3, 1, generator=g))
     W = torch.randn(2, 3, m, k, 2, generator=g)
-    hp = stack_hyperparameters([[[lam, 0.1, 0.1, 3.0, 1.0, 1.0, 3.0] for lam in (0.0, 1.0, 4.0)]] * 2,
-                               torch.rand(2, 3, m, k) + 1, "cpu")
+    hp = engine.FermiModels.stack([[_hp(lam) for lam in (0.0, 1.0, 4.0)]] * 2, torch.rand(2, 3, m, k) + 1, "cpu")
     pub = torch.randint(0, len(y), (2, 64), generator=g)
     sums = []
     for groups in (s, other):
@@ -66,8 +72,7 @@ def test_sparse_rows_give_the_dense_products(monkeypatch, classes):
     weight, bias = torch.randn(3, 4, classes, 34, generator=g), torch.randn(3, 4, classes, generator=g)
     l = max(classes, 2)
     W = torch.randn(3, 4, 1, 2, l, generator=g)
-    hp = stack_hyperparameters([[[lam, 0.1, 0.1, 3.0, 1.0, 1.0, 3.0] for lam in (0.0, 1.0, 4.0, 9.0)]] * 3,
-                               torch.rand(3, 4, 1, 2) + 1, "cpu")
+    hp = engine.FermiModels.stack([[_hp(lam) for lam in (0.0, 1.0, 4.0, 9.0)]] * 3, torch.rand(3, 4, 1, 2) + 1, "cpu")
     if classes > 1:
         data.y = data.y + torch.randint(0, 2, data.y.shape, generator=g)
         data.n_classes = l
@@ -94,8 +99,7 @@ def test_the_fused_kernel_sums_the_same_whatever_the_number_of_threads():
     g = torch.Generator().manual_seed(1)
     models = engine.LinearModels(torch.randn(5, 3, 1, 34, generator=g), torch.randn(5, 3, 1, generator=g))
     W = torch.randn(5, 3, 1, 2, 2, generator=g)
-    hp = stack_hyperparameters([[[lam, 0.1, 0.1, 3.0, 1.0, 1.0, 3.0] for lam in (0.0, 2.0, 8.0)]] * 5,
-                               torch.rand(5, 3, 1, 2) + 1, "cpu")
+    hp = engine.FermiModels.stack([[_hp(lam) for lam in (0.0, 2.0, 8.0)]] * 5, torch.rand(5, 3, 1, 2) + 1, "cpu")
     rows = engine.RowTables.of(data, models, public=True)
     assert rows.n_cols  # sparse rows: the fused path
     idx, valid = torch.randint(0, 400, (5, 70), generator=g), torch.rand(5, 70, generator=g) < 0.8

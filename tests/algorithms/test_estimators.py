@@ -132,7 +132,7 @@ def test_save_and_load_round_trip(tmp_path, data):
     (dict(batch_size=0), "batch_size must be > 0"),
     (dict(epochs=1.5), "epochs must be an integer"),
     (dict(model="resnet"), "unknown model 'resnet'"),
-    (dict(random_state="x"), "random_state must be an int or None"),
+    (dict(random_state="x"), "random_state must be None or an integer >= 0"),
 ])
 def test_bad_hyperparameters(kwargs, match, data):
     X, y, s = data

@@ -311,7 +311,7 @@ def test_multiclass_predictions_keep_the_labels():
     (dict(sample_size=0), "sample_size must be > 0.*public number of training records"),
     (dict(fit_intercept=True, intercept_scaling=0.0), "intercept_scaling must be > 0"),
     (dict(fit_intercept="yes"), "fit_intercept must be True or False"),
-    (dict(calibration="closed-form"), "calibration must be 'accountant' or 'paper'"),
+    (dict(calibration="closed-form"), "calibration must be one of 'accountant', 'paper'"),
     (dict(calibration="paper", epsilon=2.0), "needs epsilon < 1.*calibration='accountant'"),
     (dict(calibration="paper", epsilon=0.5, noise_multiplier=1.0), "drop noise_multiplier"),
     (dict(privacy_unit="sensitive", sensitive_feature_columns=[4]), "sensitive_feature_columns must list"),

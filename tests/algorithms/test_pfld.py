@@ -249,8 +249,8 @@ def test_clone_keeps_hyperparameters():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(sensitive_fraction=0.0), "sensitive_fraction must be > 0"),
-    (dict(sensitive_fraction=-0.5), "sensitive_fraction must be > 0"),
+    (dict(sensitive_fraction=0.0), r"sensitive_fraction must lie in \(0, 1\]"),
+    (dict(sensitive_fraction=-0.5), r"sensitive_fraction must lie in \(0, 1\]"),
     (dict(sensitive_fraction=1.5), r"sensitive_fraction must lie in \(0, 1\]"),
     (dict(primal_clip=0.0), "primal_clip must be > 0"),
     (dict(dual_clip=-1.0), "dual_clip must be > 0"),

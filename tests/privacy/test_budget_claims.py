@@ -13,7 +13,7 @@ from sklearn.preprocessing import StandardScaler
 from dpfair.algorithms import DPFERMIClassifier
 from dpfair.exceptions import BudgetExceededError
 from dpfair.privacy import Part, PrivacyBudget, PrivacyLedger, PrivacyPlan, PrivacyUnit
-from dpfair.privacy.budget import Claim, charging, claim, planning
+from dpfair.privacy.budget import Claim, charging, claim
 
 DELTA = 1e-5
 RECORD = PrivacyUnit.RECORD.relation
@@ -69,20 +69,13 @@ def test_a_non_private_claim_costs_infinity():
     assert PrivacyBudget().spent() == (0.0, 0.0)
 
 
-def test_planning_stops_a_fit_at_its_calibration_with_its_planned_ledger():
-    owner, fit_claim, reached = Owner(), _claim(1.0), []
-    with planning(owner) as plan:
-        claim(Owner(), fit_claim)  # another owner's claim (a nested fit) runs on
-        reached.append("before")
-        claim(owner, fit_claim)
-        reached.append("after")  # never: the fit stops at its calibration
-    assert reached == ["before"] and plan.ledger.to_records() == fit_claim.ledger().to_records()
-    with planning(owner, checked=True) as plan:  # on to its first release, the checks after calibration included
-        claim(owner, fit_claim)
-        reached.append("checked")
-        claim(owner, fit_claim)
-        reached.append("released")
-    assert reached == ["before", "checked"]
+def test_a_plan_claims_what_its_ledger_costs():
+    """A fit's plan is learned from the estimator before it runs (``plan``), and the claim its fit then hands the
+    budget costs exactly the plan's ledger."""
+    planned = DPFERMIClassifier(epochs=1, batch_size=50, privacy_unit="record", groups=2, classes=2).plan(500, 3)
+    fit_claim = Claim(planned.unit.relation, True, planned.plan, planned.sigmas, planned.delta)
+    assert fit_claim.ledger().to_records() == planned.ledger().to_records()
+    assert fit_claim.ledger().epsilon(planned.delta) == pytest.approx(planned.privacy_spent[0])
 
 
 def test_estimators_draw_from_an_attached_budget_through_privacy_budget():

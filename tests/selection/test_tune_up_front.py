@@ -30,10 +30,10 @@ def no_data(monkeypatch):
 
 
 @pytest.mark.parametrize("argv, match", [
-    (["--grid", "lam=a,b"], "the grid's candidate {'lam': 'a'}: lam must be a number, got 'a'"),
+    (["--grid", "lam=a,b"], "the grid's candidate {'lam': 'a'}: lam must be a number >= 0, got 'a'"),
     (["--grid", "lam=-1,2"], "the grid's candidate {'lam': -1}: lam must be >= 0"),
     (["--grid", "lam=1e999"], "lam must be a finite number"),
-    (["--grid", "lam=a,b", "--strategy", "random-stopping"], "lam must be a number, got 'a'"),
+    (["--grid", "lam=a,b", "--strategy", "random-stopping"], "lam must be a number >= 0, got 'a'"),
     (["--validation-size", "1.5"], "validation_size must lie in [0, 1)"),
     (["--validation-size", "-0.1", "--strategy", "random-stopping"], "validation_size must lie in [0, 1)"),
     (["--validation-size", "nan"], "validation_size must lie in [0, 1)"),

@@ -30,7 +30,7 @@ _HOMES = {
     **dict.fromkeys(("FairEstimator", "TorchClassifier", "load_estimator"), "base"),
     **dict.fromkeys(("ClippingRule", "DPSGDFClipping", "FairDPClipping", "FlatClipping", "PerLayerClipping",
                      "QuantileClipping"), "clipping"),
-    "fit_dpfermi_grid": "dpfermi_sweep",
+    "fit_dpfermi_grid": "dpfermi",
 }
 
 

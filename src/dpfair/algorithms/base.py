@@ -6,9 +6,14 @@ pseudo-code:
 - ``fit(X, y, sensitive_features=s)``: input checks (finite features, aligned
   lengths, labels and groups encoded against their *public* lists), then the
   subclass's ``_fit``; a fit that fails leaves the estimator unfitted;
+- the fit contract (:mod:`dpfair.algorithms.fit_context`): a public, side-effect-free
+  :meth:`FairEstimator.plan` (what a fit will release and at what σ, from public
+  inputs alone), and one :class:`~dpfair.algorithms.fit_context.FitContext` per fit,
+  handed to the method's ``_fit(ctx, X, y, s)``; a grid of fits through
+  :meth:`FairEstimator.fit_many`;
 - randomness in two kinds: ``random_state`` seeds only the *public* generators
-  ``self._np_rng`` / ``self._torch_rng`` (initialisation, public minibatch
-  order); everything a guarantee rests on comes from ``self._secret``, a
+  ``ctx.np_rng`` / ``ctx.torch_rng`` (initialisation, public minibatch
+  order); everything a guarantee rests on comes from ``ctx.secret``, a
   :class:`~dpfair.privacy.SecretRandom` made fresh for each fit from 128 bits of
   OS entropy and dropped when the fit ends (never stored or saved);
 - public X under ``privacy_unit="sensitive"``: a DataFrame's columns named after
@@ -23,7 +28,7 @@ pseudo-code:
 - device choice (``"auto"``: CUDA when available);
 - privacy plumbing: a :class:`~dpfair.privacy.PrivacyLedger` under the
   estimator's privacy unit, a :class:`~dpfair.privacy.PrivacyPlan` calibrated
-  before training (``_calibrate``), :class:`~dpfair.privacy.Release` objects that
+  before training (``ctx.calibrate``), :class:`~dpfair.privacy.Release` objects that
   draw the noise and record it, and ``privacy_spent_ = (ε, δ)`` from the ledger
   actually spent;
 - ``history_``: one row per epoch of what the method logs; it is saved with the
@@ -35,8 +40,9 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-import time
 import warnings
+from collections.abc import Mapping
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -47,22 +53,25 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from dpfair.algorithms import method_name
+from dpfair.algorithms.fit_context import FitContext, FitPlan, PublicShape, running
 from dpfair.algorithms.learned import check_learned
 from dpfair.capabilities import Capabilities
+from dpfair.constraints import Bools, Instances, Interval, Listing, Options, check_parameters
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.model_files import register_estimator
-from dpfair.nn import make_model
+from dpfair.nn import MODEL_NAMES, make_model
 from dpfair.privacy import (
+    ACCOUNTANTS,
     PrivacyLedger,
+    PrivacyPlan,
     PrivacyUnit,
-    Release,
     SecretRandom,
     check_privacy_unit,
     check_public_features,
 )
-from dpfair.privacy.budget import Claim, charging, claim
+from dpfair.privacy.budget import charging
 from dpfair.privacy.randomness import VOID_GUARANTEE
-from dpfair.progress import SILENT, Progress, progress
+from dpfair.progress import progress
 from dpfair.validation import (
     check_1d,
     check_delta,
@@ -70,13 +79,8 @@ from dpfair.validation import (
     check_feature_scale,
     check_features,
     check_min_count,
-    check_positive,
     encode_categories,
 )
-
-
-#: Seconds between two computations of the ε spent so far for a fit's progress bar.
-EPSILON_INTERVAL = 1.0
 
 
 def resolve_device(device) -> torch.device:
@@ -214,8 +218,21 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
     _certificate: str | None = None
     #: whether ``fit`` trains in float32, whose range X's rows must respect (:func:`~dpfair.validation.check_feature_scale`)
     _float32_training = False
-    #: the real hyper-parameters that may be infinite (``epsilon=inf``: no privacy)
-    _infinite_allowed: tuple[str, ...] = ("epsilon",)
+    #: The values each constructor hyper-parameter accepts (:mod:`dpfair.constraints`), checked in one place by
+    #: :meth:`check_hyperparameters`. A subclass extends it (``{**Base.parameter_constraints, "lam": [...]}``);
+    #: declared here: the hyper-parameters most methods share (a name the class does not take is skipped).
+    parameter_constraints: ClassVar[dict] = {
+        "groups": [None, Interval(int, 2, None, closed="left"), Listing("a list of the group values")],
+        "classes": [None, Interval(int, 2, None, closed="left"), Listing("a list of the label values")],
+        "random_state": [None, Interval(int, 0, None, closed="left")],
+        "verbose": [Bools(), Interval(int, 0, None, closed="left")],
+        "epsilon": [Interval(float, 0, math.inf, closed="right", note="smaller ε means more privacy; inf: no noise")],
+        "delta": [None, Interval(float, 0, 1, closed="neither", note="None: 1/n²")],
+        "privacy_unit": [Options(*(unit.value for unit in PrivacyUnit))],
+        "accountant": [Options(*ACCOUNTANTS)],
+        "noise_multiplier": [None, Interval(float, 0, None, closed="left", note="None: calibrated to epsilon")],
+        "secure_mode": [Bools()],
+    }
 
     def __init_subclass__(cls, **kwargs):
         """A class that the method table names (:func:`dpfair.algorithms.method_name`) registers with
@@ -229,17 +246,14 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
 
         It reads the hyper-parameters alone (public), never the data, so callers may run it before any data is
         loaded or any release is made: the CLI, a sweep spec's grid, a private search's candidates
-        (:class:`~dpfair.private_search.PrivateSearch`), each asking a clone with the candidate set. Here: every real
-        hyper-parameter is finite, save ``epsilon`` (``inf``: no privacy; a finite one at most
-        :data:`~dpfair.validation.MAX_EPSILON`); a subclass adds its own checks.
+        (:class:`~dpfair.private_search.PrivateSearch`), each asking a clone with the candidate set. Here: every
+        declared constraint (:attr:`parameter_constraints`, :func:`dpfair.constraints.check_parameters`: a real is
+        finite unless its constraint takes ``inf``, as ``epsilon``'s does), then a finite ``epsilon`` at most
+        :data:`~dpfair.validation.MAX_EPSILON`; a subclass adds the rules that tie several hyper-parameters together.
         """
+        check_parameters(self, self.parameter_constraints)
         if self._private:
             check_epsilon(self.epsilon, budget=True)
-        for name, value in self.get_params(deep=False).items():
-            if (isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isfinite(value)
-                    and name not in self._infinite_allowed):
-                raise ValueError(f"{name} must be a finite number, got {value!r}; give a finite value (only "
-                                 f"{' and '.join(self._infinite_allowed)} may be inf)")
         return self
 
     def fairness_target(self) -> dict:
@@ -328,14 +342,15 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
                 charging(self, self.privacy_budget) as charge:  # checked before any release, charged after
             try:
                 data = self.begin_fit(X, y, sensitive_features, **fit_params)
-                self._claim_budget()  # a non-private fit claims ε = ∞ here, before reading data; others at calibration
-                self._bar, self._callback = bar, callback
-                self._fit(*data)
+                ctx = self.fit_context
+                ctx.bar, ctx.callback = bar, callback
+                ctx.claim()  # a non-private fit claims ε = ∞ here, before reading data; others at calibration
+                self._fit(ctx, *data)
                 self._check_fitted()
                 check_learned(self, *data, rows_public=not self._labels_private)  # warns if it learned nothing
-                if "_epoch" not in vars(self):  # a method without epochs: its whole fit is one
-                    self._progress(1, "fit").update()
-                    self._end_epoch(epoch=1, step=1, steps=1)
+                if not ctx.epochs_ended:  # a method without epochs: its whole fit is one
+                    ctx.progress(1, "fit").update()
+                    ctx.end_epoch(epoch=1, step=1, steps=1)
             except BaseException:
                 self.unfit()
                 raise
@@ -343,75 +358,90 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             charge.spent(self.privacy_ledger_, vars(self).get("delta_"))
         return self
 
+    @property
+    def fit_context(self) -> FitContext | None:
+        """The :class:`~dpfair.algorithms.fit_context.FitContext` of the fit running now (from :meth:`begin_fit`
+        to :meth:`end_fit` or :meth:`unfit`), else ``None``. Read-only, and never stored on the estimator: a grid
+        that drives the steps of its models' fits (:meth:`fit_many`) reads each model's context here."""
+        return running(self)
+
     # The steps of the fit contract, public for code that runs the steps of several fits together (a batched grid,
-    # :func:`~dpfair.algorithms.fit_dpfermi_grid`): begin_fit, the method's own steps, then end_fit, or unfit when
-    # anything failed. ``fit`` is these around ``_fit``.
+    # :meth:`fit_many`): begin_fit, the method's own steps, then end_fit, or unfit when anything failed. ``fit``
+    # is these around ``_fit``.
     def unfit(self) -> None:
-        """Drop every fitted (``name_``) and transient attribute: the estimator is unfitted again (a failed fit ends
-        so, and so does a dry run of a fit's first steps, such as a grid's plan)."""
-        before = vars(self).get("_attributes_before_fit", set(vars(self)))
-        for key in list(vars(self)):
-            if (key.endswith("_") and not key.startswith("__")) or key not in before:
-                delattr(self, key)
-        vars(self).pop("_attributes_before_fit", None)
+        """Drop every fitted (``name_``) attribute and the running fit's context: the estimator is unfitted again
+        (a failed fit ends so)."""
+        for key in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
+            delattr(self, key)
+        ctx = running(self)
+        if ctx is not None:
+            ctx.close()
 
     def end_fit(self) -> None:
-        """The end of a fit that succeeded: forget the secret generator and every transient (``_``-prefixed)
-        attribute it made, keeping the fitted (``name_``) ones."""
-        before = vars(self).pop("_attributes_before_fit")
-        for key in [k for k in vars(self) if k.startswith("_") and k not in before]:
-            delattr(self, key)
+        """The end of a fit that succeeded: its context (and with it the secret generator) is forgotten; the
+        fitted (``name_``) attributes stay."""
+        ctx = running(self)
+        if ctx is not None:
+            ctx.close()
 
     def begin_fit(self, X, y, sensitive_features=None, **fit_params):
         """The first step of a fit: checks the inputs and encodes them against the public group and class lists,
-        makes this fit's randomness (public generators from ``random_state``, a fresh secret generator) and its
-        empty ledger; returns ``(X, y_codes, s_codes)``. The fit then ends with :meth:`end_fit`, or :meth:`unfit`.
+        makes this fit's :class:`~dpfair.algorithms.fit_context.FitContext` (public generators from
+        ``random_state``, a fresh secret generator, an empty ledger; :attr:`fit_context` until the fit ends);
+        returns ``(X, y_codes, s_codes)``. The fit then ends with :meth:`end_fit`, or :meth:`unfit`.
         """
         self.unfit()
-        self._check_fit_params(fit_params)
-        self._attributes_before_fit = set(vars(self)) | {"_attributes_before_fit"}
+        weight = self._check_fit_params(fit_params)
         if self._private:
             self.privacy_unit_ = check_privacy_unit(self.privacy_unit)
         self.check_hyperparameters()
         X, sensitive_features = self._sensitive_column(X, sensitive_features)
+        raw_X, raw_s = X, sensitive_features
         X, y_codes, s_codes = self._check_fit_inputs(X, y, sensitive_features)
-        if vars(self).get("_sample_weight") is not None:
-            self._sample_weight = check_sample_weight(self._sample_weight, X.shape[0])
+        # a DataFrame's columns named after the sensitive Series: refused where X is public, else accounted for by
+        # the method (output perturbation's plan reads them from the fit's shape)
+        named = [] if raw_s is None else self.check_sensitive_frame(raw_X, raw_s, self.groups_)
+        if weight is not None:
+            weight = check_sample_weight(weight, X.shape[0])
         self.device_ = resolve_device(getattr(self, "device", "cpu"))
-        self._np_rng, self._torch_rng, self.random_state_ = make_generators(
-            getattr(self, "random_state", None), self.device_
-        )
+        np_rng, torch_rng, self.random_state_ = make_generators(getattr(self, "random_state", None), self.device_)
+        secret = None
         if self._private:
-            self._secret = SecretRandom((type(self).__name__, self.random_state_),
-                                        secure=bool(getattr(self, "secure_mode", False)))
+            secret = SecretRandom((type(self).__name__, self.random_state_),
+                                  secure=bool(getattr(self, "secure_mode", False)))
             self.epsilon_target_ = check_epsilon(self.epsilon, budget=True)
             if self.delta is None and len(X) < 2:  # the default δ = 1/n² is 1 there: no guarantee at all
                 raise ValueError(f"{type(self).__name__} got {len(X)} training row; a private fit needs at least 2 "
                                  "(its default delta is 1/n²): train on more rows")
-            self.delta_ = check_delta(self.delta if self.delta is not None else 1.0 / len(X) ** 2, n=len(X))
-            self.privacy_guarantee_ = VOID_GUARANTEE if self._secret.reproducible else "differential privacy"
+            self.delta_ = self._fit_delta(len(X), warn=True)
+            self.privacy_guarantee_ = VOID_GUARANTEE if secret.reproducible else "differential privacy"
         else:
             self.privacy_guarantee_ = "none (non-private method)"
         self.privacy_ledger_ = PrivacyLedger(self.privacy_unit_ if self._private else "record")
         self.history_ = []
+        shape = PublicShape(len(X), X.shape[1], tuple(np.asarray(self.groups_).tolist())
+                            if s_codes is not None and self.groups_ is not None else None,
+                            tuple(np.asarray(self.classes_).tolist()), tuple(named))
+        FitContext(self, self.privacy_ledger_, shape, np_rng, torch_rng, secret, private=self._private,
+                   delta=vars(self).get("delta_"), accountant=getattr(self, "accountant", "pld"),
+                   sample_weight=weight).open()
         return X, y_codes, s_codes
 
-    #: why ``fit`` refuses ``sample_weight`` (``None``: the method weights its loss, reading ``self._sample_weight``)
+    #: why ``fit`` refuses ``sample_weight`` (``None``: the method weights its loss, reading ``ctx.sample_weight``)
     _sample_weight_refusal: str | None = (
         "a row of weight w moves what the method releases w times as far as an unweighted row, a sensitivity "
         "its privacy accounting does not cover; fit without sample_weight")
 
-    def _check_fit_params(self, fit_params: dict) -> None:
-        """``fit``'s keyword arguments beyond s and ``callback``: ``sample_weight`` where the method takes it."""
+    def _check_fit_params(self, fit_params: dict):
+        """``fit``'s keyword arguments beyond s and ``callback``: ``sample_weight`` where the method takes it
+        (returned; ``None`` when not given)."""
         unknown = sorted(set(fit_params) - {"sample_weight"})
         if unknown:
             raise TypeError(f"{type(self).__name__}.fit() got an unexpected keyword argument {unknown[0]!r}")
         weight = fit_params.get("sample_weight")
-        if weight is None:
-            return
-        if self._sample_weight_refusal is not None:
+        if weight is not None and self._sample_weight_refusal is not None:
             raise ValueError(f"{type(self).__name__} does not take sample_weight: {self._sample_weight_refusal}")
-        self._sample_weight = weight
+        return weight
 
     def _sensitive_column(self, X, sensitive_features):
         """``(X, s)`` with ``sensitive_features`` naming a column of the DataFrame ``X``: that column taken out of
@@ -502,7 +532,6 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         return self.check_sensitive_columns(named, names, sensitive) if named else []
 
     def _check_fit_inputs(self, X, y, s):
-        raw_X, raw_s = X, s
         X, y_codes = self._check_features_and_labels(X, y)
         n = X.shape[0]
         if s is None:
@@ -521,97 +550,121 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             if not self._private:  # a non-private method may look at the counts of s
                 check_min_count(s_codes, len(self.groups_), "sensitive_features", self._min_per_group,
                                 what="group")
-            # read by output perturbation, whose accounting covers them
-            self._encodes_sensitive = self.check_sensitive_frame(raw_X, raw_s, self.groups_)
         self.n_features_in_ = X.shape[1]
         return X, y_codes, s_codes
 
-    def _fit(self, X, y, s):  # pragma: no cover - abstract
+    def _fit(self, ctx: FitContext, X, y, s):  # pragma: no cover - abstract
+        """The method's own steps on the encoded data, with this fit's context ``ctx`` (its generators, the release
+        path, progress): a private method calibrates ``ctx.calibrate(self.plan(ctx.shape))`` before its first
+        release, then draws every noisy quantity through ``ctx.release(part)``."""
         raise NotImplementedError
 
     def _check_fitted(self) -> None:
         """After ``_fit``: refuse a fitted model that cannot predict (a subclass says how to tell)."""
 
-    # ---- privacy -------------------------------------------------------
-    def _calibrate(self, plan) -> dict[str, float]:
-        """σ of every part of ``plan`` for this fit's budget (``noise_multiplier`` fixes the joint parts' σ), also
-        published from here on as ``noise_multipliers_`` (public: a function of the plan and the budget)."""
-        self.privacy_plan_ = plan
-        self._sigmas = plan.calibrate(self.epsilon_target_, self.delta_, self.privacy_unit_, self.accountant,
-                                      noise_multiplier=getattr(self, "noise_multiplier", None))
-        self.noise_multipliers_ = dict(self._sigmas)
-        self._claim_budget()  # the calibrated plan, from the attached budget, before any release
-        return self._sigmas
+    # ---- the plan: what a fit will release, from public inputs alone ----
+    def plan(self, n, n_features=None, *, groups=None, classes=None, sensitive_columns=()) -> FitPlan:
+        """What a fit on ``n`` rows will release and at what σ, before any data is read: a
+        :class:`~dpfair.algorithms.fit_context.FitPlan` (the :class:`~dpfair.privacy.PrivacyPlan`, every part's σ,
+        the ε target, δ, the unit; ``privacy_spent`` of it).
 
-    def _claim_budget(self) -> None:
-        """Hand this fit's claim to the budget it draws from (:func:`dpfair.privacy.budget.claim`), as plain values:
-        its privacy unit's relation, whether it is private, its calibrated plan and σ (once calibrated), its δ."""
-        ledger = vars(self).get("privacy_ledger_")
-        if ledger is not None:
-            claim(self, Claim(ledger.relation, self._private, vars(self).get("privacy_plan_"),
-                              vars(self).get("_sigmas"), vars(self).get("delta_")))
+        From public inputs only: ``n`` rows (a method with a public ``sample_size`` uses that), ``n_features`` (the
+        columns of X), the public ``groups`` and ``classes`` (an int k or the values; ``None``: the estimator's
+        own ``groups``/``classes``), ``sensitive_columns`` (columns of X a public schema says encode s). ``n`` may
+        also be a :class:`~dpfair.algorithms.fit_context.PublicShape`. No side effect: the estimator is not
+        changed, nothing is released or recorded. The fit calibrates through this same method, so its
+        ``privacy_plan_`` and ``noise_multipliers_`` equal the plan's. A method that is not private plans nothing
+        (``plan`` None, ε = ∞). Raises the one-line errors the fit would raise on these public inputs.
+        """
+        shape = n if isinstance(n, PublicShape) else PublicShape.of(
+            n, n_features, groups if groups is not None else getattr(self, "groups", None),
+            classes if classes is not None else getattr(self, "classes", None), sensitive_columns)
+        self.check_hyperparameters()
+        if not self._private:
+            return FitPlan(None, {}, math.inf, None, None)
+        return self._calibrated(self._privacy_plan(shape), shape)
 
-    def _laplace_pure(self) -> float | None:
+    def _privacy_plan(self, shape: PublicShape) -> PrivacyPlan:
+        """The :class:`~dpfair.privacy.PrivacyPlan` of a fit of ``shape`` (each private method states its own, from
+        public quantities and hyper-parameters)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot state its plan from public inputs alone")
+
+    def _calibrated(self, plan: PrivacyPlan, shape: PublicShape) -> FitPlan:
+        """``plan`` calibrated: every part's σ for the ε target at δ on the accountant (``noise_multiplier``, where
+        set, fixes the joint parts' σ; :meth:`_noise_multiplier` says)."""
+        epsilon = check_epsilon(self.epsilon, budget=True)
+        delta, unit = self._fit_delta(shape.n), check_privacy_unit(self.privacy_unit)
+        sigmas = plan.calibrate(epsilon, delta, unit, self.accountant,
+                                noise_multiplier=self._noise_multiplier(epsilon, delta, unit))
+        return FitPlan(plan, sigmas, epsilon, delta, unit, self.accountant)
+
+    def _noise_multiplier(self, epsilon: float, delta: float, unit: PrivacyUnit) -> float | None:
+        """The σ that the plan's joint parts take instead of a calibrated one: ``noise_multiplier`` (``None``:
+        calibrate). A method with a closed-form rule (a paper's) overrides it."""
+        return getattr(self, "noise_multiplier", None)
+
+    def _public_size(self, n: int) -> int:
+        """N, the public number of records a fit on ``n`` rows is measured against: ``n`` here; a method with a
+        ``sample_size`` hyper-parameter returns it (it then sets the default δ = 1/N² too)."""
+        return n
+
+    def _fit_delta(self, n: int, warn: bool = False) -> float:
+        """δ of a fit on ``n`` rows: ``delta``, else 1/N² (:meth:`_public_size`); ``warn``: a ``delta`` above 1/n
+        warns (once, at the fit)."""
+        if self.delta is not None:
+            return check_delta(self.delta, n=n if warn else None)
+        return check_delta(1.0 / float(self._public_size(n)) ** 2)
+
+    def _laplace_pure(self, unit: PrivacyUnit) -> float | None:
         """``Part(pure=...)`` of this fit's Laplace releases: under ``secure_mode`` they are exact discrete
         Laplace noise, accounted as pure DP with ε = pure/σ, ``pure`` the L1 distance of two neighbours'
         sums in bounds (2 under replace-one, 1 under add/remove); otherwise ``None`` (``LaplaceDpEvent``)."""
         if not getattr(self, "secure_mode", False):
             return None
-        return 2.0 if self.privacy_unit_ is PrivacyUnit.SENSITIVE else 1.0
+        return 2.0 if unit is PrivacyUnit.SENSITIVE else 1.0
 
-    def _release(self, name: str) -> Release:
-        """The release of the plan's part ``name``, drawing from this fit's secret generator.
+    # ---- many fits -----------------------------------------------------
+    @classmethod
+    def fit_many(cls, estimators, X, y, sensitive_features=None, *, budget=None) -> list:
+        """Fit every estimator of ``estimators`` on the same ``(X, y, sensitive_features)``; returns them fitted, in
+        order. ``estimators``: unfitted estimators of this class (e.g. clones of one, each set to a point of a
+        grid), or dicts of parameters (each ``cls(**params)``).
 
-        The plan's σ are claimed from the budget again first: a method may set one after calibrating
-        (``calibration="paper"``) or calibrate by its own rule.
+        The default is a loop of their own ``fit``: each a separate fit with its own secret randomness, each
+        claimed on its budget (``budget``: a :class:`~dpfair.privacy.PrivacyBudget` attached to every estimator
+        first; ``None``: each draws from its own, if any). A method whose grids train together overrides it and
+        declares ``batched_grid`` (:mod:`dpfair.capabilities`): DP-FERMI trains its models in one batched loop,
+        each model's fit running the contract's steps (:meth:`begin_fit`, its steps, :meth:`end_fit`) and the
+        grid claimed on the budget as one joint release before its first release. Callers ask ``fit_many`` of the
+        estimator's class (``type(est).fit_many(...)``) and need not know which it does.
         """
-        self._claim_budget()
-        return Release(self.privacy_plan_[name], self._sigmas[name], self._secret, self.privacy_ledger_)
+        fitted = []
+        for est in estimators:
+            est = cls(**est) if isinstance(est, dict) else est
+            if budget is not None:
+                est.privacy_budget = budget
+            fitted.append(est.fit(X, y, sensitive_features))
+        return fitted
 
-    def _progress(self, total, unit: str = "step") -> Progress:
-        """This fit's bar, now counting ``total`` ``unit`` s (a silent one outside ``fit``: a grid counts its own)."""
-        bar = vars(self).get("_bar", SILENT)
-        bar.set_total(total, unit)
-        return bar
-
-    def _end_epoch(self, **info) -> None:
-        """An epoch (round, solve) ended; ``info``: its public counters (``epoch``, ``step``, ``steps``).
-
-        A shown bar gets the ε spent so far at the last step and otherwise at most every
-        :data:`EPSILON_INTERVAL` seconds or ten times the last accounting's duration, whichever is longer
-        (so the bar's accountings take at most about a tenth of a fit's time; nothing is computed
-        when no bar is shown, and the last one is the cached ``privacy_spent_``); then the ``callback``
-        given to ``fit`` runs.
-        """
-        self._epoch = info["epoch"]
-        bar = vars(self).get("_bar", SILENT)
-        wait = max(EPSILON_INTERVAL, 10.0 * vars(self).get("_accounting_seconds", 0.0))
-        if self._private and (bar.due(wait) or (bar.shown and info.get("step") == info.get("steps"))):
-            start = time.perf_counter()
-            epsilon = self.privacy_spent_so_far()[0]
-            self._accounting_seconds = time.perf_counter() - start
-            bar.update(0, ε=epsilon)
-        callback = vars(self).get("_callback")
-        if callback is not None:
-            callback(self, dict(info))
-
+    # ---- privacy -------------------------------------------------------
     def privacy_spent_so_far(self) -> tuple[float, float]:
-        """``(ε, δ)`` of the releases made so far: during ``fit`` (from a callback) the ε spent up to now,
-        ending at ``privacy_spent_``; ``(inf, 0)`` for a non-private method.
+        """``(ε, δ)`` of the releases made so far: during ``fit`` (from a callback) the ε spent up to now
+        (:meth:`FitContext.spent_so_far <dpfair.algorithms.fit_context.FitContext.spent_so_far>`), ending at
+        ``privacy_spent_``; ``(inf, 0)`` for a non-private method.
 
         A function of the public plan and of how many releases were made, never of the data, so it
         may be printed. Each call composes the partial ledger (cached for a ledger seen before).
         """
+        ctx = running(self)
+        if ctx is not None:
+            return ctx.spent_so_far()
         if "privacy_ledger_" not in vars(self):
             raise NotFittedError(f"{type(self).__name__} has released nothing yet: call fit first")
         if not self._private:
             return math.inf, 0.0
-        ledger = PrivacyLedger.combined([self.privacy_ledger_, *vars(self).get("_open_ledgers", ())])
-        return ledger.epsilon(self.delta_, self.accountant), self.delta_
+        return self.privacy_ledger_.epsilon(self.delta_, self.accountant), self.delta_
 
     def _finish_privacy(self) -> None:
-        if hasattr(self, "_sigmas"):
-            self.noise_multipliers_ = dict(self._sigmas)
         if self._private:
             eps = self.privacy_ledger_.epsilon(self.delta_, self.accountant)
             self.privacy_spent_ = (eps, self.delta_)
@@ -733,12 +786,20 @@ class TorchClassifier(FairEstimator):
     """
 
     _float32_training = True
-
-    def check_hyperparameters(self) -> TorchClassifier:
-        """:meth:`FairEstimator.check_hyperparameters`, and the training schedule (:meth:`_validate_training`)."""
-        super().check_hyperparameters()
-        self._validate_training()
-        return self
+    #: the model, where it trains and the training schedule, beside :class:`FairEstimator`'s
+    parameter_constraints: ClassVar[dict] = {
+        **FairEstimator.parameter_constraints,
+        "model": [Instances((str, torch.nn.Module), f"a model name ({', '.join(map(repr, MODEL_NAMES))}) or a "
+                                                    "torch.nn.Module returning logits")],
+        "model_kwargs": [None, Instances(Mapping, "a dict of keyword arguments of dpfair.nn.make_model")],
+        "device": [None, Instances((str, torch.device), "'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device")],
+        "epochs": [Interval(int, 0, None, closed="neither")],
+        "learning_rate": [Interval(float, 0, None, closed="neither")],
+        "batch_size": [Interval(int, 0, None, closed="neither")],
+        "optimizer": [Options("sgd", "adam")],
+        "momentum": [Interval(float, 0, None, closed="left")],
+        "weight_decay": [Interval(float, 0, None, closed="left")],
+    }
 
     def _check_fitted(self) -> None:
         if not all(bool(torch.isfinite(p).all()) for p in self.model_.parameters()):
@@ -746,12 +807,13 @@ class TorchClassifier(FairEstimator):
                              "so every prediction would be NaN; standardise X (e.g. sklearn's StandardScaler) or "
                              "lower the learning rate")
 
-    def _build_model(self, n_classes: int) -> torch.nn.Module:
+    def _build_model(self, n_classes: int, rng: np.random.Generator) -> torch.nn.Module:
+        """The module to train, initialised from ``rng`` (the fit's public generator, ``ctx.np_rng``)."""
         if isinstance(self.model, torch.nn.Module):
             model = copy.deepcopy(self.model)
         else:
             kwargs = dict(self.model_kwargs or {})
-            kwargs.setdefault("seed", int(self._np_rng.integers(2**31)))
+            kwargs.setdefault("seed", int(rng.integers(2**31)))
             model = make_model(self.model, self.n_features_in_, n_classes, **kwargs)
         return model.to(device=self.device_, dtype=torch.float32)
 
@@ -761,7 +823,7 @@ class TorchClassifier(FairEstimator):
         Weight decay adds ``λθ`` to the released gradient: post-processing, no privacy cost.
         """
         name = self.optimizer
-        decay = check_positive(getattr(self, "weight_decay", 0.0), "weight_decay", allow_zero=True)
+        decay = float(getattr(self, "weight_decay", 0.0))
         if name == "sgd":
             return torch.optim.SGD(params, lr=self.learning_rate, momentum=self.momentum, weight_decay=decay)
         if name == "adam":
@@ -796,8 +858,3 @@ class TorchClassifier(FairEstimator):
     def _log_proba(self, X) -> np.ndarray:
         """From the logits in float64: the log-odds stay exact where float32 probabilities round to 0 or 1."""
         return self._predict_proba(X, log=True)
-
-    def _validate_training(self):
-        check_positive(self.epochs, "epochs", integer=True)
-        check_positive(self.learning_rate, "learning_rate")
-        check_positive(self.batch_size, "batch_size", integer=True)

@@ -114,13 +114,24 @@ def _json_default(value):
     return repr(value)
 
 
+def accepted(cls, name: str) -> str:
+    """What the hyper-parameter ``name`` of ``cls`` accepts, in one line, from its declared constraints
+    (:mod:`dpfair.constraints`; ``""`` where none is declared)."""
+    from dpfair.constraints import describe
+
+    allowed = getattr(cls, "parameter_constraints", {}).get(name)
+    return "" if allowed is None else describe(allowed)
+
+
 def build_catalog() -> list[dict]:
     """:func:`method_table`'s rows, each with its ``parameters`` (:func:`describe_parameters`): name, default
-    (JSON), ``default_repr`` (the default as Python prints it) and description. Imports every estimator."""
+    (JSON), ``default_repr`` (the default as Python prints it), description and what it accepts
+    (:func:`accepted`). Imports every estimator."""
     from dpfair.algorithms import METHODS
 
     return [{**row, "parameters": [{"name": p.name, "default": _json_default(p.default),
-                                    "default_repr": repr(p.default), "description": p.description}
+                                    "default_repr": repr(p.default), "description": p.description,
+                                    "accepts": accepted(METHODS[row["method"]], p.name)}
                                    for p in describe_parameters(METHODS[row["method"]])]}
             for row in method_table()]
 

@@ -57,10 +57,10 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from dpfair.constraints import Interval, Options, check_parameters
 from dpfair.fairness.bias_variance import bias_variance_terms
 from dpfair.model_files import register_dataclass
 from dpfair.nn import clipped_gradient_sum, layer_groups
-from dpfair.validation import check_positive
 
 __all__ = ["CLIPPING_RULES", "ClippingRule", "DPSGDFClipping", "FairDPClipping", "FlatClipping",
            "PerLayerClipping", "QuantileClipping", "make_clipping_rule"]
@@ -92,12 +92,17 @@ class ClippingRule:
     statistics_name: ClassVar[str | None] = None
 
     _bounds: np.ndarray = field(default=None, init=False, repr=False, compare=False)
+    #: the values each setting accepts (:mod:`dpfair.constraints`), checked by :meth:`check`; a subclass extends it
+    parameter_constraints: ClassVar[dict] = {
+        "by": [Options(*BY)],
+        "statistics_share": [Interval(float, 0, 1, closed="left")],
+    }
 
     # ---- set-up ---------------------------------------------------------------------------------
     def check(self) -> None:
-        """Validate the settings (called by ``fit``)."""
-        if self.by not in BY:
-            raise ValueError(f"{type(self).__name__}.by must be one of {', '.join(BY)}, got {self.by!r}")
+        """Validate the settings (called by ``fit``): the declared constraints, then a share of the noise budget
+        for a rule that releases statistics."""
+        check_parameters(self, self.parameter_constraints, owner=type(self).__name__)
         share = self.statistics_share
         if self.statistics_sensitivity > 0 and not (isinstance(share, (int, float)) and 0.0 < share < 1.0):
             raise ValueError(f"{type(self).__name__}.statistics_share must lie in (0, 1) (the share of each "
@@ -280,14 +285,13 @@ class QuantileClipping(ClippingRule):
     max_bound: float = 16.0
     statistics_sensitivity: ClassVar[float] = math.sqrt(2.0)
     statistics_name: ClassVar[str] = "counts under the bound per key"
-
-    def check(self) -> None:
-        super().check()
-        if self.quantile is not None and not 0.0 < self.quantile < 1.0:
-            raise ValueError(f"QuantileClipping.quantile must lie in (0, 1), got {self.quantile!r}")
-        check_positive(self.learning_rate, "QuantileClipping.learning_rate")
-        if not 0.0 < self.min_bound <= 1.0 <= self.max_bound < math.inf:
-            raise ValueError("QuantileClipping needs 0 < min_bound <= 1 <= max_bound (multiples of max_grad_norm)")
+    parameter_constraints: ClassVar[dict] = {
+        **ClippingRule.parameter_constraints,
+        "quantile": [None, Interval(float, 0, 1, closed="neither")],
+        "learning_rate": [Interval(float, 0, None, closed="neither")],
+        "min_bound": [Interval(float, 0, 1, closed="right", note="a multiple of max_grad_norm")],
+        "max_bound": [Interval(float, 1, None, closed="left", note="a multiple of max_grad_norm")],
+    }
 
     @property
     def target(self) -> float:
@@ -369,16 +373,13 @@ class FairDPClipping(ClippingRule):
     smoothness: float | None = None
     statistics_sensitivity: ClassVar[float] = 1.0
     statistics_name: ClassVar[str] = "norm histogram per key"
-
-    def check(self) -> None:
-        super().check()
-        check_positive(self.bins, "FairDPClipping.bins", integer=True)
-        if self.bins < 2:
-            raise ValueError(f"FairDPClipping.bins must be >= 2, got {self.bins}")
-        if not 0.0 < self.min_bound <= 1.0 <= self.max_bound < math.inf:
-            raise ValueError("FairDPClipping needs 0 < min_bound <= 1 <= max_bound (multiples of max_grad_norm)")
-        if self.smoothness is not None:
-            check_positive(self.smoothness, "FairDPClipping.smoothness")
+    parameter_constraints: ClassVar[dict] = {
+        **ClippingRule.parameter_constraints,
+        "bins": [Interval(int, 2, None, closed="left")],
+        "min_bound": [Interval(float, 0, 1, closed="right", note="a multiple of max_grad_norm")],
+        "max_bound": [Interval(float, 1, None, closed="left", note="a multiple of max_grad_norm")],
+        "smoothness": [None, Interval(float, 0, None, closed="neither")],
+    }
 
     def _setup(self, model) -> None:
         self._edges = self.c0 * np.geomspace(self.min_bound, self.max_bound, self.bins)

@@ -45,6 +45,7 @@ multipliers instead; where it hides violations above 0.05 the fit warns.
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
@@ -52,8 +53,8 @@ from sklearn.linear_model import LogisticRegression
 from dpfair.algorithms._jagielski import RandomizedGroupClassifierMixin, cell_counts
 from dpfair.algorithms.base import FairEstimator
 from dpfair.algorithms.signal import noise_tolerance
+from dpfair.constraints import Bools, Interval, Options
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, check_privacy_unit
-from dpfair.validation import check_positive
 
 #: The names of the plan's parts (and of the ledger's entries).
 SIZES, LEARNER, AUDITOR = "cell sizes (y, s)", "learner: exponential mechanism", "auditor: positive counts (y, s)"
@@ -131,6 +132,17 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     _notions = ("equalized_odds",)
     _fairness_strength = "tolerance"
     _units = ("sensitive",)
+    parameter_constraints: ClassVar[dict] = {
+        **FairEstimator.parameter_constraints,
+        "sensitive_aware": [Bools()],
+        "n_rounds": [Interval(int, 0, None, closed="neither")],
+        "bound": [Interval(float, 0, None, closed="neither")],
+        "learning_rate": [Interval(float, 0, None, closed="neither")],
+        "tolerance": [Options("auto"), Interval(float, 0, None, closed="left")],
+        "counts_budget": [Interval(float, 0, 1, closed="neither", note="the share of ε the cell sizes take")],
+        "n_components": [Interval(int, 0, None, closed="left")],
+        "n_thresholds": [Interval(int, 0, None, closed="neither")],
+    }
 
     def __init__(self, sensitive_aware=False, *, epsilon=1.0, delta=None, privacy_unit="sensitive", n_rounds=10,
                  bound=1.0, learning_rate=2.0, tolerance="auto", counts_budget=0.1, n_components=4, n_thresholds=30,
@@ -159,26 +171,22 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         return bool(self.sensitive_aware)
 
     def check_hyperparameters(self) -> DPOracleClassifier:
-        """The hyper-parameters alone (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`)."""
+        """The declared constraints (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`), then
+        the privacy unit the method guarantees."""
         super().check_hyperparameters()
         if check_privacy_unit(self.privacy_unit) is not PrivacyUnit.SENSITIVE:
             raise ValueError("DPOracleClassifier protects the sensitive attribute only (its hypothesis class and "
                              "error term use X and y as public): use privacy_unit='sensitive', or "
                              "DPPostProcessingClassifier with a record-private base for privacy_unit='record'")
-        check_positive(self.n_rounds, "n_rounds", integer=True)
-        check_positive(self.bound, "bound")
-        check_positive(self.learning_rate, "learning_rate")
-        if self.tolerance != "auto":
-            check_positive(self.tolerance, "tolerance", allow_zero=True)
-        check_positive(self.n_thresholds, "n_thresholds", integer=True)
-        check_positive(self.n_components, "n_components", integer=True, allow_zero=True)
-        share = check_positive(self.counts_budget, "counts_budget")
-        if share >= 1:
-            raise ValueError(f"counts_budget must lie in (0, 1), got {share}")
         return self
 
+    def _privacy_plan(self, shape) -> PrivacyPlan:
+        """The cell sizes once, then per round the exponential mechanism and the Laplace counts (:func:`oracle_plan`)."""
+        return oracle_plan(int(self.n_rounds), float(self.counts_budget),
+                           self._laplace_pure(check_privacy_unit(self.privacy_unit)))
+
     # ---- the game ----------------------------------------------------------------
-    def _fit(self, X, y, s):
+    def _fit(self, ctx, X, y, s):
         k, T = len(self.groups_), int(self.n_rounds)
         sizes = cell_counts(np.zeros_like(y), y, s, 1, 2, k)[0].T.astype(np.float64)  # (2 labels, k)
         n_components = min(int(self.n_components), X.shape[1])
@@ -187,15 +195,15 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         self.thresholds_ = score_thresholds(F, int(self.n_thresholds))
         positives = hypothesis_positives(F, self.thresholds_, y, s, k)
 
-        sigmas = self._calibrate(oracle_plan(T, float(self.counts_budget), self._laplace_pure()))
+        sigmas = ctx.calibrate(self.plan(ctx.shape))
         self.noise_multiplier_ = sigmas[AUDITOR]
-        self.cell_sizes_ = np.maximum(self._release(SIZES).noisy_sum(sizes, bound=1.0), _SIZE_FLOOR)
-        self.tolerance_ = self._tolerances(T)
-        learner, auditor = self._release(LEARNER), self._release(AUDITOR)
+        self.cell_sizes_ = np.maximum(ctx.release(SIZES).noisy_sum(sizes, bound=1.0), _SIZE_FLOOR)
+        self.tolerance_ = self._tolerances(T, sigmas)
+        learner, auditor = ctx.release(LEARNER), ctx.release(AUDITOR)
 
         theta = np.zeros((2, 2, k))
         chosen = []
-        bar = self._progress(T, "round")
+        bar = ctx.progress(T, "round")
         for t in range(T):
             lam = float(self.bound) * np.exp(theta) / (1.0 + np.exp(theta).sum())
             costs = self._per_person_costs(lam[0] - lam[1], X.shape[0])  # (2 labels, k, 2 predictions)
@@ -210,11 +218,11 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
             self.history_.append({"round": t + 1, "noisy_violation": float(np.abs(gamma).max()),
                                   "lambda_l1": float(lam.sum()), "sensitivity": sensitivity})
             bar.update()
-            self._end_epoch(epoch=t + 1, step=t + 1, steps=T)
+            ctx.end_epoch(epoch=t + 1, step=t + 1, steps=T)
         self.hypotheses_ = np.array(chosen, dtype=np.int64)
         self._finish_privacy()
 
-    def _tolerances(self, n_rounds: int) -> np.ndarray:
+    def _tolerances(self, n_rounds: int, sigmas) -> np.ndarray:
         """The tolerance of every cell ``(2 labels, k)``, from public quantities only (σ's, released sizes).
 
         ``"auto"``: three standard deviations of the noise on the cell's rate ``ñ₁/Ñ``: Laplace noise of std
@@ -223,7 +231,7 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         """
         if self.tolerance != "auto":
             return np.full(self.cell_sizes_.shape, float(self.tolerance))
-        noise = math.sqrt(2) * math.hypot(self.noise_multiplier_, self._sigmas[SIZES]) / self.cell_sizes_
+        noise = math.sqrt(2) * math.hypot(self.noise_multiplier_, sigmas[SIZES]) / self.cell_sizes_
         return noise_tolerance(noise, lambda worst, tolerance, std: (
             f"the DP oracle's auditor at epsilon={self.epsilon_target_:g} cannot tell a (label, group) cell's "
             f"positive rate from its label's within {tolerance:.2f}: the noise on it is {std:.3f} (std) for "

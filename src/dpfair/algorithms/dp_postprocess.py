@@ -31,6 +31,7 @@ a dpfair estimator with record-level privacy; a non-private base spends ε = ∞
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import dp_accounting as dpa
 import numpy as np
@@ -46,9 +47,19 @@ from dpfair.algorithms._jagielski import (
     laplace_slack,
 )
 from dpfair.algorithms.base import FairEstimator
+from dpfair.algorithms.fit_context import PublicShape
 from dpfair.capabilities import capabilities
-from dpfair.privacy import LedgerEntry, Part, PrivacyPlan, PrivacyUnit, epsilon_of
-from dpfair.validation import check_positive, encode_categories
+from dpfair.constraints import Bools, HasMethods, Interval
+from dpfair.privacy import (
+    LedgerEntry,
+    Part,
+    PrivacyPlan,
+    PrivacyUnit,
+    check_privacy_unit,
+    epsilon_of,
+    ledger_totals,
+)
+from dpfair.validation import check_epsilon, encode_categories
 
 COUNTS = "joint counts (y_hat, s, y)"
 
@@ -88,6 +99,13 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     _notions = ("equalized_odds",)
     _fairness_strength = "tolerance"
     _min_per_class = 1
+    parameter_constraints: ClassVar[dict] = {
+        **FairEstimator.parameter_constraints,
+        "estimator": [HasMethods("fit", "predict", what="a classifier with fit and predict"), None],
+        "prefit": [Bools()],
+        "tolerance": [Interval(float, 0, None, closed="left")],
+        "beta": [None, Interval(float, 0, 1, closed="neither", note="None: no slack")],
+    }
 
     def __init__(self, estimator=None, *, prefit=False, epsilon=1.0, delta=None, privacy_unit="sensitive",
                  tolerance=0.0, beta=0.05, noise_multiplier=None, accountant="pld", groups=None, classes=None,
@@ -114,6 +132,14 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
             raise ValueError(f"estimator must be a classifier with fit and predict, got {type(est).__name__}")
         return est
 
+    def _unfitted_base(self, groups, classes):
+        """A clone of the base to train here, sharing this estimator's public lists (where it takes them)."""
+        est = clone(self._base())
+        if isinstance(est, FairEstimator):
+            est.set_params(**{k: list(v) for k, v in (("groups", groups), ("classes", classes))
+                              if v is not None and k in est.get_params() and est.get_params()[k] is None})
+        return est
+
     def _fit_base(self, X, y, s) -> list[LedgerEntry]:
         """Fit (or take) the base classifier; return the ledger entries it spends on this privacy unit."""
         est = self._base()
@@ -125,31 +151,51 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
                                  "prefit=False to train it here") from None
             self.estimator_ = est
             return []
-        est = clone(est)
+        est = self._unfitted_base(self.groups_, self.classes_)
         reads_s = capabilities(est).requires_sensitive
-        if isinstance(est, FairEstimator):  # the base shares this estimator's public lists
-            est.set_params(**{k: list(v) for k, v in (("groups", self.groups_), ("classes", self.classes_))
-                              if k in est.get_params() and est.get_params()[k] is None})
         if reads_s:
             est.fit(X, self.classes_[y], sensitive_features=self.groups_[s])
         else:
             est.fit(X, self.classes_[y])
         self.estimator_ = est
         ledger = getattr(est, "privacy_ledger_", None)
-        if self.privacy_unit_ is PrivacyUnit.SENSITIVE:
+        private = capabilities(est).private
+        return self._base_entries(reads_s, private, None if ledger is None else ledger.relation,
+                                  ledger_totals(ledger) if ledger is not None and private else {}, self.privacy_unit_)
+
+    def _planned_base_entries(self, shape, unit: PrivacyUnit) -> list[LedgerEntry]:
+        """:meth:`_fit_base`'s entries from the base's own plan (:meth:`FairEstimator.plan`), before any data."""
+        if self.prefit:
+            return []
+        est = self._unfitted_base(shape.groups, shape.classes)
+        reads_s, private = capabilities(est).requires_sensitive, capabilities(est).private
+        if not isinstance(est, FairEstimator):
+            return self._base_entries(reads_s, private, None, {}, unit)
+        planned = est.plan(PublicShape(shape.n, shape.n_features, shape.groups, shape.classes))
+        relation = (planned.unit if private else PrivacyUnit.RECORD).relation
+        return self._base_entries(reads_s, private, relation, planned.expected_ledger(), unit)
+
+    @staticmethod
+    def _base_entries(reads_s: bool, private: bool, relation, totals, unit: PrivacyUnit) -> list[LedgerEntry]:
+        """What the base spends on ``unit``: ``totals`` (``{(label, event): count}`` of its ledger, under ``relation``;
+        ``relation`` None: a base with no ledger), by label. A base that is not private spends ε = ∞ wherever it
+        counts."""
+        if unit is PrivacyUnit.SENSITIVE:
             # under replace-one of s a base costs nothing unless it touches s: through sensitive_features, or
             # through s-encoding columns of X it declares and accounts itself (a sensitive-unit ledger)
-            declared = ledger is not None and len(ledger) > 0 and ledger.relation is self.privacy_unit_.relation
-            if not (reads_s or declared):
+            if not (reads_s or (relation is unit.relation and len(totals) > 0)):
                 return []
-        elif ledger is None:
+        elif relation is None:
             return [LedgerEntry("base classifier (non-private)", dpa.NonPrivateDpEvent())]
-        if ledger.relation is not self.privacy_unit_.relation:
+        if relation is not unit.relation:
             raise ValueError(
-                f"estimator protects neighbours under {ledger.relation.name} but this post-processing uses "
-                f"privacy_unit={self.privacy_unit_.value!r}: give the base the same privacy_unit"
+                f"estimator protects neighbours under {relation.name} but this post-processing uses "
+                f"privacy_unit={unit.value!r}: give the base the same privacy_unit"
             )
-        return [LedgerEntry(f"base: {e.label}", e.event, e.count) for e in ledger.entries]
+        if not private:
+            return [LedgerEntry("base classifier (non-private)", dpa.NonPrivateDpEvent())]
+        return [LedgerEntry(f"base: {label}", event, count)
+                for (label, event), count in sorted(totals.items(), key=lambda item: item[0][0])]
 
     def _base_predictions(self, X) -> np.ndarray:
         codes, _ = encode_categories(self.estimator_.predict(X), "estimator predictions", X.shape[0],
@@ -157,41 +203,41 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         return codes
 
     # ---- privacy ---------------------------------------------------------------
-    def _postprocess_plan(self) -> PrivacyPlan:
-        """The base's own releases on the same data (fixed), then the Laplace counts."""
-        labels = [e.label for e in self._base_entries]
+    def _privacy_plan(self, shape, base_entries: list[LedgerEntry] | None = None) -> PrivacyPlan:
+        """The base's own releases on the same data (fixed parts: ``base_entries``, those of the base this fit
+        trained, or else those its plan states), then the Laplace counts. Refuses a base that alone spends the
+        whole ε."""
+        unit = check_privacy_unit(self.privacy_unit)
+        entries = self._planned_base_entries(shape, unit) if base_entries is None else base_entries
+        self._check_base_budget(entries, self._fit_delta(shape.n), unit)
+        labels = [e.label for e in entries]
         base = tuple(Part(label if labels.count(label) == 1 else f"{label} #{i}", mechanism="fixed", count=e.count,
-                          fixed=e.event) for i, (label, e) in enumerate(zip(labels, self._base_entries)))
-        return PrivacyPlan(base + (Part(COUNTS, mechanism="laplace", pure=self._laplace_pure()),))
+                          fixed=e.event) for i, (label, e) in enumerate(zip(labels, entries)))
+        return PrivacyPlan(base + (Part(COUNTS, mechanism="laplace", pure=self._laplace_pure(unit)),))
 
-    def _check_base_budget(self) -> None:
-        if not self._base_entries or math.isinf(self.epsilon_target_):
+    def _check_base_budget(self, entries: list[LedgerEntry], delta: float, unit: PrivacyUnit) -> None:
+        epsilon = check_epsilon(self.epsilon, budget=True)
+        if not entries or math.isinf(epsilon):
             return
-        events = dpa.ComposedDpEvent([dpa.SelfComposedDpEvent(e.event, e.count) for e in self._base_entries])
-        spent = epsilon_of(events, self.delta_, self.privacy_unit_, self.accountant)
-        if spent >= self.epsilon_target_:
+        events = dpa.ComposedDpEvent([dpa.SelfComposedDpEvent(e.event, e.count) for e in entries])
+        spent = epsilon_of(events, delta, unit, self.accountant)
+        if spent >= epsilon:
             raise ValueError(
-                f"the base estimator alone spends epsilon={spent:.4g} >= epsilon={self.epsilon_target_:g} on "
+                f"the base estimator alone spends epsilon={spent:.4g} >= epsilon={epsilon:g} on "
                 "the same data: give it a smaller epsilon, use a private base, or pass prefit=True with a base "
                 "trained on other data"
             )
 
     # ---- fitting ---------------------------------------------------------------
-    def _fit(self, X, y, s):
+    def _fit(self, ctx, X, y, s):
         k = len(self.groups_)
-        check_positive(self.tolerance, "tolerance", allow_zero=True)
-        if self.beta is not None and not (isinstance(self.beta, (int, float)) and 0.0 < self.beta < 1.0):
-            raise ValueError(f"beta must lie in (0, 1) or be None (no slack), got {self.beta!r}")
-
-        self._base_entries = self._fit_base(X, y, s)
-        self._check_base_budget()
-        plan = self._postprocess_plan()
-        self.noise_multiplier_ = self._calibrate(plan)[COUNTS]
+        plan = self._privacy_plan(ctx.shape, self._fit_base(X, y, s))  # the base's actual releases, as planned
+        self.noise_multiplier_ = ctx.calibrate(self._calibrated(plan, ctx.shape))[COUNTS]
         self.privacy_ledger_.extend(
             LedgerEntry(p.name, p.fixed, p.count) for p in plan.parts if p.mechanism == "fixed")
 
         counts = cell_counts(self._base_predictions(X), y, s, 2, 2, k).astype(np.float64)
-        self.noisy_counts_ = self._release(COUNTS).noisy_sum(counts, bound=1.0)
+        self.noisy_counts_ = ctx.release(COUNTS).noisy_sum(counts, bound=1.0)
         noisy = np.maximum(self.noisy_counts_, 0.0)
         # An empty or noise-emptied (group, label) cell gets an uninformative half count per prediction.
         noisy[:, noisy.sum(axis=0) < _SIZE_FLOOR] = 0.5 * _SIZE_FLOOR

@@ -6,9 +6,11 @@ as ``min_θ max_W (1/n) Σ_i [ℓ_i(θ) + λ ψ̂_i(θ, W)]`` (Theorem C.1, see
 stochastic gradient descent in θ, noisy stochastic gradient ascent in W with
 projection onto the Frobenius ball of radius ``w_radius``, two step sizes, the
 last iterate returned (or, by default, the average of the last half of the θ
-iterates). The loop itself is :func:`dpfair.algorithms.dpfermi_engine.train`,
-shared with the batched grids of :mod:`dpfair.algorithms.dpfermi_sweep`;
-logistic models take a closed-form path, any other module ``torch.func``.
+iterates). One step as the paper states it is
+:func:`dpfair.algorithms.dpfermi_reference.reference_step`; fits run it on the fast
+backends of :func:`dpfair.algorithms.dpfermi_engine.train`, shared with the batched grids of
+:meth:`DPFERMIClassifier.fit_many` (:mod:`dpfair.algorithms.dpfermi_sweep`; logistic models take a closed-form path, any other module
+``torch.func``), which are tested equal to it.
 
 Privacy (``privacy_unit="sensitive"``, neighbours differ in one person's s):
 each step draws a secret Poisson batch B (rate q) and releases, as ONE
@@ -37,25 +39,27 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from dpfair.algorithms import dpfermi_engine as engine
 from dpfair.algorithms.base import TorchClassifier
+from dpfair.algorithms.dpfermi_reference import COUNTS, STEP, FermiHyperParameters, FermiSchedule
+from dpfair.algorithms.dpfermi_sweep import GridFit, fit_grid, grid_points
+from dpfair.algorithms.fit_context import FitContext, FitPlan, PublicShape
 from dpfair.algorithms.signal import floor_counts, warn_if_too_few_records
+from dpfair.constraints import Interval, Listing, Options
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.fairness.notions import get_notion
 from dpfair.nn import LogisticRegression
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, SecretRandom, check_privacy_unit
-from dpfair.validation import check_group_proportions, check_positive
+from dpfair.validation import check_group_proportions
 
 #: The notions DP-FERMI targets: ERMI within each reference cell of the notion's partition.
 NOTIONS = ("demographic_parity", "equalized_odds", "equal_opportunity", "predictive_equality")
 CALIBRATIONS = ("accountant", "paper")
-
-#: The names of the plan's parts (and of the ledger's entries).
-COUNTS, STEP = "group counts", "dp-fermi step"
 
 #: ``batch_size="auto"``: n / AUTO_STEPS rows (about that many steps an epoch), within these bounds.
 AUTO_STEPS, AUTO_BATCH_MIN, AUTO_BATCH_MAX = 8, 64, 1024
@@ -125,13 +129,9 @@ class _Prepared:
     """One estimator's state between its preparation and the (possibly shared) training loop."""
 
     data: engine.FermiData
-    schedule: engine.FermiSchedule
+    hp: FermiHyperParameters  #: the model's step: its schedule, λ, step sizes, W radius, noise stds
     model: torch.nn.Module
-    lam: float
-    noise_theta: float
-    noise_w: float
-    w_bound: float
-    inv_sqrt_p: torch.Tensor
+    inv_sqrt_p: torch.Tensor  #: P_s^{-1/2} per W block ``(m, k)``
     sampler: SecretRandom  #: the secret Poisson batches (shared by the models of a seed group)
     public_generator: torch.Generator  #: the public minibatch order
 
@@ -191,9 +191,25 @@ class DPFERMIClassifier(TorchClassifier):
     _requires_sensitive = True
     _notions = NOTIONS
     _fairness_strength = "lam"
-    _batched_grid = True  # fit_dpfermi_grid
+    _batched_grid = True  # fit_many trains a grid batched
     _target_error = True
     _public_group_shares = True
+    parameter_constraints: ClassVar[dict] = {
+        **TorchClassifier.parameter_constraints,
+        "notion": [Options(*NOTIONS)],
+        "lam": [Interval(float, 0, None, closed="left", note="0: no fairness term")],
+        "group_proportions": [None, Listing("the public group shares, shape (k,) or (l, k)")],
+        "proportions_budget": [Interval(float, 0, 1, closed="neither", note="the share of ε the group counts take")],
+        "batch_size": [Options("auto"), Interval(int, 0, None, closed="neither")],
+        "w_learning_rate": [Interval(float, 0, None, closed="neither")],
+        "w_radius": [None, Interval(float, 0, None, closed="neither")],
+        "max_grad_norm": [Options("auto"), Interval(float, 0, None, closed="neither")],
+        "tail_average": [Interval(float, 0, 1, closed="left", note="0: the last iterate")],
+        "target_error": [None, Interval(float, 0, 1, closed="neither")],
+        "lam_rate": [Interval(float, 0, None, closed="neither")],
+        "calibration": [Options(*CALIBRATIONS)],
+        "paper_lipschitz": [Interval(float, 0, None, closed="neither")],
+    }
 
     def __init__(self, model="logistic", *, notion="demographic_parity", lam=1.0, epsilon=1.0, delta=None,
                  privacy_unit="sensitive", group_proportions=None, proportions_budget=0.05, batch_size="auto",
@@ -246,31 +262,14 @@ class DPFERMIClassifier(TorchClassifier):
         return target
 
     def check_hyperparameters(self) -> DPFERMIClassifier:
-        """The hyper-parameters alone (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`)."""
+        """The declared constraints (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`), then
+        what ties ``target_error`` to the privacy unit and to ``lam``."""
         super().check_hyperparameters()
-        get_notion(self.notion, among=self._notions)
-        if self.calibration not in CALIBRATIONS:
-            raise ValueError(f"calibration must be one of {', '.join(CALIBRATIONS)}, got {self.calibration!r}")
-        check_positive(self.lam, "lam", allow_zero=True)
-        check_positive(self.w_learning_rate, "w_learning_rate")
-        if self.max_grad_norm != "auto":
-            check_positive(self.max_grad_norm, "max_grad_norm")
-        check_positive(self.paper_lipschitz, "paper_lipschitz")
-        if self.w_radius is not None:
-            check_positive(self.w_radius, "w_radius")
-        if not 0.0 <= check_positive(self.tail_average, "tail_average", allow_zero=True) < 1.0:
-            raise ValueError(f"tail_average must lie in [0, 1) (0: the last iterate), got {self.tail_average}")
-        share = check_positive(self.proportions_budget, "proportions_budget")
-        if share >= 1:
-            raise ValueError(f"proportions_budget must lie in (0, 1), got {share}")
         if self.target_error is not None:
             self._check_target_error()
         return self
 
     def _check_target_error(self):
-        if not 0.0 < check_positive(self.target_error, "target_error") < 1.0:
-            raise ValueError(f"target_error must lie in (0, 1), got {self.target_error!r}")
-        check_positive(self.lam_rate, "lam_rate")
         if check_privacy_unit(self.privacy_unit) is not PrivacyUnit.SENSITIVE:
             raise ValueError("target_error adapts λ to the training error, which is public only under "
                              "privacy_unit='sensitive' (x and y known); under 'record' the error is private: pick λ "
@@ -278,13 +277,6 @@ class DPFERMIClassifier(TorchClassifier):
         if self.lam <= 0:
             raise ValueError(f"target_error multiplies λ by the error gap, so it must start above 0, got lam="
                              f"{self.lam!r}; start from lam=1.0 (the default)")
-
-    def _validate_training(self):
-        """``epochs`` and ``learning_rate``; ``batch_size`` ("auto" or a positive integer) in :meth:`prepare_fit`."""
-        check_positive(self.epochs, "epochs", integer=True)
-        check_positive(self.learning_rate, "learning_rate")
-        if self.batch_size != "auto":
-            check_positive(self.batch_size, "batch_size", integer=True)
 
     # ---- group proportions: public or released ---------------------------
     def _public_proportions(self, m: int, k: int) -> np.ndarray:
@@ -294,17 +286,36 @@ class DPFERMIClassifier(TorchClassifier):
         active = cells >= 0
         counts = np.bincount(cells[active] * k + s[active], minlength=m * k).reshape(m, k).astype(np.float64)
         bound = counts_bound(self.privacy_unit_)
-        noisy = self._release(COUNTS).noisy_sum(counts, bound=bound)
+        ctx = self.fit_context
+        noisy = ctx.release(COUNTS).noisy_sum(counts, bound=bound)
         # floored (post-processing) so that noise cannot make a group look tiny and inflate the W bound 2/√p_min
         # (german's 750 rows at 5 % of ε = 1: count noise std ≈ 70 against equalized-odds cells of ~70 people)
-        noisy = floor_counts(noisy, self._sigmas[COUNTS] * bound)
+        noisy = floor_counts(noisy, ctx.sigmas[COUNTS] * bound)
         return noisy / noisy.sum(1, keepdims=True)
 
     # ---- privacy plan ------------------------------------------------------
-    def _step_epsilon(self, sigma: float) -> float:
+    @staticmethod
+    def _step_epsilon(fit_plan: FitPlan, sigma: float) -> float:
         """ε of the whole plan with the steps' multiplier set to ``sigma``."""
-        plan = self.privacy_plan_
-        return plan.epsilon({**self._sigmas, STEP: sigma}, self.delta_, self.privacy_unit_, self.accountant)
+        return fit_plan.plan.epsilon({**fit_plan.sigmas, STEP: sigma}, fit_plan.delta, fit_plan.unit,
+                                     fit_plan.accountant)
+
+    def _privacy_plan(self, shape: PublicShape) -> PrivacyPlan:
+        """The group counts (unless public) and the steps, from ``n`` and the hyper-parameters (:func:`dpfermi_plan`)."""
+        q = min(1.0, self._batch_size(shape.n) / shape.n)
+        return dpfermi_plan(q, math.ceil(self.epochs / q),
+                            None if self.group_proportions is not None else float(self.proportions_budget))
+
+    def _batch_size(self, n: int) -> int:
+        return auto_batch_size(n) if self.batch_size == "auto" else int(self.batch_size)
+
+    def plan(self, n, n_features=None, **kwargs) -> FitPlan:
+        """:meth:`~dpfair.algorithms.base.FairEstimator.plan`, refusing (as the fit does, before any release) a
+        budget too small for the steps' signal (:meth:`_check_signal`)."""
+        fit_plan = super().plan(n, n_features, **kwargs)
+        if self.calibration != "paper":
+            self._check_signal(fit_plan, n.n if isinstance(n, PublicShape) else int(n))
+        return fit_plan
 
     def _noise(self, n: int, p_min: float, w_bound: float) -> tuple[float, float, float]:
         """``(σ_event, std on the θ sum, std on the W sum)`` for the chosen calibration."""
@@ -315,8 +326,9 @@ class DPFERMIClassifier(TorchClassifier):
                                        float(self.paper_lipschitz), C)
             noise_theta, noise_w = s_theta * expected, s_w * expected
             sigma = engine.effective_noise_multiplier(noise_theta, noise_w, C, w_bound)
-            self._sigmas = {**self._sigmas, STEP: sigma}
-            spent = self._step_epsilon(sigma)
+            ctx = self.fit_context
+            ctx.set_sigmas({STEP: sigma})
+            spent = self._step_epsilon(ctx.plan, sigma)
             warnings.warn(
                 f"calibration='paper' sets the noise by Theorem 3.3's closed form (loss Lipschitz constant "
                 f"L={self.paper_lipschitz:g}, clipping C={C:g}, ρ={p_min:.3f}); it does not account Poisson "
@@ -324,22 +336,25 @@ class DPFERMIClassifier(TorchClassifier):
                 f"ε={spent:.4g} for this noise (target {self.epsilon_target_:g}); privacy_spent_ reports that.",
                 PrivacyLeakWarning, stacklevel=4)
             return sigma, noise_theta, noise_w
-        sigma = self._sigmas[STEP]
+        sigma = self.fit_context.sigmas[STEP]
         return (sigma, *engine.noise_scales(sigma, C, w_bound))
 
-    def _check_signal(self, sigma: float, n: int) -> None:
+    def _check_signal(self, fit_plan: FitPlan, n: int) -> None:
         """Refuse a budget whose per-coordinate noise on the averaged θ-gradient exceeds the largest gradient norm."""
-        expected = self.sampling_probability_ * n
-        ratio = sigma * math.sqrt(2) / expected
+        if not fit_plan.private:
+            return
+        q = fit_plan.plan[STEP].sampling_probability
+        expected = q * n
+        ratio = fit_plan.sigmas[STEP] * math.sqrt(2) / expected
         if ratio <= 1.0 or self.noise_multiplier is not None:
             return
-        eps_ok = self._step_epsilon(expected / math.sqrt(2))
+        eps_ok = self._step_epsilon(fit_plan, expected / math.sqrt(2))
         raise ValueError(
-            f"epsilon={self.epsilon_target_:g} is too small for epochs={self.epochs} and "
-            f"batch_size={self.batch_size_}: the noise on each coordinate of the averaged gradient would be "
+            f"epsilon={fit_plan.epsilon:g} is too small for epochs={self.epochs} and "
+            f"batch_size={self._batch_size(n)}: the noise on each coordinate of the averaged gradient would be "
             f"{ratio:.1f}× the largest possible gradient norm. Raise epsilon to at least {eps_ok:.3g} "
-            f"({eps_ok / self.epsilon_target_:.1f}× more), or use fewer epochs"
-            + (" or a larger batch_size" if self.sampling_probability_ < 1.0 else " (every step already sees all "
+            f"({eps_ok / fit_plan.epsilon:.1f}× more), or use fewer epochs"
+            + (" or a larger batch_size" if q < 1.0 else " (every step already sees all "
                f"{n} rows)")
         )
 
@@ -348,7 +363,7 @@ class DPFERMIClassifier(TorchClassifier):
         """Validation, calibration, group proportions and model initialisation: everything before Algorithm 1's
         loop, on the encoded ``(X, y, s)`` that :meth:`~dpfair.algorithms.base.FairEstimator.begin_fit` returns.
         DP-FERMI's ``_fit`` is this step, then :meth:`train_prepared`; apart, so that a grid
-        (:func:`~dpfair.algorithms.fit_dpfermi_grid`) can prepare its models and train them in one loop.
+        (:meth:`fit_many`) can prepare its models and train them in one loop.
 
         ``data``: the device tensors of ``(X, y, s)`` when a grid shares them.
         """
@@ -357,9 +372,10 @@ class DPFERMIClassifier(TorchClassifier):
                 f"notion={self.notion!r} needs binary labels, got {len(self.classes_)} classes; "
                 "use notion='equalized_odds' for multiclass labels"
             )
+        ctx = self.fit_context
         n, k, l = X.shape[0], len(self.groups_), len(self.classes_)
         cells, m = self._cells(y)
-        self.batch_size_ = auto_batch_size(n) if self.batch_size == "auto" else int(self.batch_size)
+        self.batch_size_ = self._batch_size(n)
         self.max_grad_norm_ = (auto_max_grad_norm(n, self.privacy_unit_) if self.max_grad_norm == "auto"
                                else float(self.max_grad_norm))
         self.sampling_probability_ = min(1.0, self.batch_size_ / n)
@@ -367,10 +383,7 @@ class DPFERMIClassifier(TorchClassifier):
         public = self.group_proportions is not None
         if public:
             p = self._public_proportions(m, k)
-        self._calibrate(dpfermi_plan(self.sampling_probability_, self.n_steps_,
-                                     None if public else float(self.proportions_budget)))
-        if self.calibration != "paper":  # public: refused before the counts are released, not after
-            self._check_signal(self._sigmas[STEP], n)
+        ctx.calibrate(self.plan(ctx.shape))  # plan() refuses a too weak signal: before the counts are released
         if not public:
             p = self._release_proportions(cells, s, m, k)
         self.group_proportions_ = p
@@ -382,7 +395,7 @@ class DPFERMIClassifier(TorchClassifier):
                 fixes += ["merge small groups"]
                 what = f"the smallest group's public share is {p_min:.4f}"
             else:  # a released value (post-processing); the noise is public, so is its size
-                noise = self._sigmas[COUNTS] * counts_bound(self.privacy_unit_)
+                noise = ctx.sigmas[COUNTS] * counts_bound(self.privacy_unit_)
                 what = (f"the smallest group's released share is {p_min:.4f} (the counts carry noise of std "
                         f"{noise:.3g} people: proportions_budget={self.proportions_budget:g} of epsilon="
                         f"{self.epsilon_target_:g})")
@@ -394,7 +407,7 @@ class DPFERMIClassifier(TorchClassifier):
         self.w_radius_ = float(self.w_radius) if self.w_radius is not None else math.sqrt(l / p_min)
         w_bound = 2.0 / math.sqrt(p_min) + (2.0 * self.w_radius_ if record else 0.0)
 
-        model = self._build_model(l)
+        model = self._build_model(l, ctx.np_rng)
         if record and self.noise_multiplier is None and self.calibration != "paper":  # as DP-SGD says it
             warn_if_too_few_records("DP-FERMI", n, sum(q.numel() for q in model.parameters() if q.requires_grad),
                                     self.epsilon_target_, self.delta_)
@@ -403,44 +416,54 @@ class DPFERMIClassifier(TorchClassifier):
             data = engine.FermiData(self._tensor(X), self._tensor(y, torch.long), self._tensor(s, torch.long),
                                     self._tensor(cells, torch.long), m, k, l)
         average_from = self.n_steps_ - math.ceil(self.tail_average * self.n_steps_)
-        schedule = engine.FermiSchedule(self.sampling_probability_, self.n_steps_, min(self.batch_size_, n),
-                                        record, self.max_grad_norm_,
-                                        average_from if average_from < self.n_steps_ else None)
-        return _Prepared(data, schedule, model, float(self.lam), noise_theta, noise_w, w_bound,
-                         self._tensor(1.0 / np.sqrt(p)), self._batch_sampler(), self._torch_rng)
+        schedule = FermiSchedule(self.sampling_probability_, self.n_steps_, min(self.batch_size_, n), record,
+                                 self.max_grad_norm_, average_from if average_from < self.n_steps_ else None)
+        hp = FermiHyperParameters(
+            schedule, lam=float(self.lam), learning_rate=float(self.learning_rate),
+            w_learning_rate=float(self.w_learning_rate), w_radius=self.w_radius_, noise_theta=noise_theta,
+            noise_w=noise_w, w_bound=w_bound,
+            target_error=None if self.target_error is None else float(self.target_error),
+            lam_rate=float(self.lam_rate))
+        return _Prepared(data, hp, model, self._tensor(1.0 / np.sqrt(p)), self._batch_sampler(), ctx.torch_rng)
 
     def _batch_sampler(self) -> SecretRandom:
         """The secret stream of this fit's Poisson batches (the models of a grid with its seed share it)."""
         return SecretRandom((type(self).__name__, self.random_state_, "batches"))
 
-    def step_hyperparameters(self, prep: _Prepared) -> list[float]:
-        """The scalars of this model's step, in :func:`stack_hyperparameters`'s order: λ, the learning rates of
-        θ and W, W's radius, the noise std on the θ and W sums, W's bound, the target error (NaN: λ fixed) and λ's
-        rate."""
-        target = math.nan if self.target_error is None else float(self.target_error)
-        return [prep.lam, float(self.learning_rate), float(self.w_learning_rate), self.w_radius_,
-                prep.noise_theta, prep.noise_w, prep.w_bound, target, float(self.lam_rate)]
-
-    def _fit(self, X, y, s):
+    def _fit(self, ctx: FitContext, X, y, s):
         self.train_prepared(self.prepare_fit(X, y, s))
+
+    @classmethod
+    def fit_many(cls, estimators, X, y, sensitive_features=None, *, budget=None) -> GridFit:
+        """:meth:`~dpfair.algorithms.base.FairEstimator.fit_many` as one batched grid
+        (:func:`~dpfair.algorithms.dpfermi_sweep.fit_grid`): every model runs its own fit's steps, logistic models
+        train in one loop (those of one ``random_state`` on shared secret batches), any other model and any grid
+        with a model in ``secure_mode`` one at a time; the grid is claimed on ``budget`` as one joint release before
+        its first release. Returns a :class:`~dpfair.algorithms.dpfermi_sweep.GridFit` (the fitted estimators in
+        order, with their joint ``privacy_spent``). ``estimators``: distinct unfitted instances, or dicts of
+        parameters.
+        """
+        estimators = [cls(**est) if isinstance(est, dict) else est for est in estimators]
+        return fit_grid(estimators, X, y, sensitive_features, budget=budget)
 
     def train_prepared(self, prep: _Prepared) -> None:
         """Algorithm 1's loop for this model alone, from :meth:`prepare_fit`'s state; ends with :meth:`finish_fit`."""
-        hp = stack_hyperparameters([[self.step_hyperparameters(prep)]], prep.inv_sqrt_p[None, None], self.device_)
+        hp = engine.FermiModels.stack([[prep.hp]], prep.inv_sqrt_p[None, None], self.device_)
         if isinstance(prep.model, LogisticRegression):
             lin = prep.model.linear
             models = engine.LinearModels(lin.weight.detach().clone()[None, None], lin.bias.detach().clone()[None, None])
         else:
             models = engine.ModuleModel(prep.model)
-        release = self._release(STEP)
-        steps = prep.schedule.n_steps
+        ctx = self.fit_context
+        release = ctx.release(STEP)
+        steps = prep.hp.schedule.n_steps
 
         def on_epoch(step, W):
             self.history_.append({"step": step, "w_norm": float(W[0, 0].norm()), "lam": float(hp.lam[0, 0])})
-            self._end_epoch(epoch=len(self.history_), step=step, steps=steps)
+            ctx.end_epoch(epoch=len(self.history_), step=step, steps=steps)
 
-        W = engine.train(models, prep.data, prep.schedule, hp, [prep.sampler], release, [prep.public_generator],
-                         on_epoch=on_epoch, bar=self._progress(steps))
+        W = engine.train(models, prep.data, prep.hp.schedule, hp, [prep.sampler], release, [prep.public_generator],
+                         on_epoch=on_epoch, bar=ctx.progress(steps))
         linear = (models.weight[0, 0], models.bias[0, 0]) if isinstance(models, engine.LinearModels) else None
         self.finish_fit(prep, W[0, 0], hp.lam[0, 0], linear)
 
@@ -458,11 +481,18 @@ class DPFERMIClassifier(TorchClassifier):
         self._finish_privacy()
 
 
-def stack_hyperparameters(rows, inv_sqrt_p: torch.Tensor, device) -> engine.FermiModels:
-    """``rows[g][j]`` = the scalars of :meth:`DPFERMIClassifier.step_hyperparameters` → tensors ``(S, G)``: 7, or 9
-    with the target error (NaN: fixed λ) and its rate."""
-    t = torch.tensor(rows, dtype=torch.float32, device=device)
-    fields = t.unbind(-1)
-    adaptive = len(fields) > 7 and not bool(torch.isnan(fields[7]).all())
-    return engine.FermiModels(*fields[:7], inv_sqrt_p=inv_sqrt_p.to(device),
-                              **(dict(target_error=fields[7], lam_rate=fields[8]) if adaptive else {}))
+def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list] | list[dict], *, budget=None,
+                     **params) -> GridFit:
+    """Fit ``DPFERMIClassifier(**params, **point)`` for every point of the product ``grid``, as one batched grid
+    (:meth:`DPFERMIClassifier.fit_many`).
+
+    ``grid`` maps hyper-parameter names to lists of values (e.g. ``{"epsilon": [0.5, 1],
+    "lam": [0, 1, 2], "random_state": range(5)}``), or is a list of points (dicts of hyper-parameters),
+    as scikit-learn's ``ParameterGrid`` and a list of its points. Returns a
+    :class:`~dpfair.algorithms.dpfermi_sweep.GridFit` (a list of the estimators in the grid's product order, with
+    the joint ``privacy_spent``). ``verbose=True`` (in ``params``): one progress bar for the whole grid.
+    ``budget``: a :class:`~dpfair.privacy.PrivacyBudget` the grid's joint ε (``privacy_spent``) is drawn from;
+    the joint plan is checked against it before anything is released.
+    """
+    return DPFERMIClassifier.fit_many([{**params, **point} for point in grid_points(grid)], X, y, sensitive_features,
+                                      budget=budget)

@@ -39,6 +39,11 @@ one-hot rows sum in one fused CPU kernel (:mod:`.dpfermi_kernel`), and while it
 serves the steps, a second thread draws the next step's batches and the step's
 noise beside the main one (:func:`_beside`). None of it changes what is computed
 or who draws which randomness, nor the order of any secret generator's draws.
+
+Backends: the loop is :meth:`BatchedTorch.train`; :class:`FusedKernel` and :class:`Prefetching` change how
+rows are stored and summed and where side jobs run (:func:`default_backend` picks; :data:`BACKENDS` names
+them). Each is tested equal, on the same batches and noise, to
+:func:`~dpfair.algorithms.dpfermi_reference.reference_step`, the step written as the paper states it.
 """
 
 from __future__ import annotations
@@ -56,33 +61,9 @@ import scipy.sparse
 import torch
 import torch.nn.functional as F
 
+from dpfair.algorithms.dpfermi_reference import FermiData, FermiHyperParameters, FermiSchedule
 from dpfair.nn import clipped_gradient_sum, padded_size, pads
 from dpfair.progress import SILENT, Progress
-
-
-@dataclass
-class FermiData:
-    """Training data on the device: ``X (n, d)``, labels, groups, and each row's W (``cells``, −1: none)."""
-
-    X: torch.Tensor
-    y: torch.Tensor
-    s: torch.Tensor
-    cells: torch.Tensor
-    n_cells: int
-    n_groups: int
-    n_classes: int
-
-
-@dataclass
-class FermiSchedule:
-    """What every model of a run shares: sampling, steps, unit, clipping bound."""
-
-    sampling_probability: float
-    n_steps: int
-    public_batch: int
-    record: bool
-    max_grad_norm: float
-    average_from: int | None = None  #: average θ over the steps from this one on (None: the last iterate)
 
 
 @dataclass
@@ -103,6 +84,18 @@ class FermiModels:
     inv_sqrt_p: torch.Tensor
     target_error: torch.Tensor | None = None
     lam_rate: torch.Tensor | None = None
+
+    @classmethod
+    def stack(cls, grid: list[list[FermiHyperParameters]], inv_sqrt_p: torch.Tensor, device) -> FermiModels:
+        """The tensors ``(S, G)`` of a grid of models' :class:`FermiHyperParameters` (``grid[g][j]``: model ``j`` of
+        seed group ``g``); ``inv_sqrt_p (S, G, m, k)``. ``target_error`` stays ``None`` when every λ is fixed."""
+        t = torch.tensor([[[h.lam, h.learning_rate, h.w_learning_rate, h.w_radius, h.noise_theta, h.noise_w,
+                            h.w_bound, math.nan if h.target_error is None else h.target_error, h.lam_rate]
+                           for h in row] for row in grid], dtype=torch.float32, device=device)
+        fields = t.unbind(-1)
+        adaptive = not bool(torch.isnan(fields[7]).all())
+        return cls(*fields[:7], inv_sqrt_p=inv_sqrt_p.to(device),
+                   **(dict(target_error=fields[7], lam_rate=fields[8]) if adaptive else {}))
 
 
 def fermi_loss(logits, target):
@@ -170,7 +163,7 @@ class LinearModels:
             p = z.sigmoid_()
             h_diff = (h_cells[..., 1] - h_cells[..., 0]).mul_(lam[:, None, :])  # (S, c, G)
             r = _radii(x_norm, valid, clip)
-            if isinstance(Xb, SparseRows):  # the same, fused into one pass (dpfermi_kernel)
+            if isinstance(Xb, SparseRows) and Xb.fused:  # the same, fused into one pass (dpfermi_kernel)
                 from dpfair.algorithms import dpfermi_kernel
 
                 radii = torch.full_like(x_norm, math.inf) if r is None else r
@@ -372,9 +365,10 @@ class SparseRows:
     work). The seed groups' columns are offset by ``s·D`` so that every group's θ̃ is one table.
     """
 
-    def __init__(self, cols: torch.Tensor, vals: torch.Tensor, width: int, threads: int | None = None):
+    def __init__(self, cols: torch.Tensor, vals: torch.Tensor, width: int, threads: int | None = None,
+                 fused: bool = True):
         S, B, K = cols.shape
-        self.shape, self.width, self.threads = (S, B, K), width, threads
+        self.shape, self.width, self.threads, self.fused = (S, B, K), width, threads, fused
         offsets = torch.arange(0, S * width, width, dtype=cols.dtype, device=cols.device)
         self.cols = (cols + offsets[:, None, None]).view(S * B, K)
         self.vals = vals.reshape(S * B, K)
@@ -421,6 +415,7 @@ class RowTables:
     n_cols: int = 0  #: sparse rows: how many columns (bit-cast int32) end each row of ``table``
     dim: int = 0  #: sparse rows: their full width
     threads: int | None = None  #: the threads of the fused kernel (None: PyTorch's count; see :func:`_kernel_threads`)
+    fused: bool = True  #: binary models on sparse rows sum in the fused kernel (False: in PyTorch and scipy)
 
     @classmethod
     def of(cls, data: FermiData, models, public: bool) -> RowTables:
@@ -454,7 +449,7 @@ class RowTables:
             end = rows.shape[-1] - self.n_cols
             Xb, x_norm, y, onehot = (rows[..., :self.width], rows[..., self.width], rows[..., self.width + 1],
                                      rows[..., self.width + 2:end])
-            Xb = (SparseRows(rows[..., end:].view(torch.int32), Xb, self.dim, self.threads) if self.n_cols
+            Xb = (SparseRows(rows[..., end:].view(torch.int32), Xb, self.dim, self.threads, self.fused) if self.n_cols
                   else DenseRows(Xb))
         else:
             aux = self.aux.index_select(1, idx.reshape(-1)).view(-1, *idx.shape)
@@ -591,80 +586,150 @@ def _kernel_threads(models, rows: RowTables):
                 torch.set_num_threads(_THREADS["saved"])
 
 
-def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, samplers, release,
-          public_generators, on_epoch=None, bar: Progress = SILENT) -> torch.Tensor:
-    """Run Algorithm 1 for every model; returns the last ``W (S, G, m, k, l)``.
+class BatchedTorch:
+    """The backend that computes every step in PyTorch (and scipy for sparse multi-class rows), serially.
 
-    ``samplers``: one secret generator per seed group (its Poisson batches);
-    ``release``: the batched :class:`~dpfair.privacy.Release` of the step (one
-    ledger per model) that draws every model's noise; ``public_generators``: one
-    public torch generator per seed group (its public minibatch order).
-    After each (expected) epoch of steps the models with a target error adapt their λ (:func:`adapt_lambda`,
-    in ``hp.lam``), then ``on_epoch(step, W)`` is called; ``bar``
-    (:mod:`dpfair.progress`) advances by one per step.
+    A backend runs Algorithm 1's loop (:meth:`train`) for a grid of models; each computes, on the same batches
+    and the same noise, what :func:`~dpfair.algorithms.dpfermi_reference.reference_step` does for each model
+    (``tests/algorithms/test_dpfermi_backends.py``). Every secret draw goes through the given samplers and the
+    release, in the same order whatever the backend. Subclasses change three hooks: :meth:`layout` (how the rows
+    are stored), :meth:`running` (what holds while the steps run) and :meth:`beside` (where a side job runs).
     """
-    dev = data.X.device
-    S, G = hp.lam.shape
-    n, k, l, m = data.X.shape[0], data.n_groups, data.n_classes, data.n_cells
-    q = schedule.sampling_probability
-    expected = q * n
-    record = schedule.record
-    W = torch.zeros(S, G, m, k, l, device=dev)
-    public = None if record else PublicBatches(n, schedule.public_batch, public_generators, dev)
-    rows = RowTables.of(data, models, public=not record)
-    steps_per_epoch = max(1, round(1 / q))
-    scales = [hp.noise_theta[..., None], hp.noise_w[..., None, None, None]]
-    lr, wlr = hp.learning_rate[..., None], hp.w_learning_rate[..., None, None, None]
-    radius = hp.w_radius[..., None]
-    batch_sources = [(secret, q) for secret in samplers]
-    average_from, average = schedule.average_from, None
-    X1 = None if hp.target_error is None else models.features(data.X)
-    if X1 is not None and record:
-        raise ValueError("a target error reads the training error, which is private under the record unit; adapt λ "
-                         "only under the sensitive unit")
 
-    def fetch():
-        """A step's rows: its Poisson batch and public minibatch, drawn in step order, and gathered."""
-        idx, valid = poisson_batch(n, batch_sources, dev)
-        pub = None if record else public.next()
-        return (idx, valid, rows.take(idx, public=False), pub,
-                None if record else rows.take(pub, public=True))
+    name = "torch"
+    fused = False  #: binary models on sparse rows sum in the fused kernel (:mod:`.dpfermi_kernel`)
 
-    with _kernel_threads(models, rows):
-        batch = _beside(rows, fetch)
-        for step in range(schedule.n_steps):
-            idx, valid, taken, pub, taken_pub = batch()
-            if step + 1 < schedule.n_steps:  # the next step's rows, fetched beside this step (the same draws)
-                batch = _beside(rows, fetch)
-            theta_sum, w_sum = secret_sums(models, data, schedule, hp, W, idx, valid, rows, taken)
-            if record:
-                grad_theta, grad_w = release.noisy_sum([theta_sum, w_sum], scale=scales)
-            else:  # the release (its noise draw) beside the public part, in a second thread when the kernel has one
-                noisy = _beside(rows, release.noisy_sum, [theta_sum, w_sum], scale=scales)
-                theta_pub, w_pub = public_sums(models, hp, W, pub, rows, taken_pub)
-                grad_theta, grad_w = noisy()
-                grad_theta += theta_pub.mul_(expected / pub.shape[1])
-                grad_w += w_pub.mul_(expected / pub.shape[1])
-            grad_theta /= expected
-            grad_w /= expected
-            models.step(grad_theta.mul_(lr))
-            if average_from is not None and step >= average_from:
-                count = step - average_from + 1
-                current = models.flat()
-                average = current if count == 1 else average.add_(current.sub_(average).div_(count))
-            W += grad_w.mul_(wlr)
-            W *= (radius / W.flatten(3).norm(dim=-1).clamp_min_(1e-12)).clamp_(max=1.0)[..., None, None]
-            bar.update()
-            if (step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps:
-                if X1 is not None:
-                    adapt_lambda(models, X1, data.y, hp)
-                if on_epoch is not None:
-                    release.flush()
-                    on_epoch(step + 1, W)
-    release.flush()
-    if average is not None:
-        models.load(average)
-    return W
+    def layout(self, data: FermiData, models, public: bool) -> RowTables:
+        rows = RowTables.of(data, models, public=public)
+        rows.fused = self.fused
+        return rows
+
+    def running(self, models, rows: RowTables):
+        return contextlib.nullcontext()
+
+    def beside(self, rows: RowTables, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)``, run now; the returned callable gives its result."""
+        result = fn(*args, **kwargs)
+        return lambda: result
+
+    def train(self, models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, samplers, release,
+              public_generators, on_epoch=None, bar: Progress = SILENT) -> torch.Tensor:
+        """Run Algorithm 1 for every model; returns the last ``W (S, G, m, k, l)``.
+
+        ``samplers``: one secret generator per seed group (its Poisson batches);
+        ``release``: the batched :class:`~dpfair.privacy.Release` of the step (one
+        ledger per model) that draws every model's noise; ``public_generators``: one
+        public torch generator per seed group (its public minibatch order).
+        After each (expected) epoch of steps the models with a target error adapt their λ (:func:`adapt_lambda`,
+        in ``hp.lam``), then ``on_epoch(step, W)`` is called; ``bar``
+        (:mod:`dpfair.progress`) advances by one per step.
+        """
+        dev = data.X.device
+        S, G = hp.lam.shape
+        n, k, l, m = data.X.shape[0], data.n_groups, data.n_classes, data.n_cells
+        q = schedule.sampling_probability
+        expected = q * n
+        record = schedule.record
+        W = torch.zeros(S, G, m, k, l, device=dev)
+        public = None if record else PublicBatches(n, schedule.public_batch, public_generators, dev)
+        rows = self.layout(data, models, public=not record)
+        steps_per_epoch = max(1, round(1 / q))
+        scales = [hp.noise_theta[..., None], hp.noise_w[..., None, None, None]]
+        lr, wlr = hp.learning_rate[..., None], hp.w_learning_rate[..., None, None, None]
+        radius = hp.w_radius[..., None]
+        batch_sources = [(secret, q) for secret in samplers]
+        average_from, average = schedule.average_from, None
+        X1 = None if hp.target_error is None else models.features(data.X)
+        if X1 is not None and record:
+            raise ValueError("a target error reads the training error, which is private under the record unit; adapt λ "
+                             "only under the sensitive unit")
+
+        def fetch():
+            """A step's rows: its Poisson batch and public minibatch, drawn in step order, and gathered."""
+            idx, valid = poisson_batch(n, batch_sources, dev)
+            pub = None if record else public.next()
+            return (idx, valid, rows.take(idx, public=False), pub,
+                    None if record else rows.take(pub, public=True))
+
+        with self.running(models, rows):
+            batch = self.beside(rows, fetch)
+            for step in range(schedule.n_steps):
+                idx, valid, taken, pub, taken_pub = batch()
+                if step + 1 < schedule.n_steps:  # the next step's rows, fetched beside this step (the same draws)
+                    batch = self.beside(rows, fetch)
+                theta_sum, w_sum = secret_sums(models, data, schedule, hp, W, idx, valid, rows, taken)
+                if record:
+                    grad_theta, grad_w = release.noisy_sum([theta_sum, w_sum], scale=scales)
+                else:  # the release (its noise draw) beside the public part, in a second thread when the kernel has one
+                    noisy = self.beside(rows, release.noisy_sum, [theta_sum, w_sum], scale=scales)
+                    theta_pub, w_pub = public_sums(models, hp, W, pub, rows, taken_pub)
+                    grad_theta, grad_w = noisy()
+                    grad_theta += theta_pub.mul_(expected / pub.shape[1])
+                    grad_w += w_pub.mul_(expected / pub.shape[1])
+                grad_theta /= expected
+                grad_w /= expected
+                models.step(grad_theta.mul_(lr))
+                if average_from is not None and step >= average_from:
+                    count = step - average_from + 1
+                    current = models.flat()
+                    average = current if count == 1 else average.add_(current.sub_(average).div_(count))
+                W += grad_w.mul_(wlr)
+                W *= (radius / W.flatten(3).norm(dim=-1).clamp_min_(1e-12)).clamp_(max=1.0)[..., None, None]
+                bar.update()
+                if (step + 1) % steps_per_epoch == 0 or step + 1 == schedule.n_steps:
+                    if X1 is not None:
+                        adapt_lambda(models, X1, data.y, hp)
+                    if on_epoch is not None:
+                        release.flush()
+                        on_epoch(step + 1, W)
+        release.flush()
+        if average is not None:
+            models.load(average)
+        return W
+
+
+class FusedKernel(BatchedTorch):
+    """Binary logistic models on one-hot (sparse) CPU rows: a step's per-row work in one numba pass
+    (:mod:`.dpfermi_kernel`), on the threads PyTorch had, with PyTorch's own ops on one thread meanwhile
+    (:func:`_kernel_threads`). Elsewhere (dense rows, softmax models) it computes as :class:`BatchedTorch`."""
+
+    name = "fused kernel"
+    fused = True
+
+    def running(self, models, rows: RowTables):
+        return _kernel_threads(models, rows)
+
+
+class Prefetching(FusedKernel):
+    """:class:`FusedKernel`, and while the kernel works, a second thread draws the next step's Poisson batch and
+    this step's noise (:func:`_beside`): each secret generator is used by one thread at a time and in the same
+    order, so the draws are those of a serial run. The default for binary models on sparse rows."""
+
+    name = "fused kernel, prefetching"
+
+    def beside(self, rows: RowTables, fn, *args, **kwargs):
+        return _beside(rows, fn, *args, **kwargs)
+
+
+#: The backends by name (tests and benchmarks pick one; a fit takes :func:`default_backend`'s).
+BACKENDS = {backend.name: backend for backend in (BatchedTorch(), FusedKernel(), Prefetching())}
+
+
+def default_backend(models, data: FermiData, schedule: FermiSchedule):
+    """The fastest backend that applies: :class:`Prefetching` for binary logistic models on public sparse rows
+    (the sensitive unit on a CPU, one-hot encoded tables), else :class:`BatchedTorch`."""
+    binary = isinstance(models, LinearModels) and models.L == 1
+    if binary and not schedule.record and data.X.device.type == "cpu":
+        return BACKENDS[Prefetching.name]  # whether the rows are sparse is decided by their layout
+    return BACKENDS[BatchedTorch.name]
+
+
+def train(models, data: FermiData, schedule: FermiSchedule, hp: FermiModels, samplers, release,
+          public_generators, on_epoch=None, bar: Progress = SILENT, backend: BatchedTorch | None = None) -> torch.Tensor:
+    """Run Algorithm 1 for every model on ``backend`` (``None``: :func:`default_backend`); see
+    :meth:`BatchedTorch.train`."""
+    backend = default_backend(models, data, schedule) if backend is None else backend
+    return backend.train(models, data, schedule, hp, samplers, release, public_generators, on_epoch, bar)
 
 
 def noise_scales(noise_multiplier: float, max_grad_norm: float, w_bound: float) -> tuple[float, float]:

@@ -1,9 +1,11 @@
 """Fit a whole DP-FERMI grid (ε × λ × seeds × …) as one batched computation.
 
-:func:`fit_dpfermi_grid` returns one fitted :class:`DPFERMIClassifier` per
-grid point. Every estimator is prepared by its own ``fit`` preamble (checks,
-its own group-count release, calibration, initialisation, its own ledger);
-then the logistic models of all estimators are trained in lockstep by
+:func:`fit_grid` fits given :class:`~dpfair.algorithms.dpfermi.DPFERMIClassifier` instances together: it is
+``DPFERMIClassifier.fit_many`` (:meth:`~dpfair.algorithms.base.FairEstimator.fit_many`, the fit contract's
+grid), and :func:`~dpfair.algorithms.fit_dpfermi_grid` builds the instances from a grid's points for it. It
+asks the estimators only through their public steps, so it imports no estimator class. Every estimator is
+prepared by its own ``fit`` preamble (checks, its own group-count release, calibration, initialisation, its
+own ledger); then the logistic models of all estimators are trained in lockstep by
 :func:`dpfair.algorithms.dpfermi_engine.train`. Estimators with the same
 ``random_state`` form a seed group: they share one secret Poisson batch per
 step (and one public minibatch order), so a step of the whole grid is a few
@@ -35,16 +37,17 @@ import dp_accounting as dpa
 import torch
 
 from dpfair.algorithms import dpfermi_engine as engine
-from dpfair.algorithms.dpfermi import COUNTS, STEP, DPFERMIClassifier, stack_hyperparameters
+from dpfair.algorithms.dpfermi_reference import COUNTS, STEP
 from dpfair.nn import LogisticRegression
 from dpfair.privacy import PrivacyLedger, Release, SecretRandom, epsilon_of, gaussian_event
-from dpfair.privacy.budget import charging_grid, planning
+from dpfair.privacy.budget import charging_grid
 from dpfair.progress import progress
 from dpfair.validation import reusing_checked_features
 
 
 class GridFit(list):
-    """The fitted estimators of a grid (a list, in the grid's product order) and the ε of releasing them all.
+    """The fitted estimators of a grid (a list, in the order given: a grid's product order) and the ε of releasing
+    them all.
 
     ``privacy_spent``: ``(ε, δ)`` of releasing every model of the grid together (δ: the
     smallest of the models' δ), computed on first access; ``privacy_event``: the composed event.
@@ -67,23 +70,24 @@ class GridFit(list):
         return epsilon_of(self.privacy_event, delta, first.privacy_unit_, first.accountant), delta
 
 
-def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list] | list[dict], *, budget=None,
-                     **params) -> GridFit:
-    """Fit ``DPFERMIClassifier(**params, **point)`` for every point of the product ``grid``.
+def fit_grid(estimators, X, y, sensitive_features, *, budget=None) -> GridFit:
+    """Fit the unfitted DP-FERMI ``estimators`` on the same data together; returns them fitted, in order, as a
+    :class:`GridFit` (with the joint ``privacy_spent``). ``DPFERMIClassifier.fit_many`` is this.
 
-    ``grid`` maps hyper-parameter names to lists of values (e.g. ``{"epsilon": [0.5, 1],
-    "lam": [0, 1, 2], "random_state": range(5)}``), or is a list of points (dicts of hyper-parameters),
-    as scikit-learn's ``ParameterGrid`` and a list of its points. Logistic models train batched;
-    any other model, and every model of a grid under ``secure_mode`` (whose exact noise is drawn for one
-    model at a time), is fitted one at a time. Each model runs the steps of its own ``fit``
+    Each model runs the steps of its own ``fit``
     (:meth:`~dpfair.algorithms.base.FairEstimator.begin_fit`,
-    :meth:`~dpfair.algorithms.dpfermi.DPFERMIClassifier.prepare_fit`, the loop, ``end_fit``). Returns a
-    :class:`GridFit` (a list of the estimators in the grid's product order, with the joint ``privacy_spent``).
-    ``verbose=True`` (in ``params``): one progress bar for the whole grid (:mod:`dpfair.progress`).
-    ``budget``: a :class:`~dpfair.privacy.PrivacyBudget` the grid's joint ε (``privacy_spent``) is drawn
-    from; the joint plan is checked against it before anything is released.
+    :meth:`~dpfair.algorithms.dpfermi.DPFERMIClassifier.prepare_fit`, the loop, ``end_fit``; ``unfit`` of
+    every model when anything fails). Logistic models train batched, models of one ``random_state`` on shared
+    secret batches (they need the same data, notion, batch size, epochs and privacy unit); any other model, and
+    every model of a grid where one is in ``secure_mode`` (whose exact noise is drawn for one model at a time),
+    is trained one at a time (``shared_batches`` False). ``verbose=True`` on any model: one progress bar for the
+    whole grid (:mod:`dpfair.progress`). ``budget``: a :class:`~dpfair.privacy.PrivacyBudget` the grid's joint ε
+    (``privacy_spent``) is drawn from; the joint plan is checked against it before anything is released.
     """
-    estimators = GridFit(DPFERMIClassifier(**{**params, **point}) for point in grid_points(grid))
+    estimators = GridFit(estimators)
+    if len({id(est) for est in estimators}) < len(estimators):
+        raise ValueError("a grid fits each of its estimators once, so it needs distinct instances; pass "
+                         "sklearn.base.clone(est) for each repeated one")
     if estimators:
         preps = []
         verbose = any(est.verbose for est in estimators)
@@ -103,7 +107,7 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list] | list[dict
                 if charge is not None:  # as prepared (a σ set after calibration, batches shared or not)
                     _claim_joint(charge, estimators, estimators.shared_batches)
                 if estimators.shared_batches:
-                    bar.set_total(preps[0].schedule.n_steps)
+                    bar.set_total(preps[0].hp.schedule.n_steps)
                     _train_batched(estimators, preps, bar)
                 else:
                     bar.set_total(len(estimators), "model")
@@ -128,21 +132,24 @@ def grid_points(grid: dict[str, list] | list[dict]) -> list[dict]:
 
 def _planned(estimators, X, y, sensitive_features) -> list[SimpleNamespace]:
     """What :func:`joint_event` reads of each model, from its calibrated plan, before anything is released: each
-    model's fit preamble runs up to its calibration (:func:`~dpfair.privacy.budget.planning`) and is undone."""
+    model's inputs are checked and encoded (:meth:`~dpfair.algorithms.base.FairEstimator.begin_fit`), its
+    :meth:`~dpfair.algorithms.dpfermi.DPFERMIClassifier.plan` read on their public shape, and the fit undone."""
     planned = []
     with reusing_checked_features():
         for est in estimators:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the fit repeats the preamble and its warnings
-                with planning(est) as plan:
-                    est.prepare_fit(*est.begin_fit(X, y, sensitive_features))
-            if plan.ledger is None:
-                raise RuntimeError("the fit's preamble ended without calibrating its plan")
-            planned.append(SimpleNamespace(random_state_=est.random_state_, delta_=est.delta_,
-                                           noise_multiplier_=est.noise_multipliers_[STEP],
-                                           sampling_probability_=est.sampling_probability_, n_steps_=est.n_steps_,
-                                           privacy_ledger_=plan.ledger))
-            est.unfit()
+                warnings.simplefilter("ignore")  # the fit repeats the checks and their warnings
+                est.begin_fit(X, y, sensitive_features)
+                try:
+                    fit_plan = est.plan(est.fit_context.shape)
+                finally:
+                    random_state = est.random_state_
+                    est.unfit()
+            step = fit_plan.plan[STEP]
+            planned.append(SimpleNamespace(random_state_=random_state, delta_=fit_plan.delta,
+                                           noise_multiplier_=fit_plan.sigmas[STEP],
+                                           sampling_probability_=step.sampling_probability, n_steps_=step.count,
+                                           privacy_ledger_=fit_plan.ledger()))
     return planned
 
 
@@ -197,7 +204,7 @@ def _multiplier(precision: float) -> float:
 def _train_batched(estimators, preps, bar) -> None:
     first = preps[0]
     for p in preps[1:]:
-        if p.schedule != first.schedule or p.data is not first.data:
+        if p.hp.schedule != first.hp.schedule or p.data is not first.data:
             raise ValueError("a batched grid needs the same data, notion, batch_size, epochs and privacy_unit for "
                              "every point; vary those in separate calls")
     members = _seed_groups(estimators)
@@ -208,8 +215,8 @@ def _train_batched(estimators, preps, bar) -> None:
     weight = torch.stack([torch.stack([preps[i].model.linear.weight.detach() for i in g]) for g in filled])
     bias = torch.stack([torch.stack([preps[i].model.linear.bias.detach() for i in g]) for g in filled])
     models = engine.LinearModels(weight.clone(), bias.clone())
-    hp = stack_hyperparameters([[estimators[i].step_hyperparameters(preps[i]) for i in g] for g in filled],
-                               torch.stack([torch.stack([preps[i].inv_sqrt_p for i in g]) for g in filled]), dev)
+    hp = engine.FermiModels.stack([[preps[i].hp for i in g] for g in filled],
+                                  torch.stack([torch.stack([preps[i].inv_sqrt_p for i in g]) for g in filled]), dev)
     # One batched release (the equal schedules above give every model the same step part): every slot
     # draws its own noise from one secret stream; padding slots record on a scratch ledger (their models
     # are discarded).
@@ -225,7 +232,7 @@ def _train_batched(estimators, preps, bar) -> None:
             for j, i in enumerate(g):
                 estimators[i].history_.append({"step": step, "w_norm": norms[gi][j], "lam": lams[gi][j]})
 
-    W = engine.train(models, first.data, first.schedule, hp, [preps[g[0]].sampler for g in members], release,
+    W = engine.train(models, first.data, first.hp.schedule, hp, [preps[g[0]].sampler for g in members], release,
                      [preps[g[0]].public_generator for g in members], on_epoch=on_epoch, bar=bar)
     for gi, g in enumerate(members):
         for j, i in enumerate(g):

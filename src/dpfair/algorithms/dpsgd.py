@@ -29,17 +29,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from dpfair.algorithms.base import TorchClassifier
-from dpfair.algorithms.clipping import ClippingRule, make_clipping_rule
+from dpfair.algorithms.clipping import CLIPPING_RULES, ClippingRule, make_clipping_rule
 from dpfair.algorithms.signal import warn_if_too_few_records
-from dpfair.nn import assign_grads, padded_size, pads, trainable_params
+from dpfair.constraints import Instances, Interval, Options
+from dpfair.nn import CLIP_METHODS, assign_grads, padded_size, pads, trainable_params
 from dpfair.privacy import Part, PrivacyPlan, Release
-from dpfair.validation import check_delta, check_positive
 
 STEP = "dp-sgd step"
 
@@ -151,6 +152,14 @@ class DPSGDClassifier(TorchClassifier):
     _private = True
     privacy_unit = "record"
     _certificate = "dpsgd"  # Mangold et al.'s Lemma 4.2 (dpfair.bounds.certify)
+    parameter_constraints: ClassVar[dict] = {
+        **TorchClassifier.parameter_constraints,
+        "max_grad_norm": [Interval(float, 0, None, closed="neither")],
+        "clipping": [Options(*CLIPPING_RULES), Instances(ClippingRule, "a ClippingRule (e.g. "
+                                                                     "FairDPClipping(statistics_share=0.1))")],
+        "clip_method": [Options(*CLIP_METHODS)],
+        "sample_size": [None, Interval(int, 0, None, closed="neither", note="the public number of records")],
+    }
 
     def __init__(self, model="logistic", *, epsilon=1.0, delta=None, max_grad_norm=1.0, clipping="flat",
                  noise_multiplier=None, batch_size=256, epochs=20, learning_rate=0.5, optimizer="sgd", momentum=0.0,
@@ -180,9 +189,10 @@ class DPSGDClassifier(TorchClassifier):
         self.verbose = verbose
 
     def check_hyperparameters(self) -> DPSGDClassifier:
-        """The hyper-parameters alone (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`)."""
+        """The declared constraints (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`), then
+        the clipping rule's own settings (:meth:`~dpfair.algorithms.clipping.ClippingRule.check`)."""
         super().check_hyperparameters()
-        check_positive(self.max_grad_norm, "max_grad_norm")
+        make_clipping_rule(self.clipping).check()
         return self
 
     def _check_rule(self, s) -> ClippingRule:
@@ -195,12 +205,15 @@ class DPSGDClassifier(TorchClassifier):
 
     def _public_size(self, n: int) -> int:
         """N: the rows, or the public ``sample_size`` (which then also sets the default δ = 1/N²)."""
-        if self.sample_size is None:
-            return n
-        N = check_positive(self.sample_size, "sample_size", integer=True)
-        if self.delta is None:
-            self.delta_ = check_delta(1.0 / float(N) ** 2)
-        return N
+        return n if self.sample_size is None else int(self.sample_size)
+
+    def _privacy_plan(self, shape) -> PrivacyPlan:
+        """``ceil(epochs / q)`` Poisson-sampled Gaussian steps at ``q = batch_size / N`` (N: :meth:`_public_size`),
+        the rule's statistics riding in each step's release."""
+        q = min(1.0, self.batch_size / self._public_size(shape.n))
+        rule = make_clipping_rule(self.clipping)
+        rule.check()
+        return PrivacyPlan((Part(step_name(rule), count=math.ceil(self.epochs / q), sampling_probability=q),))
 
     def _key_names(self, rule: ClippingRule) -> list[str]:
         keys = {"group": self.groups_, "class": self.classes_}.get(rule.by)
@@ -218,17 +231,16 @@ class DPSGDClassifier(TorchClassifier):
         row.update({k: self._by_key(rule, v) if isinstance(v, np.ndarray) else v for k, v in rule.end_epoch().items()})
         return row
 
-    def _fit(self, X, y, s):
+    def _fit(self, ctx, X, y, s):
         rule = self._check_rule(s)
         n = X.shape[0]
         N = self._public_size(n)  # public: q, T and the scale of the noisy sum
-        self.sampling_probability_ = min(1.0, self.batch_size / N)
-        self.n_steps_ = math.ceil(self.epochs / self.sampling_probability_)
         name = step_name(rule)  # the rule's statistics ride in the steps' releases
-        plan = PrivacyPlan((Part(name, count=self.n_steps_, sampling_probability=self.sampling_probability_),))
-        self.noise_multiplier_ = self._calibrate(plan)[name]
+        self.noise_multiplier_ = ctx.calibrate(self.plan(ctx.shape))[name]
+        self.sampling_probability_, self.n_steps_ = self.privacy_plan_[name].sampling_probability, \
+            self.privacy_plan_[name].count
 
-        self.model_ = self._build_model(len(self.classes_))
+        self.model_ = self._build_model(len(self.classes_), ctx.np_rng)
         n_params = sum(p.numel() for p in trainable_params(self.model_).values())
         if self.noise_multiplier is None:  # calibrated to ε (a σ given by hand is the user's choice)
             warn_if_too_few_records("DP-SGD", N, n_params, self.epsilon_target_, self.delta_)
@@ -237,13 +249,13 @@ class DPSGDClassifier(TorchClassifier):
                           expected_batch=self.sampling_probability_ * N, learning_rate=float(self.learning_rate),
                           model=self.model_)
         self.gradient_noise_multiplier_ = rule.gradient_noise_multiplier
-        step = DPSGDStep(rule, self.model_, self._make_optimizer(self.model_.parameters()), self._release(name),
+        step = DPSGDStep(rule, self.model_, self._make_optimizer(self.model_.parameters()), ctx.release(name),
                          self._tensor(X), self._tensor(y, torch.long),
                          None if s is None else self._tensor(s, torch.long), self.clip_method, pads(self.device_))
         steps_per_epoch = max(1, round(1 / self.sampling_probability_))
         running, seen = 0.0, 0
         self.model_.train()
-        bar = self._progress(self.n_steps_)
+        bar = ctx.progress(self.n_steps_)
         for t in range(1, self.n_steps_ + 1):
             grads = step(self._rows(step.release.sample(n)))  # a secret Poisson sample, then the four phases
             running += torch.sqrt(sum((g**2).sum() for g in grads.values())).detach()  # no sync with a device
@@ -252,7 +264,7 @@ class DPSGDClassifier(TorchClassifier):
             if t % steps_per_epoch == 0 or t == self.n_steps_:
                 self.history_.append(self._epoch_row(rule, t, float(running) / seen))
                 running, seen = 0.0, 0
-                self._end_epoch(epoch=len(self.history_), step=t, steps=self.n_steps_)
+                ctx.end_epoch(epoch=len(self.history_), step=t, steps=self.n_steps_)
         self.model_.eval()
         self.clipping_bounds_ = self._by_key(rule, rule.current_bounds)
         self._finish_privacy()

@@ -13,12 +13,14 @@ It spends an infinite privacy budget: its ledger holds one non-private event and
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import dp_accounting as dpa
 import torch
 import torch.nn.functional as F
 
 from dpfair.algorithms.base import TorchClassifier
-from dpfair.validation import check_positive
+from dpfair.constraints import Interval, Options
 
 
 class ERMClassifier(TorchClassifier):
@@ -43,6 +45,12 @@ class ERMClassifier(TorchClassifier):
     """
 
     _sample_weight_refusal = None  # a non-private loss may weight its rows: nothing to account
+    parameter_constraints: ClassVar[dict] = {
+        **TorchClassifier.parameter_constraints,
+        "solver": [Options("auto", "lbfgs", "minibatch")],
+        "max_iter": [Interval(int, 0, None, closed="neither")],
+        "tol": [Interval(float, 0, None, closed="neither")],
+    }
 
     def __init__(self, model="logistic", *, solver="auto", max_iter=500, tol=1e-6, batch_size=256, epochs=20,
                  learning_rate=0.01, optimizer="adam", momentum=0.0, weight_decay=0.0, model_kwargs=None,
@@ -69,32 +77,30 @@ class ERMClassifier(TorchClassifier):
         (one finite weight ≥ 0 per row; the loss becomes their weighted mean)."""
         return super().fit(X, y, sensitive_features, sample_weight=sample_weight, callback=callback)
 
-    def _weights(self, n: int) -> torch.Tensor | None:
-        w = vars(self).get("_sample_weight")
+    def _weights(self, ctx) -> torch.Tensor | None:
+        w = ctx.sample_weight
         return None if w is None else self._tensor(w / w.mean())
 
-    def _fit(self, X, y, s):
+    def _fit(self, ctx, X, y, s):
         if self.solver not in ("auto", "lbfgs", "minibatch"):
             raise ValueError(f"solver must be 'auto', 'lbfgs' or 'minibatch', got {self.solver!r}")
-        self.model_ = self._build_model(len(self.classes_))
+        self.model_ = self._build_model(len(self.classes_), ctx.np_rng)
         full_batch = self.solver == "lbfgs" or (self.solver == "auto" and self.model == "logistic")
         if full_batch:
-            self._fit_lbfgs(self._tensor(X), self._tensor(y, torch.long), self._weights(len(X)))
+            self._fit_lbfgs(ctx, self._tensor(X), self._tensor(y, torch.long), self._weights(ctx))
         else:
-            self._fit_minibatch(X, y)
+            self._fit_minibatch(ctx, X, y)
         self.model_.eval()
         self.privacy_ledger_.record(dpa.NonPrivateDpEvent(), "non-private training")
         self._finish_privacy()
 
-    def _fit_lbfgs(self, Xt, yt, wt=None):
-        decay = check_positive(self.weight_decay, "weight_decay", allow_zero=True)
-        check_positive(self.max_iter, "max_iter", integer=True)
-        tol = check_positive(self.tol, "tol")
+    def _fit_lbfgs(self, ctx, Xt, yt, wt=None):
+        decay, tol = float(self.weight_decay), float(self.tol)
         params = [p for p in self.model_.parameters() if p.requires_grad]
         opt = torch.optim.LBFGS(params, lr=1.0, max_iter=int(self.max_iter), tolerance_grad=tol,
                                 tolerance_change=1e-12, history_size=20, line_search_fn="strong_wolfe")
 
-        bar = self._progress(None, "evaluation")
+        bar = ctx.progress(None, "evaluation")
 
         def objective():
             bar.update()
@@ -110,16 +116,16 @@ class ERMClassifier(TorchClassifier):
         opt.step(objective)
         self.n_iter_ = int(opt.state[opt.param_groups[0]["params"][0]].get("n_iter", 0))
         self.history_.append({"iterations": self.n_iter_, "loss": float(objective().detach())})
-        self._end_epoch(epoch=1, step=1, steps=1)
+        ctx.end_epoch(epoch=1, step=1, steps=1)
 
-    def _fit_minibatch(self, X, y):
+    def _fit_minibatch(self, ctx, X, y):
         opt = self._make_optimizer(self.model_.parameters())
-        Xt, yt, wt = self._tensor(X), self._tensor(y, torch.long), self._weights(len(X))
+        Xt, yt, wt = self._tensor(X), self._tensor(y, torch.long), self._weights(ctx)
         n = X.shape[0]
         self.model_.train()
-        bar = self._progress(int(self.epochs), "epoch")
+        bar = ctx.progress(int(self.epochs), "epoch")
         for epoch in range(int(self.epochs)):
-            order = torch.randperm(n, generator=self._torch_rng, device=self.device_)
+            order = torch.randperm(n, generator=ctx.torch_rng, device=self.device_)
             total = 0.0
             for start in range(0, n, self.batch_size):
                 idx = order[start:start + self.batch_size]
@@ -131,6 +137,6 @@ class ERMClassifier(TorchClassifier):
                 total += loss.item() * len(idx)
             self.history_.append({"epoch": epoch + 1, "loss": total / n})
             bar.update()
-            self._end_epoch(epoch=epoch + 1, step=epoch + 1, steps=int(self.epochs))
+            ctx.end_epoch(epoch=epoch + 1, step=epoch + 1, steps=int(self.epochs))
         self.n_iter_ = int(self.epochs)
         self.n_steps_ = int(self.epochs) * -(-n // int(self.batch_size))  # the optimizer's steps

@@ -31,6 +31,8 @@ Privacy: none. The ledger holds one ``NonPrivateDpEvent`` and
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import dp_accounting as dpa
 import numpy as np
 from fairlearn.postprocessing import ThresholdOptimizer
@@ -48,8 +50,8 @@ from sklearn.utils.validation import check_is_fitted, has_fit_parameter
 
 from dpfair._compat import pmf_predict
 from dpfair.algorithms.base import FairEstimator
-from dpfair.fairness.notions import get_notion
-from dpfair.validation import check_positive, encode_categories
+from dpfair.constraints import Bools, HasMethods, Interval, Options
+from dpfair.validation import encode_categories
 
 #: dpfair notion → fairlearn moment of ExponentiatedGradient.
 REDUCTION_MOMENTS = {
@@ -67,6 +69,11 @@ THRESHOLD_CONSTRAINTS = {
     "equal_opportunity": "true_positive_rate_parity",
     "predictive_equality": "false_positive_rate_parity",
 }
+
+
+#: the objectives ThresholdOptimizer maximises (equalized odds: the two accuracies only; fairlearn refuses the rest)
+THRESHOLD_OBJECTIVES = ("accuracy_score", "balanced_accuracy_score", "selection_rate", "true_positive_rate",
+                        "true_negative_rate")
 
 
 def default_estimator() -> LogisticRegression:
@@ -114,6 +121,17 @@ class ReductionsClassifier(FairEstimator):
     _sample_weight_refusal = ("fairlearn's exponentiated gradient weights the rows itself (by its Lagrange "
                               "multipliers) and takes no row weights; fit without sample_weight")
     _fairness_strength = "difference_bound"
+    parameter_constraints: ClassVar[dict] = {
+        **FairEstimator.parameter_constraints,
+        "estimator": [HasMethods("fit", "predict", what="a classifier with fit and predict"), None],
+        "notion": [Options(*REDUCTION_MOMENTS)],
+        "difference_bound": [Interval(float, 0, None, closed="left")],
+        "eg_eps": [Interval(float, 0, None, closed="neither")],
+        "max_iter": [Interval(int, 0, None, closed="neither")],
+        "nu": [None, Interval(float, 0, None, closed="neither")],
+        "eta0": [Interval(float, 0, None, closed="neither")],
+        "run_linprog_step": [Bools()],
+    }
 
     def __init__(self, estimator=None, *, notion="demographic_parity", difference_bound=0.01, eg_eps=0.01,
                  max_iter=50, nu=None, eta0=2.0, run_linprog_step=True, groups=None, classes=None, random_state=None,
@@ -131,21 +149,19 @@ class ReductionsClassifier(FairEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _check_reductions(self) -> None:
-        get_notion(self.notion, among=self._notions)
-        check_positive(self.difference_bound, "difference_bound", allow_zero=True)
-        check_positive(self.eg_eps, "eg_eps")
-        check_positive(self.max_iter, "max_iter", integer=True)
-        check_positive(self.eta0, "eta0")
-        if self.nu is not None:
-            check_positive(self.nu, "nu")
+    def check_hyperparameters(self) -> ReductionsClassifier:
+        """The declared constraints (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`), then
+        a base estimator whose ``fit`` takes the reductions' row weights."""
+        super().check_hyperparameters()
         if self.estimator is not None and not has_fit_parameter(self.estimator, "sample_weight"):
             raise ValueError(f"estimator {type(self.estimator).__name__} does not accept sample_weight in fit, "
                              "which the reductions need; use e.g. sklearn's LogisticRegression")
+        return self
 
-    def _fit_reductions(self, X, y, sensitive, moment) -> None:
-        """Run exponentiated gradient with ``moment`` on ``sensitive``; seeds from ``self._np_rng``."""
-        estimator_seed, self.prediction_seed_ = (int(v) for v in self._np_rng.integers(2**31, size=2))
+    def _fit_reductions(self, X, y, sensitive, moment, rng: np.random.Generator) -> None:
+        """Run exponentiated gradient with ``moment`` on ``sensitive``; seeds from ``rng`` (the fit's public
+        generator)."""
+        estimator_seed, self.prediction_seed_ = (int(v) for v in rng.integers(2**31, size=2))
         self.mitigator_ = ExponentiatedGradient(
             seeded_estimator(self.estimator, estimator_seed), moment, eps=self.eg_eps, max_iter=self.max_iter,
             nu=self.nu, eta0=self.eta0, run_linprog_step=self.run_linprog_step,
@@ -154,9 +170,9 @@ class ReductionsClassifier(FairEstimator):
         self.history_.append({"iterations": self.n_iter_, "best_gap": float(self.mitigator_.best_gap_),
                               "oracle_calls": int(self.mitigator_.n_oracle_calls_)})
 
-    def _fit(self, X, y, s):
-        self._check_reductions()
-        self._fit_reductions(X, y, s, REDUCTION_MOMENTS[self.notion](difference_bound=self.difference_bound))
+    def _fit(self, ctx, X, y, s):
+        self._fit_reductions(X, y, s, REDUCTION_MOMENTS[self.notion](difference_bound=self.difference_bound),
+                             ctx.np_rng)
         self.privacy_ledger_.record(dpa.NonPrivateDpEvent(), "non-private reductions")
         self._finish_privacy()
 
@@ -191,6 +207,17 @@ class ThresholdClassifier(FairEstimator):
     _predict_needs_sensitive = True
     _sample_weight_refusal = ("fairlearn's ThresholdOptimizer chooses its thresholds on unweighted rows; fit "
                               "without sample_weight")
+    parameter_constraints: ClassVar[dict] = {
+        **FairEstimator.parameter_constraints,
+        "estimator": [HasMethods("fit", "predict", what="a classifier with fit and predict"), None],
+        "notion": [Options(*THRESHOLD_CONSTRAINTS, note="ThresholdOptimizer offers no accuracy_parity: "
+                                                        "ReductionsClassifier does")],
+        "objective": [Options(*THRESHOLD_OBJECTIVES)],
+        "grid_size": [Interval(int, 0, None, closed="neither")],
+        "flip": [Bools()],
+        "prefit": [Bools()],
+        "predict_method": [Options("auto", "predict_proba", "decision_function", "predict")],
+    }
 
     def __init__(self, estimator=None, *, notion="demographic_parity", objective="accuracy_score", grid_size=1000,
                  flip=False, prefit=False, predict_method="auto", groups=None, classes=None, random_state=None,
@@ -214,16 +241,8 @@ class ThresholdClassifier(FairEstimator):
             return self.estimator
         return seeded_estimator(self.estimator, seed)
 
-    def _fit(self, X, y, s):
-        try:
-            get_notion(self.notion, among=self._notions)
-        except ValueError:
-            if self.notion in ReductionsClassifier._notions:
-                raise ValueError(f"ThresholdClassifier has no {self.notion} (fairlearn's ThresholdOptimizer does "
-                                 f"not offer it); use ReductionsClassifier(notion={self.notion!r})") from None
-            raise
-        check_positive(self.grid_size, "grid_size", integer=True)
-        estimator_seed, self.prediction_seed_ = (int(v) for v in self._np_rng.integers(2**31, size=2))
+    def _fit(self, ctx, X, y, s):
+        estimator_seed, self.prediction_seed_ = (int(v) for v in ctx.np_rng.integers(2**31, size=2))
         base = self._base(estimator_seed)
         if self.predict_method == "auto" and not any(hasattr(base, m) for m in ("predict_proba",
                                                                                 "decision_function")):

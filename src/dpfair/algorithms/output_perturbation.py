@@ -73,6 +73,7 @@ functions, for research code such as :mod:`dpfair.bounds`' certificates:
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import dp_accounting as dpa
 import numpy as np
@@ -82,8 +83,15 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfair.algorithms.base import FairEstimator
 from dpfair.algorithms.signal import warn_if_too_few_records
-from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, SecretRandom
-from dpfair.validation import check_delta, check_positive
+from dpfair.constraints import Bools, Interval, Listing, Options
+from dpfair.privacy import (
+    Part,
+    PrivacyPlan,
+    PrivacyUnit,
+    SecretRandom,
+    check_privacy_unit,
+)
+from dpfair.validation import check_epsilon, check_positive
 
 #: The names of the plan's parts (and of the ledger's entries).
 RELEASE, PUBLIC_MINIMIZER = "perturbed minimiser", "minimiser (reads no sensitive attribute)"
@@ -211,13 +219,6 @@ def perturb_minimizer(w_star, noise_std: float, n_draws: int, *, radius: float |
     return models if radius is None else _project_rows(models.reshape(draws, -1), radius).reshape(models.shape)
 
 
-def _positive(value, name: str, fix: str, **kw):
-    try:
-        return check_positive(value, name, **kw)
-    except ValueError as exc:
-        raise ValueError(f"{exc}; {fix}") from None
-
-
 # ---- the estimator -----------------------------------------------------------------------------
 class OutputPerturbationClassifier(FairEstimator):
     """ℓ2-regularised logistic regression released by output perturbation (Mangold et al. 2023, Sec. 4.1).
@@ -267,6 +268,26 @@ class OutputPerturbationClassifier(FairEstimator):
     _private = True
     _min_per_class = 1
     _certificate = "output_perturbation"  # Mangold et al.'s Lemma 4.1 (dpfair.bounds.certify)
+    parameter_constraints: ClassVar[dict] = {
+        **FairEstimator.parameter_constraints,
+        "l2_regularization": [Interval(float, 0, None, closed="neither",
+                                       note="it is μ, the strong convexity of the objective; the paper uses 1.0")],
+        "norm_bound": [Interval(float, 0, None, closed="neither",
+                                note="it is R, the norm rows are scaled to; 1.0 for standardised rows")],
+        "fit_intercept": [Bools()],
+        "intercept_scaling": [Interval(float, 0, None, closed="neither",
+                                       note="the constant of the intercept column, below norm_bound, e.g. "
+                                            "norm_bound / 2**0.5")],
+        "sample_size": [None, Interval(int, 0, None, closed="neither",
+                                       note="the public number of training records")],
+        "sensitive_feature_columns": [None, Listing("a list of column indices of X")],
+        "tol": [Interval(float, MIN_TOL, None, closed="left",
+                         note="the gradient norm at which the solver stops, e.g. 1e-10; float64 gradients cannot "
+                              "go lower")],
+        "max_iter": [Interval(int, 0, None, closed="neither", note="a number of Newton steps, such as 100")],
+        "project": [Bools()],
+        "calibration": [Options("accountant", "paper")],
+    }
 
     def __init__(self, *, epsilon=1.0, delta=None, privacy_unit="record", l2_regularization=1.0, norm_bound=1.0,
                  fit_intercept=False, intercept_scaling=1.0, sample_size=None, sensitive_feature_columns=None,
@@ -294,75 +315,74 @@ class OutputPerturbationClassifier(FairEstimator):
         self.verbose = verbose
 
     # ---- hyper-parameters (public: checked before the data are read) ------------------------------
-    def _check_hyperparameters(self, n_features: int) -> None:
-        self.strong_convexity_ = _positive(self.l2_regularization, "l2_regularization",
-                                           "it is μ, the strong convexity of the objective (the paper uses 1.0)")
-        self._norm_bound = _positive(self.norm_bound, "norm_bound",
-                                     "it is R, the norm rows are scaled to (e.g. 1.0 for standardised rows)")
-        if self.strong_convexity_ < MIN_L2 * self._norm_bound**2:
-            raise ValueError(f"l2_regularization must be >= {MIN_L2:g} * norm_bound**2, got "
-                             f"{self.l2_regularization!r}; below it the noise (∝ 1/μ) swamps the model and "
-                             "float64 Newton steps can fail")
-        self._tol = _positive(self.tol, "tol", "it is the gradient norm at which the solver stops (e.g. 1e-10)")
-        if self._tol < MIN_TOL:
-            raise ValueError(f"tol must be >= {MIN_TOL:g}, got {self.tol!r}; float64 gradients cannot go lower, "
-                             "so the solver could stop above it")
-        _positive(self.max_iter, "max_iter", "pass a number of Newton steps such as 100", integer=True)
-        for name in ("fit_intercept", "project", "secure_mode"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.fit_intercept:
-            _positive(self.intercept_scaling, "intercept_scaling",
-                      "it is the constant of the intercept column (below norm_bound, e.g. norm_bound / 2**0.5)")
-        if self.sample_size is not None:
-            _positive(self.sample_size, "sample_size", "pass the public number of training records, or None",
-                      integer=True)
-        if self.calibration not in ("accountant", "paper"):
-            raise ValueError(f"calibration must be 'accountant' or 'paper', got {self.calibration!r}")
-        if self.calibration == "paper":
-            if self.noise_multiplier is not None:
-                raise ValueError("calibration='paper' sets the noise itself; drop noise_multiplier or use "
-                                 "calibration='accountant'")
-            if not (self.epsilon_target_ < 1.0 or math.isinf(self.epsilon_target_)):
-                raise ValueError(f"calibration='paper' (the classical Gaussian mechanism) needs epsilon < 1, got "
-                                 f"{self.epsilon!r}; use calibration='accountant'")
+    def _check_hyperparameters(self, n_features: int | None) -> None:
+        """:meth:`check_hyperparameters`, and ``sensitive_feature_columns`` against X's width ``n_features``
+        (public)."""
+        self.check_hyperparameters()
         columns = [] if self.sensitive_feature_columns is None else list(self.sensitive_feature_columns)
+        if columns and n_features is None:
+            raise ValueError("output perturbation's plan with sensitive_feature_columns depends on the number of "
+                             "features: pass n_features=X.shape[1]")
         if any(isinstance(c, bool) or not isinstance(c, (int, np.integer)) or not 0 <= c < n_features
                for c in columns) or len(set(columns)) != len(columns):
             raise ValueError(f"sensitive_feature_columns must list distinct column indices of X in "
                              f"0..{n_features - 1}, got {self.sensitive_feature_columns!r}")
-        named = vars(self).get("_encodes_sensitive", [])  # a DataFrame's columns named after the sensitive Series
-        self.sensitive_feature_columns_ = sorted({int(c) for c in columns} | set(named))
 
-    def _normalizer(self, n: int) -> int:
-        """N: ``sample_size``, else the number of rows (public, as everywhere in dpfair)."""
-        if self.sample_size is not None:
-            if self.delta is None:
-                self.delta_ = check_delta(1.0 / float(self.sample_size) ** 2)
-            return int(self.sample_size)
-        return n
+    def check_hyperparameters(self) -> OutputPerturbationClassifier:
+        """The declared constraints (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`), then
+        μ against R (float64's reach) and what ``calibration="paper"`` asks of ε and σ."""
+        super().check_hyperparameters()
+        if float(self.l2_regularization) < MIN_L2 * float(self.norm_bound) ** 2:
+            raise ValueError(f"l2_regularization must be >= {MIN_L2:g} * norm_bound**2, got "
+                             f"{self.l2_regularization!r}; below it the noise (∝ 1/μ) swamps the model and "
+                             "float64 Newton steps can fail")
+        if self.calibration == "paper":
+            if self.noise_multiplier is not None:
+                raise ValueError("calibration='paper' sets the noise itself; drop noise_multiplier or use "
+                                 "calibration='accountant'")
+            epsilon = check_epsilon(self.epsilon, budget=True)
+            if not (epsilon < 1.0 or math.isinf(epsilon)):
+                raise ValueError(f"calibration='paper' (the classical Gaussian mechanism) needs epsilon < 1, got "
+                                 f"{self.epsilon!r}; use calibration='accountant'")
+        return self
+
+    def _sensitive_columns(self, shape) -> list[int]:
+        """The columns of X that encode s: ``sensitive_feature_columns`` and those a public schema names (a
+        DataFrame's columns named after the sensitive Series, in ``shape.sensitive_columns``)."""
+        given = [] if self.sensitive_feature_columns is None else self.sensitive_feature_columns
+        return sorted({int(c) for c in given} | set(shape.sensitive_columns))
+
+    def _public_size(self, n: int) -> int:
+        """N: ``sample_size``, else the number of rows (public, as everywhere in dpfair); it sets δ = 1/N² too."""
+        return n if self.sample_size is None else int(self.sample_size)
 
     # ---- privacy -------------------------------------------------------------------------------
-    def _calibrate(self, plan):
+    def _privacy_plan(self, shape) -> PrivacyPlan:
+        """One Gaussian release of the minimiser, or (under "sensitive" with no column of X encoding s) a no-op:
+        the minimiser reads no s."""
+        self._check_hyperparameters(shape.n_features)
+        if check_privacy_unit(self.privacy_unit) is PrivacyUnit.RECORD or self._sensitive_columns(shape):
+            return PrivacyPlan((Part(RELEASE),))
+        return PrivacyPlan((Part(PUBLIC_MINIMIZER, mechanism="fixed", fixed=dpa.NoOpDpEvent()),))
+
+    def _noise_multiplier(self, epsilon, delta, unit):
+        """``calibration="paper"``: the classical Gaussian mechanism's σ/bound, ``d·√(2 log(1.25/δ))/ε`` (d = 1 under
+        add/remove, 2 under replace-one: the bound is half the distance there); else ``noise_multiplier``."""
         if self.calibration != "paper":
-            return super()._calibrate(plan)
-        eps = self.epsilon_target_
-        distance_per_bound = 1.0 if self.privacy_unit_ is PrivacyUnit.RECORD else 2.0
-        multiplier = 0.0 if math.isinf(eps) else \
-            distance_per_bound * math.sqrt(2.0 * math.log(1.25 / self.delta_)) / eps
-        self.privacy_plan_ = plan
-        self._sigmas = plan.calibrate(eps, self.delta_, self.privacy_unit_, self.accountant,
-                                      noise_multiplier=multiplier)
-        return self._sigmas
+            return super()._noise_multiplier(epsilon, delta, unit)
+        distance_per_bound = 1.0 if unit is PrivacyUnit.RECORD else 2.0
+        return 0.0 if math.isinf(epsilon) else distance_per_bound * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
 
     # ---- fitting -------------------------------------------------------------------------------
-    def _fit(self, X, y, s):
+    def _fit(self, ctx, X, y, s):
         self._check_hyperparameters(X.shape[1])
-        mu, tol = self.strong_convexity_, self._tol
+        self.strong_convexity_ = mu = float(self.l2_regularization)
+        tol, norm_bound = float(self.tol), float(self.norm_bound)
+        self.sensitive_feature_columns_ = self._sensitive_columns(ctx.shape)
         n_classes = len(self.classes_)
         c = float(self.intercept_scaling) if self.fit_intercept else None
-        self.sample_size_ = N = self._normalizer(X.shape[0])
-        self.lipschitz_ = lam = lipschitz_constant(self._norm_bound, n_classes)
+        self.sample_size_ = N = self._public_size(X.shape[0])
+        self.lipschitz_ = lam = lipschitz_constant(norm_bound, n_classes)
         self.radius_ = lam / mu
         self.n_params_ = (1 if n_classes == 2 else n_classes) * (X.shape[1] + self.fit_intercept)
         reads_private = self.privacy_unit_ is PrivacyUnit.RECORD or bool(self.sensitive_feature_columns_)
@@ -372,17 +392,16 @@ class OutputPerturbationClassifier(FairEstimator):
             add_remove = self.privacy_unit_ is PrivacyUnit.RECORD
             self.sensitivity_ = (1.0 if add_remove else 2.0) * lam / (mu * N) + 2.0 * tol / mu
             bound = self.sensitivity_ if add_remove else self.sensitivity_ / 2.0
-            self.noise_multiplier_ = self._calibrate(PrivacyPlan((Part(RELEASE),)))[RELEASE]
+            self.noise_multiplier_ = ctx.calibrate(self.plan(ctx.shape))[RELEASE]
             self.noise_std_ = self.noise_multiplier_ * bound
         else:
-            plan = PrivacyPlan((Part(PUBLIC_MINIMIZER, mechanism="fixed", fixed=dpa.NoOpDpEvent()),))
-            self._calibrate(plan)
+            ctx.calibrate(self.plan(ctx.shape))
             self.privacy_ledger_.record(dpa.NoOpDpEvent(), PUBLIC_MINIMIZER)
             self.sensitivity_ = self.noise_multiplier_ = self.noise_std_ = 0.0
 
-        w_hat = minimize_regularized_logistic(bound_rows(X, self._norm_bound, c), y, n_classes=n_classes,
+        w_hat = minimize_regularized_logistic(bound_rows(X, norm_bound, c), y, n_classes=n_classes,
                                               l2_regularization=mu, normalizer=N, tol=tol, max_iter=self.max_iter)
-        w = self._release(RELEASE).noisy_sum(w_hat, bound=bound) if reads_private else w_hat
+        w = ctx.release(RELEASE).noisy_sum(w_hat, bound=bound) if reads_private else w_hat
         if self.project:
             w = project_onto_ball(w, self.radius_)
         W = np.atleast_2d(w)

@@ -77,7 +77,9 @@ public r, and ``ñ_g = r · n_c · p_g``.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -86,10 +88,11 @@ import torch.nn.functional as F
 
 from dpfair.algorithms.base import TorchClassifier, public_categories
 from dpfair.algorithms.signal import floor_counts, noise_tolerance
+from dpfair.constraints import Instances, Interval, Listing, Options
 from dpfair.fairness.notions import ACCURACY, POSITIVE, get_notion
 from dpfair.nn import assign_grads, clipped_gradient_sum
-from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, PrivacyUnit, Release, check_privacy_unit
-from dpfair.validation import check_group_proportions, check_positive, encode_categories
+from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, Release, check_privacy_unit
+from dpfair.validation import check_group_proportions, encode_categories
 
 #: The notions PF-LD targets (its constraint machinery is generic over the notion's partition and rate).
 NOTIONS = ("demographic_parity", "equalized_odds", "accuracy_parity", "predictive_equality")
@@ -236,6 +239,21 @@ class PFLDClassifier(TorchClassifier):
     _notions = NOTIONS
     _fairness_strength = "dual_tolerance"
     _units = ("sensitive",)
+    parameter_constraints: ClassVar[dict] = {
+        **TorchClassifier.parameter_constraints,
+        "notion": [Options(*NOTIONS)],
+        "primal_clip": [Interval(float, 0, None, closed="neither")],
+        "dual_clip": [Interval(float, 0, None, closed="neither")],
+        "dual_learning_rate": [Interval(float, 0, None, closed="left")],
+        "dual_tolerance": [Options("auto"), Interval(float, 0, None, closed="left")],
+        "lambda_init": [Interval(float, 0, None, closed="left")],
+        "group_proportions": [None, Listing("the public group shares, shape (k,) or (l, k)")],
+        "sensitive_fraction": [None, Interval(float, 0, 1, closed="right",
+                                              note="the fraction of rows whose sensitive value is known")],
+        "counts_budget": [Interval(float, 0, 1, closed="neither")],
+        "dual_budget": [Interval(float, 0, 1, closed="neither")],
+        "missing_value": [None, Instances((str, numbers.Number), "a value (a number or a string) meaning unknown")],
+    }
 
     def __init__(self, model="mlp", *, notion="demographic_parity", epsilon=1.0, delta=None,
                  privacy_unit="sensitive", primal_clip=10.0, dual_clip=5.0, dual_learning_rate=1.0,
@@ -275,7 +293,6 @@ class PFLDClassifier(TorchClassifier):
 
     # ---- inputs: sensitive values may be missing ---------------------------------------------
     def _check_fit_inputs(self, X, y, s):
-        raw_X, raw_s = X, s
         X, y_codes = self._check_features_and_labels(X, y)
         n = X.shape[0]
         if s is None:
@@ -294,32 +311,20 @@ class PFLDClassifier(TorchClassifier):
         known, self.groups_ = encode_categories(s[~missing], "sensitive_features", classes=groups)
         s_codes = np.full(n, -1, dtype=np.int64)
         s_codes[~missing] = known
-        self.check_sensitive_frame(raw_X, raw_s, self.groups_)
         self.n_features_in_ = X.shape[1]
         return X, y_codes, s_codes
 
     def check_hyperparameters(self) -> PFLDClassifier:
-        """The hyper-parameters alone (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`)."""
+        """The declared constraints (:meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters`), then
+        the privacy unit PF-LD guarantees and the share of ε its counts and dual steps leave the primal ones."""
         super().check_hyperparameters()
-        get_notion(self.notion, among=self._notions)
         if check_privacy_unit(self.privacy_unit) is not PrivacyUnit.SENSITIVE:
             raise ValueError("PF-LD protects the sensitive attribute only: use privacy_unit='sensitive' "
                              "(for record-level DP use DPFERMIClassifier(privacy_unit='record'))")
-        check_positive(self.primal_clip, "primal_clip")
-        check_positive(self.dual_clip, "dual_clip")
-        check_positive(self.dual_learning_rate, "dual_learning_rate", allow_zero=True)
-        if self.dual_tolerance != "auto":
-            check_positive(self.dual_tolerance, "dual_tolerance", allow_zero=True)
-        check_positive(self.lambda_init, "lambda_init", allow_zero=True)
-        shares = [check_positive(self.counts_budget, "counts_budget"), check_positive(self.dual_budget, "dual_budget")]
-        if sum(shares) >= 1:
+        shares = float(self.counts_budget) + float(self.dual_budget)
+        if shares >= 1:
             raise ValueError(f"counts_budget + dual_budget must be < 1 (the rest pays the primal steps), "
-                             f"got {sum(shares):g}")
-        if self.sensitive_fraction is not None:
-            r = check_positive(self.sensitive_fraction, "sensitive_fraction")
-            if r > 1:
-                raise ValueError(f"sensitive_fraction must lie in (0, 1], got {r!r}: it is the fraction of "
-                                 "rows whose sensitive value is known")
+                             f"got {shares:g}")
         return self
 
     # ---- normalisers: public or released group sizes ------------------------------------------
@@ -328,12 +333,12 @@ class PFLDClassifier(TorchClassifier):
         r = 1.0 if self.sensitive_fraction is None else float(self.sensitive_fraction)
         return (r * cells_n[:, None] * p).reshape(-1)
 
-    def _release_counts(self, groups: np.ndarray, n_constraint_groups: int) -> np.ndarray:
+    def _release_counts(self, ctx, groups: np.ndarray, n_constraint_groups: int) -> np.ndarray:
         bound = math.sqrt(2) / 2
-        noisy = self._release(COUNTS).noisy_sum(group_counts(groups, n_constraint_groups), bound=bound)
-        return floor_counts(noisy, self._sigmas[COUNTS] * bound)  # noise cannot make a group look tiny
+        noisy = ctx.release(COUNTS).noisy_sum(group_counts(groups, n_constraint_groups), bound=bound)
+        return floor_counts(noisy, ctx.sigmas[COUNTS] * bound)  # noise cannot make a group look tiny
 
-    def _tolerances(self) -> np.ndarray:
+    def _tolerances(self, sigmas) -> np.ndarray:
         """τ_g of every constraint group, from public quantities only (σ's, C_d, the released or public ñ_g).
 
         ``"auto"``: three standard deviations of the noise on the group's mean ``S̃_g/ñ_g``: the dual
@@ -345,7 +350,7 @@ class PFLDClassifier(TorchClassifier):
         """
         if self.dual_tolerance != "auto":
             return np.full(len(self.group_sizes_), float(self.dual_tolerance))
-        count_std = self._sigmas.get(COUNTS, 0.0) / math.sqrt(2)
+        count_std = sigmas.get(COUNTS, 0.0) / math.sqrt(2)
         noise = (self.dual_clip_ * math.hypot(self.dual_noise_multiplier_ / math.sqrt(2), count_std)
                  / self.group_sizes_)
         what = "mean loss" if get_notion(self.notion).rate == ACCURACY else "mean predicted rate"
@@ -357,38 +362,38 @@ class PFLDClassifier(TorchClassifier):
             "or dual_budget, use fewer epochs (one dual release each), or train on more rows per group"))
 
     # ---- privacy plan: counts (unless public), one dual release per epoch, the primal steps ----------
-    def _pfld_plan(self, public: bool) -> PrivacyPlan:
-        parts = () if public else (Part(COUNTS, share=float(self.counts_budget)),)
+    def _privacy_plan(self, shape) -> PrivacyPlan:
+        """The group counts (unless ``group_proportions`` are public), one dual release per epoch, and the primal
+        steps: ``round(1/q)`` Poisson-sampled steps per epoch at ``q = batch_size / n``."""
+        q = min(1.0, self.batch_size / shape.n)
+        parts = () if self.group_proportions is not None else (Part(COUNTS, share=float(self.counts_budget)),)
         return PrivacyPlan(parts + (Part(DUAL, count=int(self.epochs), share=float(self.dual_budget)),
-                                    Part(PRIMAL, count=self.n_steps_, sampling_probability=self.sampling_probability_)))
+                                    Part(PRIMAL, count=max(1, round(1 / q)) * int(self.epochs), sampling_probability=q)))
 
     # ---- training -------------------------------------------------------------------------------
-    def _fit(self, X, y, s):
+    def _fit(self, ctx, X, y, s):
         n, k, l = X.shape[0], len(self.groups_), len(self.classes_)
         notion = get_notion(self.notion)
         part = notion.partition(y, np.where(s >= 0, s, 0), n_classes=l, n_groups=k)
         groups, cells = np.where(s >= 0, part.codes, -1), part.reference  # unknown s: in no constraint group
         n_groups = part.n_constraint_groups
         columns = compared_columns(notion, l)
-        self.sampling_probability_ = min(1.0, self.batch_size / n)
-        self.steps_per_epoch_ = max(1, round(1 / self.sampling_probability_))
-        self.n_steps_ = self.steps_per_epoch_ * int(self.epochs)
         self.dual_clip_ = float(self.dual_clip) if notion.rate == ACCURACY else min(float(self.dual_clip), 1.0)
         cells_n = np.bincount(cells[cells >= 0], minlength=part.n_reference_cells).astype(np.float64)
         public = self.group_proportions is not None
         sizes = self._public_sizes(cells_n, k) if public else None
-        sigmas = self._calibrate(self._pfld_plan(public))
+        sigmas = ctx.calibrate(self.plan(ctx.shape))
+        self.sampling_probability_ = self.privacy_plan_[PRIMAL].sampling_probability
+        self.n_steps_ = self.privacy_plan_[PRIMAL].count
+        self.steps_per_epoch_ = self.n_steps_ // int(self.epochs)
         self.dual_noise_multiplier_, self.noise_multiplier_ = sigmas[DUAL], sigmas[PRIMAL]
-        self.group_sizes_ = sizes if public else self._release_counts(groups, n_groups)
-        self.dual_tolerance_ = self._tolerances()
+        self.group_sizes_ = sizes if public else self._release_counts(ctx, groups, n_groups)
+        self.dual_tolerance_ = self._tolerances(sigmas)
         # The recurring releases record on their own ledgers, appended grouped by kind at the end:
         # composition does not depend on the order, and the grouped ledger is fast to account.
-        dual_ledger, primal_ledger = PrivacyLedger(self.privacy_unit_), PrivacyLedger(self.privacy_unit_)
-        self._open_ledgers = (dual_ledger, primal_ledger)  # the ε spent so far reads them (privacy_spent_so_far)
-        dual = Release(self.privacy_plan_[DUAL], sigmas[DUAL], self._secret, dual_ledger)
-        primal = Release(self.privacy_plan_[PRIMAL], sigmas[PRIMAL], self._secret, primal_ledger)
+        dual, primal = ctx.release(DUAL, ctx.side_ledger()), ctx.release(PRIMAL, ctx.side_ledger())
 
-        self.model_ = self._build_model(l)
+        self.model_ = self._build_model(l, ctx.np_rng)
         opt = self._make_optimizer(self.model_.parameters())
         data = _Tensors(self._tensor(X), self._tensor(y, torch.long), self._tensor(groups, torch.long),
                         self._tensor(cells, torch.long), self._tensor(cells_n), self._tensor(self.group_sizes_),
@@ -397,7 +402,7 @@ class PFLDClassifier(TorchClassifier):
         tolerance = self._tensor(self.dual_tolerance_)[:, None]
         public_order = torch.empty(0, dtype=torch.long, device=self.device_)
         self.model_.train()
-        bar = self._progress(self.n_steps_)
+        bar = ctx.progress(self.n_steps_)
         for epoch in range(int(self.epochs)):
             lam, sign, violation = self._dual_step(data, lam, tolerance, dual)
             self.history_.append({"epoch": epoch + 1, "lambda_max": float(lam.max()),
@@ -411,7 +416,7 @@ class PFLDClassifier(TorchClassifier):
             for _ in range(self.steps_per_epoch_):
                 idx = self._rows(primal.sample(n))
                 if len(public_order) < self.batch_size:
-                    public_order = torch.cat([public_order, torch.randperm(n, generator=self._torch_rng,
+                    public_order = torch.cat([public_order, torch.randperm(n, generator=ctx.torch_rng,
                                                                            device=self.device_)])
                 pub, public_order = public_order[:self.batch_size], public_order[self.batch_size:]
                 grads = self._primal_gradient(data, idx, weights, scale, primal)
@@ -420,12 +425,11 @@ class PFLDClassifier(TorchClassifier):
                 assign_grads(self.model_, grads)
                 opt.step()
                 bar.update()
-            self._end_epoch(epoch=epoch + 1, step=(epoch + 1) * self.steps_per_epoch_, steps=self.n_steps_)
+            ctx.end_epoch(epoch=epoch + 1, step=(epoch + 1) * self.steps_per_epoch_, steps=self.n_steps_)
         self.model_.eval()
         self.lambdas_ = lam.cpu().numpy()
         self.violations_ = violation.cpu().numpy()
-        self.privacy_ledger_.extend(dual_ledger.entries + primal_ledger.entries)
-        self._open_ledgers = ()
+        ctx.close_side_ledgers()
         self._finish_privacy()
 
     @torch.no_grad()

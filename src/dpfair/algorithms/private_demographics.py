@@ -187,15 +187,18 @@ class PrivateDemographicsClassifier(ReductionsClassifier):
         self.accountant = accountant
         self.secure_mode = secure_mode
 
-    def _fit(self, X, y, s):
-        self._check_reductions()
+    def _privacy_plan(self, shape) -> PrivacyPlan:
+        """One randomized response of every row's s over the k public groups."""
+        return randomized_response_plan(shape.need("groups", "private-demographics"))
+
+    def _fit(self, ctx, X, y, s):
         k = len(self.groups_)
-        sigma = self._calibrate(randomized_response_plan(k))[RANDOMIZED_RESPONSE]
+        sigma = ctx.calibrate(self.plan(ctx.shape))[RANDOMIZED_RESPONSE]
         self.local_epsilon_ = math.inf if sigma == 0 else 1.0 / sigma
         self.randomization_matrix_ = randomization_matrix(self.local_epsilon_, k)
-        z = self._release(RANDOMIZED_RESPONSE).randomize(s, k)
+        z = ctx.release(RANDOMIZED_RESPONSE).randomize(s, k)
         moment = CorrectedParity(self.notion, n_groups=k, epsilon=self.local_epsilon_,
                                  difference_bound=self.difference_bound)
-        self._fit_reductions(X, y, z, moment)
+        self._fit_reductions(X, y, z, moment, ctx.np_rng)
         self._finish_privacy()
 

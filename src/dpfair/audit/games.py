@@ -159,14 +159,12 @@ def _canary_margin(model, X, y, s, canary) -> float:
 def _fit_runs(estimator, data, runs: int, seed: int, bar):
     """``runs`` fits on ``data``, counted on ``bar``. One at a time they share one public ``random_state``, as
     a user's fits do: only the secret noise may differ. A method that declares batched grids (DP-FERMI) trains
-    them batched, one public seed per model (models of one seed share their secret batch order, which would make
+    them batched (its class's ``fit_many``), one public seed per model (models of one seed share their secret batch order, which would make
     the runs dependent)."""
     X, y, s = data
     if capabilities(estimator).batched_grid:
-        from dpfair.algorithms import fit_dpfermi_grid
-
-        params = {k: v for k, v in estimator.get_params().items() if k != "random_state"}
-        fitted = list(fit_dpfermi_grid(X, y, s, {"random_state": range(seed, seed + runs)}, **params))
+        fitted = list(type(estimator).fit_many(
+            [clone(estimator).set_params(random_state=r) for r in range(seed, seed + runs)], X, y, s))
         bar.update(runs)
         return fitted
     fitted = []

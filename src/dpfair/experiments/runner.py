@@ -1,8 +1,9 @@
 """Training the models of a grid and a sweep's task: :func:`run_grid` and :func:`run_task`.
 
-:func:`run_grid` fits one model per grid point on a loaded :class:`~dpfair.datasets.Dataset` — DP-FERMI's
-logistic grids as one batched computation (:func:`~dpfair.algorithms.fit_dpfermi_grid`), any other method
-one fit per point — and evaluates each on the test part (:func:`~dpfair.experiments.evaluate`).
+:func:`run_grid` fits one model per grid point on a loaded :class:`~dpfair.datasets.Dataset` — a grid of a
+method that declares batched grids (DP-FERMI) as one computation, its class's
+:meth:`~dpfair.algorithms.base.FairEstimator.fit_many`, any other method one fit per point — and evaluates
+each on the test part (:func:`~dpfair.experiments.evaluate`).
 
 Privacy. Each fit draws its own secret generator; the models of a batched grid share their Poisson
 batches and are released together under their joint event (its ε = ∞ models, if any, as a release of
@@ -83,7 +84,7 @@ def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None
     none), ``epsilon_spent`` / ``delta_spent`` (this model alone), ``privacy_unit``, ``ledger`` (JSON),
     ``fit_s`` (its share of the fit time) and ``release``, the index of its release group.
     """
-    from dpfair.algorithms import METHODS, fit_dpfermi_grid
+    from dpfair.algorithms import METHODS
     from dpfair.algorithms.dpfermi_sweep import grid_points
 
     if method not in METHODS:
@@ -96,11 +97,8 @@ def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None
     X, y, s = data.train
     out = GridResult()
     t0 = time.perf_counter()
-    if _batched(cls, fixed, points):
-        for point in points:  # each point's hyper-parameters and unit against the data set's declared columns
-            declared_estimator(cls, {**fixed, **point}, data)
-        declared = declared_estimator(cls, fixed, data).get_params()
-        fitted = fit_dpfermi_grid(X, y, s, points, **{k: declared[k] for k in fixed.keys() | {"groups", "classes"}})
+    if _batched(cls, fixed, points):  # one batched grid (fit_many), released as one
+        fitted = cls.fit_many([declared_estimator(cls, {**fixed, **point}, data) for point in points], X, y, s)
         seconds = (time.perf_counter() - t0) / len(fitted)
         private = [i for i, est in enumerate(fitted) if math.isfinite(est.privacy_spent_[0])]
         for part in (private, [i for i in range(len(fitted)) if i not in private]):

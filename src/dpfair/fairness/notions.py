@@ -100,14 +100,14 @@ class ConstraintGroups:
     Attributes
     ----------
     notion : str
-    codes : ndarray of shape (n,)
+    codes : ndarray, one per row (n)
         Constraint group of each sample, ``-1`` for unconstrained samples.
-    reference : ndarray of shape (n,)
+    reference : ndarray, one per row (n)
         Reference cell of each sample, ``-1`` for unconstrained samples.
     keys : tuple of pairs
         ``keys[g] = (label, group_code)`` describes constraint group ``g``: ``label`` is the label code of its
         cell, ``None`` when the cell holds every label, or a tuple of codes when it holds several but not all.
-    reference_of : ndarray of shape (n_constraint_groups,)
+    reference_of : ndarray, one per constraint group
         The reference cell that contains each constraint group.
     classes, groups : ndarray
         Original label and group values (``classes`` is None for label-free notions).

@@ -76,7 +76,9 @@ Methods
     shapes, the trainable set, the loss, train/eval mode, the forward methods;
     ``verify=True``: on every batch), to ``1000 * eps`` of the dtype
     (``2.2e-13`` in float64, ``1.2e-4`` in float32, at most ``1e-2``) relative
-    to the sum of the magnitudes of the terms summed:
+    to the sum of the magnitudes of the terms summed, the check's two backward passes and the
+    rebuilt sums computed in IEEE float32 (:func:`ieee_float32`: TF32/bfloat16 matmuls and
+    convolutions off, the settings restored after):
 
     a. for every parameter, autograd's gradient of ``sum_i c_i loss_i`` must
        equal ``sum_i c_i g_i`` rebuilt from the records.  A use outside the
@@ -104,9 +106,11 @@ Methods
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -125,6 +129,7 @@ __all__ = [
     "clipped_gradient_sum",
     "clipped_sum",
     "ghost_supported",
+    "ieee_float32",
     "layer_groups",
     "padded_size",
     "pads",
@@ -505,6 +510,44 @@ def _rtol(dtype: torch.dtype) -> float:
     return min(1e3 * torch.finfo(dtype).eps, 1e-2)
 
 
+#: the float32 precision settings :func:`ieee_float32` pins: (module, operation) of ``torch.backends``
+_FP32_SETTINGS = (("cudnn", "conv"), ("cudnn", "rnn"), ("cuda", "matmul"), ("mkldnn", "conv"), ("mkldnn", "matmul"),
+                  ("mkldnn", "rnn"))
+_FP32_LOCK = threading.Lock()
+_FP32_STATE: dict = {"depth": 0, "saved": None}
+
+
+@contextlib.contextmanager
+def ieee_float32() -> Iterator[None]:
+    """Float32 matmuls and convolutions in IEEE float32 inside the block (no TF32 or bfloat16 passes on any
+    backend), every ``torch.backends.*.fp32_precision`` setting it pins restored on exit, error or not.
+
+    The ghost path's exactness check compares two float32 computations of one gradient to ``1000 * eps``;
+    TF32 (cuDNN's convolutions by default on Ampere and later GPUs) keeps 10 mantissa bits, so its rounding
+    through a deep network alone can exceed that bound.  The check runs in IEEE float32 rather than with a
+    tolerance loosened to TF32's: a bound that loose would let a small structural difference pass.
+    Process-wide settings: nested or concurrent blocks (threads) share one save, restored when the last one
+    leaves; the per-operation settings are saved and set, so the legacy ``allow_tf32`` flags come back as they were.
+    """
+    with _FP32_LOCK:
+        if _FP32_STATE["depth"] == 0:
+            settings = [getattr(getattr(torch.backends, mod, None), op, None) for mod, op in _FP32_SETTINGS]
+            settings = [s for s in settings if hasattr(s, "fp32_precision")]  # those this torch build has
+            _FP32_STATE["saved"] = [(s, s.fp32_precision) for s in settings]
+            for s in settings:
+                s.fp32_precision = "ieee"
+        _FP32_STATE["depth"] += 1
+    try:
+        yield
+    finally:
+        with _FP32_LOCK:
+            _FP32_STATE["depth"] -= 1
+            if _FP32_STATE["depth"] == 0:
+                for s, value in _FP32_STATE["saved"]:
+                    s.fp32_precision = value
+                _FP32_STATE["saved"] = None
+
+
 def _probe_weights(n: int, like: torch.Tensor) -> torch.Tensor:
     """Fixed, pairwise distinct weights in ``[1, 2)`` (golden-ratio sequence); no RNG is drawn."""
     i = torch.arange(1, n + 1, dtype=torch.float64, device=like.device)  # made where it is used: no copy
@@ -768,6 +811,13 @@ def _ghost_clipped_sum(model, loss_fn, X, y, max_norm, layers=None, verify=False
     if not check:
         x_leaf = None
 
+    # a checked batch runs both backward passes and the rebuilt sums in IEEE float32 (see ieee_float32)
+    with ieee_float32() if check else contextlib.nullcontext():
+        return _ghost_backward(model, named, calls, losses, x_leaf, check, layers, max_norm, valid, n, signature)
+
+
+def _ghost_backward(model, named, calls, losses, x_leaf, check, layers, max_norm, valid, n, signature):
+    """Backward 1, the per-example norms and the clipped sum read off the records (and the check)."""
     # backward 1, probe-weighted: output gradients (w_i * delta_i without interaction)
     w = _probe_weights(n, losses)
     inputs = [z for *_, z in calls] + ([] if x_leaf is None else [x_leaf])

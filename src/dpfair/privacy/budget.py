@@ -14,8 +14,9 @@ retries, grids) and refuses the fit that would take it past its total:
 * **after** the fit, its ledger is charged. A fit that fails after its calibration is charged its
   whole plan (part of it was released, and which part can depend on the data); a non-private fit
   is charged ε = ∞, which any finite budget refuses;
-* a grid (:func:`~dpfair.algorithms.fit_dpfermi_grid`) is charged the joint event of its models
-  (:attr:`~dpfair.algorithms.GridFit.privacy_spent`), checked before its first release;
+* a batched grid (DP-FERMI's ``fit_many``, :func:`~dpfair.algorithms.fit_dpfermi_grid`) is charged the joint
+  event of its models (:attr:`~dpfair.algorithms.dpfermi_sweep.GridFit.privacy_spent`), checked before its first
+  release;
 * a fit inside another fit (the base model that ``DPPostProcessingClassifier`` trains) is checked
   like any fit; it is part of the enclosing fit's ledger, which replaces it once the enclosing fit
   has a plan. A nested fit under another privacy unit is the enclosing fit's to account (a base that
@@ -35,8 +36,8 @@ How a fit talks to its budget: in plain values, never by the budget reading the 
 :func:`charging` (the budget it draws from, its :class:`Charge`), hands a :class:`Claim` to :func:`claim` at its
 start, at its calibration and before each release (its privacy unit's relation, whether it is private, its
 calibrated plan and σ, its δ), and reports its ledger with :meth:`Charge.spent`. A grid or a private search claims
-its joint release whole (:func:`charging_grid`). :func:`planning` runs a fit only up to its calibration, to learn
-its plan. So this module knows no estimator class, and anything that makes these claims can draw from a budget.
+its joint release whole (:func:`charging_grid`). A caller that needs a fit's plan before it runs asks the estimator
+(``FairEstimator.plan``: public inputs only, no side effect). So this module knows no estimator class, and anything that makes these claims can draw from a budget.
 
 What the total covers: the fits. Choosing among models by their scores on the private data, and
 publishing those scores, are further uses of the data that no ledger counts
@@ -384,7 +385,7 @@ def _event_totals(event: dpa.DpEvent, label: str) -> Counter:
 
 def claim(owner, fit_claim: Claim) -> None:
     """The estimators' hook (at the start of ``fit``, at calibration, before each release): ``owner`` hands its
-    :class:`Claim` to the charge (or planning) of the fit running in this thread, if any."""
+    :class:`Claim` to the charge of the fit running in this thread, if any."""
     active = _ACTIVE.get()
     if active is not None:
         active.claim_fit(owner, fit_claim)
@@ -433,40 +434,3 @@ def charging_grid(budget: PrivacyBudget | None, grid, name: str):
         budget._settle(charge)
 
 
-class _Planned(Exception):
-    """Raised by the planning hook at a fit's calibration: the plan is known and nothing was released."""
-
-
-class PlanRecorder:
-    """What :func:`planning` yields: ``ledger``, the planned ledger of ``owner``'s fit once it calibrated
-    (``None`` if it did not)."""
-
-    def __init__(self, owner, checked: bool):
-        self.owner, self.checked, self.ledger = owner, checked, None
-
-    def claim_fit(self, owner, claim: Claim) -> None:
-        if owner is not self.owner or not claim.calibrated:
-            return
-        calibrated = self.ledger is not None  # a second claim: a release is about to be made
-        self.ledger = claim.ledger()
-        if calibrated or not self.checked:
-            raise _Planned
-
-
-@contextmanager
-def planning(owner, checked: bool = False):
-    """Run ``owner``'s fit (or its preamble) only up to its calibration, or (``checked``) on to just before its first
-    release so that its checks of the plan run too; yields a :class:`PlanRecorder` holding the planned ledger.
-
-    An estimator claims its calibrated plan before its first release (:func:`claim`), so the fit stops there, by an
-    exception this context swallows, with nothing of its own released. Fits nested in ``owner``'s (a base model's)
-    are not stopped: they are part of its preamble.
-    """
-    recorder = PlanRecorder(owner, checked)
-    token = _ACTIVE.set(recorder)
-    try:
-        yield recorder
-    except _Planned:
-        pass
-    finally:
-        _ACTIVE.reset(token)
