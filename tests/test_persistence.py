@@ -563,6 +563,22 @@ def test_a_sklearn_part_holding_a_class_off_dpfairs_list_is_refused(good_file, t
         load_estimator(bad)
 
 
+def test_a_sklearn_part_that_would_inflate_past_its_bound_is_refused_unread(good_file, tmp_path):
+    """A zip bomb: 64 MiB of zeros deflate to about 64 KiB; the declared size is refused before inflating."""
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("schema.json", b"\0" * (64 << 20))
+    path = _rewrite(good_file, tmp_path / "bomb.pt", edit_tensors=lambda t: t.__setitem__(
+        "sklearn", torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)))
+    with pytest.raises(ValueError, match=r"bomb\.pt: its scikit-learn part would inflate .* more than 100x; it is "
+                                         r"refused unread") as e:
+        load_estimator(path)
+    assert "\n" not in str(e.value)
+
+
 @pytest.fixture
 def good_file(fitted, tmp_path):
     path = tmp_path / "good.pt"

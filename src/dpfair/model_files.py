@@ -22,6 +22,7 @@ import copy
 import dataclasses
 import enum
 import functools
+import io
 import json
 import math
 import os
@@ -692,6 +693,25 @@ class _Loader:
         return self._sklearn[index]
 
 
+#: The most a file's scikit-learn part may inflate to: its members' declared sizes, summed, at most this many times
+#: its compressed bytes plus :data:`INFLATE_SLACK` (a saved part deflates about five-fold).
+INFLATE_RATIO, INFLATE_SLACK = 100, 16 << 20
+
+
+def _check_inflated_size(data: bytes, where: str) -> None:
+    """Refuse a scikit-learn part whose zip members declare more bytes than :data:`INFLATE_RATIO` allows, before
+    anything is inflated: memory stays bounded (Python's zip reader stops every member at its declared size)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            declared = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise _LoadError(f"{where}: its scikit-learn part is malformed ({type(exc).__name__})") from None
+    if declared > INFLATE_RATIO * len(data) + INFLATE_SLACK:
+        raise _LoadError(f"{where}: its scikit-learn part would inflate {len(data):,} bytes to {declared:,}, more "
+                         f"than {INFLATE_RATIO}x; it is refused unread (a damaged or crafted file): save the model "
+                         "again with dpfair")
+
+
 def _read_sklearn_part(blob, where: str) -> list:
     import skops.io
     from skops.io.exceptions import UntrustedTypesFoundException
@@ -699,6 +719,7 @@ def _read_sklearn_part(blob, where: str) -> list:
     _expect(isinstance(blob, torch.Tensor) and blob.dtype == torch.uint8 and blob.dim() == 1,
             f"{where} is malformed: it refers to a scikit-learn part it does not hold")
     data, trusted = blob.numpy().tobytes(), _skops_trusted()
+    _check_inflated_size(data, where)
     try:
         objects = skops.io.loads(data, trusted=trusted)
     except UntrustedTypesFoundException:
