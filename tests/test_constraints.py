@@ -130,3 +130,11 @@ def test_a_declaration_is_made_of_constraints():
         Interval(complex, 0, 1)
     with pytest.raises(ValueError, match="closed must be"):
         Interval(float, 0, 1, closed="open")
+
+
+def test_an_integer_too_large_for_a_float_is_refused_in_one_line():
+    """``float(10**400)`` overflows: the check reads it as inf, refused by a finite interval like any inf."""
+    assert not COUNT.accepts(10 ** 400) and not POSITIVE.accepts(-(10 ** 400))
+    with pytest.raises(ValueError, match=r"^n must ") as e:
+        check_parameters({"n": 10 ** 400}, {"n": [COUNT]})
+    assert "\n" not in str(e.value)

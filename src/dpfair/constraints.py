@@ -43,6 +43,14 @@ __all__ = ["Bools", "Constraint", "HasMethods", "Instances", "Interval", "Listin
            "describe", "parameter_values", "refusal"]
 
 
+def _as_float(value) -> float:
+    """``float(value)``, with an integer too large for a float read as ±inf (refused then like any infinite value)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 class Constraint:
     """One set of accepted values. ``note``: a few words on what the parameter is, added to a refusal's fix."""
 
@@ -112,7 +120,7 @@ class Interval(Constraint):
     def accepts(self, value) -> bool:
         if not self._of_kind(value):
             return False
-        v = float(value)
+        v = _as_float(value)
         if math.isnan(v) or (math.isinf(v) and not (v > 0 and self._takes_inf)):
             return False
         return self._in_range(v)
@@ -144,7 +152,7 @@ class Interval(Constraint):
     def missed(self, value) -> str | None:
         if not self._of_kind(value):
             return None
-        v = float(value)
+        v = _as_float(value)
         if math.isnan(v) or (math.isinf(v) and not (v > 0 and self._takes_inf)):
             return "be a finite number"
         return None if self._in_range(v) else self._bounds()[0]

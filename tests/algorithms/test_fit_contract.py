@@ -164,3 +164,16 @@ def test_fit_many_fits_each_in_order_and_charges_each_on_the_budget(data):
     by_params = DPSGDClassifier.fit_many([{"epochs": 1, "batch_size": 60, "groups": [0, 1], "classes": [0, 1]}],
                                          X, y, s)
     assert isinstance(by_params[0], DPSGDClassifier) and hasattr(by_params[0], "model_")
+
+
+def test_a_fit_that_leaves_a_side_ledger_open_is_refused(data):
+    """Releases recorded on a side ledger that is never closed would be missing from the ledger and the charge."""
+    from dpfair.algorithms import PFLDClassifier
+
+    X, y, s = data
+    est = PFLDClassifier(epsilon=1.0, epochs=1, groups=2, classes=2, random_state=0)
+    est.begin_fit(X, y, s)
+    est.fit_context.side_ledger()
+    with pytest.raises(RuntimeError, match=r"PFLDClassifier's fit left 1 side ledger\(s\) open"):
+        est.end_fit()
+    assert est.fit_context is None

@@ -379,9 +379,15 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
 
     def end_fit(self) -> None:
         """The end of a fit that succeeded: its context (and with it the secret generator) is forgotten; the
-        fitted (``name_``) attributes stay."""
+        fitted (``name_``) attributes stay. A side ledger left open would be releases missing from the fit's ledger
+        and its budget charge: refused."""
         ctx = running(self)
         if ctx is not None:
+            open_ledgers = len(ctx.side_ledgers)
+            if open_ledgers:
+                ctx.close()
+                raise RuntimeError(f"{type(self).__name__}'s fit left {open_ledgers} side ledger(s) open: "
+                                   "its _fit must call ctx.close_side_ledgers() before it ends")
             ctx.close()
 
     def begin_fit(self, X, y, sensitive_features=None, **fit_params):

@@ -378,12 +378,13 @@ class DPFERMIClassifier(TorchClassifier):
         self.batch_size_ = self._batch_size(n)
         self.max_grad_norm_ = (auto_max_grad_norm(n, self.privacy_unit_) if self.max_grad_norm == "auto"
                                else float(self.max_grad_norm))
-        self.sampling_probability_ = min(1.0, self.batch_size_ / n)
-        self.n_steps_ = math.ceil(self.epochs / self.sampling_probability_)
         public = self.group_proportions is not None
         if public:
             p = self._public_proportions(m, k)
-        ctx.calibrate(self.plan(ctx.shape))  # plan() refuses a too weak signal: before the counts are released
+        fit_plan = self.plan(ctx.shape)  # refuses a too weak signal: before the counts are released
+        ctx.calibrate(fit_plan)
+        steps = fit_plan.plan[STEP]  # q and T as accounted, read from the plan rather than worked out again
+        self.sampling_probability_, self.n_steps_ = steps.sampling_probability, steps.count
         if not public:
             p = self._release_proportions(cells, s, m, k)
         self.group_proportions_ = p

@@ -61,7 +61,7 @@ import scipy.sparse
 import torch
 import torch.nn.functional as F
 
-from dpfair.algorithms.dpfermi_reference import FermiData, FermiHyperParameters, FermiSchedule
+from dpfair.algorithms.dpfermi_reference import LAM_MAX, FermiData, FermiHyperParameters, FermiSchedule
 from dpfair.nn import clipped_gradient_sum, padded_size, pads
 from dpfair.progress import SILENT, Progress
 
@@ -518,8 +518,6 @@ def public_sums(models, hp: FermiModels, W, pub, rows: RowTables, taken=None):
     return theta, (-2.0 * W).mul_(block_F.permute(0, 2, 1, 3)[:, :, :, None])
 
 
-#: The largest λ a target error moves λ to (:func:`adapt_lambda`).
-LAM_MAX = 1e4
 
 
 def adapt_lambda(models, X1: torch.Tensor, y: torch.Tensor, hp: FermiModels) -> None:

@@ -37,6 +37,8 @@ import torch.nn.functional as F
 #: The names of a DP-FERMI fit's releases: the parts of its privacy plan and the labels of its ledger's entries
 #: (read by the estimator's plan and by a grid's joint event).
 COUNTS, STEP = "group counts", "dp-fermi step"
+#: The largest λ the target-error rule moves to (a target no λ reaches would otherwise overflow it).
+LAM_MAX = 1e4
 
 
 @dataclass
@@ -198,7 +200,7 @@ def reference_train(model: torch.nn.Module, data: FermiData, inv_sqrt_p: torch.T
             average = current if count == 1 else average + (current - average) / count
         if hp.target_error is not None and ((step + 1) % steps_per_epoch == 0 or step + 1 == sched.n_steps):
             gap = hp.lam_rate * (hp.target_error - training_error(model, data.X, data.y))
-            hp = hp.with_lam(min(hp.lam * math.exp(min(max(gap, -1.0), 1.0)), 1e4))
+            hp = hp.with_lam(min(hp.lam * math.exp(min(max(gap, -1.0), 1.0)), LAM_MAX))
     if average is not None:
         with torch.no_grad():
             for p, v in zip(params, average.split([p.numel() for p in params])):

@@ -19,7 +19,7 @@ is dropped when the fit ends: the estimator keeps its fitted ``name_`` attribute
 While a fit runs, its context is also reachable from outside the method, for the two readers that cannot be
 handed it: a ``callback`` that asks the estimator's ``privacy_spent_so_far()``, and the steps of a fit that a
 grid drives itself (``begin_fit``, the method's steps, ``end_fit``). :func:`running` answers them; it holds the
-contexts of the fits running now (by estimator, weakly) and forgets each as its fit ends.
+contexts of the fits running now (by estimator) and forgets each as its fit ends (``end_fit`` or ``unfit``).
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ class FitPlan:
         return self.plan.epsilon(dict(self.sigmas), self.delta, self.unit, self.accountant), self.delta
 
 
-#: The contexts of the fits running now, by estimator (weakly: a dropped estimator drops its entry).
+#: The contexts of the fits running now, by estimator; an entry goes when its fit ends (``end_fit`` or ``unfit``).
 _RUNNING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 

@@ -528,6 +528,10 @@ def ieee_float32() -> Iterator[None]:
     tolerance loosened to TF32's: a bound that loose would let a small structural difference pass.
     Process-wide settings: nested or concurrent blocks (threads) share one save, restored when the last one
     leaves; the per-operation settings are saved and set, so the legacy ``allow_tf32`` flags come back as they were.
+
+    While it is active, torch refuses to read the legacy flags (``torch.backends.cudnn.allow_tf32``,
+    ``torch.backends.cuda.matmul.allow_tf32``: "mix of the legacy and new APIs"); read the per-operation
+    ``fp32_precision`` settings instead.
     """
     with _FP32_LOCK:
         if _FP32_STATE["depth"] == 0:
