@@ -45,7 +45,7 @@ class Sample:
     name: str
     page: Path  #: the page that shows it
     command: str  #: exactly as the page shows it
-    setup: str = ""  #: run first in the same folder; its output is not shown
+    setup: str = ""  #: run first in the same folder (commands joined by `` && ``); its output is not shown
     slow: bool = False  #: checked only with --slow (minutes)
 
 
@@ -62,6 +62,9 @@ SAMPLES = (
            "dpfair accountant --epsilon 1 --n 34000 --batch-size 1024 --epochs 200 --delta 8.6e-10 --unit sensitive"),
     Sample("info", CLI, "dpfair info compas.pt", setup=_COMPAS),
     Sample("predict", CLI, "dpfair predict compas.pt --out predictions.csv", setup=_COMPAS),
+    Sample("measure", CLI, "dpfair measure --predictions predictions.csv --label y_true --prediction y_pred "
+                           "--sensitive group --groups 0,1 --epsilon 1 --out measure.json",
+           setup=f"{_COMPAS} && dpfair predict compas.pt --out predictions.csv"),
     Sample("membership", AUDITS, "dpfair audit membership --method erm --model mlp --dataset synthetic --option "
                                  "n_samples=800 --option n_features=50 --param epochs=100 --shadow 16 --quiet",
            slow=True),
@@ -82,7 +85,7 @@ def run(sample: Sample) -> str:
     if SHARED_DATA.is_dir():
         env.setdefault("DPFAIR_DATA", str(SHARED_DATA))
     with tempfile.TemporaryDirectory() as folder:
-        for command in filter(None, (sample.setup, sample.command)):
+        for command in filter(None, (*sample.setup.split(" && "), sample.command)):
             argv = shlex.split(command)
             assert argv[0] == "dpfair", command
             done = subprocess.run([sys.executable, "-m", "dpfair", *argv[1:]], cwd=folder, env=env,

@@ -23,6 +23,7 @@ PAGES = {
     "dpfair.algorithms": "algorithms", "dpfair.privacy": "privacy", "dpfair.fairness": "fairness",
     "dpfair.datasets": "datasets", "dpfair.nn": "nn", "dpfair.bounds": "bounds", "dpfair.audit": "audit",
     "dpfair.experiments": "experiments", "dpfair.model_selection": "model_selection", "dpfair.private_search": "private_search",
+    "dpfair.measurement": "measurement",
     "dpfair.plot": "plot",
     "dpfair.progress": "progress", "dpfair.persistence": "persistence", "dpfair.exceptions": "exceptions",
 }

@@ -1155,6 +1155,154 @@ def _predict_input(args, est, provenance: dict, out: Path | None) -> int:
     return 0
 
 
+#: ``dpfair measure``'s column headers, by metric.
+MEASURE_HEADERS = {"count": "count", "selection_rate": "selection rate", "true_positive_rate": "TPR",
+                   "false_positive_rate": "FPR", "true_negative_rate": "TNR", "false_negative_rate": "FNR",
+                   "accuracy": "accuracy", "error": "error"}
+
+
+def _comma_list(text: str | None) -> list[str] | None:
+    return None if text is None else [v.strip() for v in text.split(",")]
+
+
+def _figure(value, interval=None, count: bool = False) -> str:
+    """``0.123 [0.101, 0.145]`` (``—`` where a value is undefined); counts as whole numbers."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    text = f"{value:,.0f}" if count else f"{value:.3f}"
+    if interval is not None and None not in interval:
+        lo, hi = interval
+        text += f" [{lo:,.0f}, {hi:,.0f}]" if count else f" [{lo:.3f}, {hi:.3f}]"
+    return text
+
+
+def _measurement_table(record: dict) -> list[list[str]]:
+    """The printed table of a measurement: a row per group (flagged figures marked ``!``), then everyone, the
+    between-groups difference and ratio."""
+    metrics = record["metrics"]
+    table = [["group", *(MEASURE_HEADERS[m] for m in metrics)]]
+    for g, figures in record["by_group"].items():
+        table.append([g, *(_figure(figures[m]["value"], figures[m]["interval"], m == "count")
+                           + (" !" if figures[m]["flagged"] else "") for m in metrics)])
+    agg = record["aggregates"]
+    table.append(["everyone", *(_figure(agg[m]["overall"], agg[m]["overall_interval"], m == "count")
+                                for m in metrics)])
+    table.append(["difference", *("" if m == "count" else _figure(agg[m]["difference"], agg[m]["difference_interval"])
+                                  for m in metrics)])
+    table.append(["ratio", *("" if m == "count" else _figure(agg[m]["ratio"]) for m in metrics)])
+    return table
+
+
+def cmd_measure(args) -> int:
+    """``dpfair measure``: the private fairness figures of a file of predictions (:mod:`dpfair.measurement`)."""
+    from dpfair.measurement import DEFAULT_METRICS, measure_file, measurement_record
+
+    if not args.epsilon > 0:
+        raise ValueError(f"--epsilon must be > 0 (inf: exact figures, no privacy), got {args.epsilon}")
+    if args.delta is not None and not 0 < args.delta < 1:
+        raise ValueError(f"--delta must lie strictly between 0 and 1, got {args.delta}")
+    if (args.predictions is None) == (args.model is None):
+        raise ValueError("name the rows once: --predictions FILE (labels, predictions and groups in columns), or "
+                         "--model M --data FILE (the model predicts first)")
+    source = args.predictions if args.model is None else args.model_data
+    if args.model is not None:
+        given = [f for f, v in (("--label", args.label), ("--prediction", args.prediction),
+                                ("--sensitive", args.sensitive), ("--groups", args.groups),
+                                ("--classes", args.classes)) if v is not None]
+        if args.model_data is None:
+            raise ValueError("--model needs --data FILE: the rows to predict and measure, in the model's schema")
+        if given:
+            raise ValueError(f"--model reads the columns, groups and classes from the model's schema; drop {given[0]}")
+    else:
+        missing = [f for f, v in (("--label", args.label), ("--prediction", args.prediction),
+                                  ("--sensitive", args.sensitive)) if v is None]
+        if missing:
+            raise ValueError(f"--predictions needs {missing[0]} COL (the column of each person's "
+                             f"{ {'--label': 'true label', '--prediction': 'prediction', '--sensitive': 'group'}[missing[0]] })")
+        if args.model_data is not None:
+            raise ValueError("--data goes with --model (rows to predict); with --predictions, drop --data")
+    if args.out is None:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = Path("dpfair-runs") / f"measure-{Path(source).name.split('.')[0]}-{stamp}.json"
+    else:
+        out = Path(args.out)
+    (out,) = _writable(out, ".json", args.overwrite or args.out is None)
+    options = dict(epsilon=args.epsilon, delta=args.delta, privacy_unit=args.unit, confidence=args.confidence,
+                   n_bootstrap=args.bootstrap, random_state=args.seed, intervals=args.intervals,
+                   metrics=_comma_list(args.metrics) or DEFAULT_METRICS, positive=args.positive)
+    if args.model is None:
+        frame = measure_file(args.predictions, label=args.label, prediction=args.prediction,
+                             sensitive=args.sensitive, groups=_comma_list(args.groups),
+                             classes=_comma_list(args.classes), **options)
+        columns = {"label": args.label, "prediction": args.prediction, "sensitive": args.sensitive}
+    else:
+        frame, columns = _measure_model(args, options)
+    record = measurement_record(frame)
+    result = {"dpfair_version": __version__, "command": "measure", "source": str(source),
+              "model": None if args.model is None else str(args.model), "columns": columns,
+              "n": int(frame.n_), "seed": args.seed, **record}
+    spent = f"the measurement spent ε = {record['epsilon']:.6g} all the same" if math.isfinite(record["epsilon"]) else ""
+    (out,) = _write_atomic(out, lambda target: [(target, (json.dumps(_jsonable(result), indent=2) + "\n").encode())],
+                           overwrite=args.overwrite, stamped=args.out is None, spent=spent)
+
+    eps, delta = record["epsilon"], record["delta"]
+    print(f"{source}: {result['n']:,} rows; groups of {columns['sensitive']}: {', '.join(record['groups'])}; "
+          f"positive class {record['positive_class']!r}")
+    if math.isfinite(eps):
+        protects = (f"each person's {columns['sensitive']}" if record["privacy_unit"] == "sensitive"
+                    else "each person's whole row")
+        print(f"released with ε = {eps:.4g}, δ = {delta:.3g} ({protects}); noise std {frame.noise_std_:.3g} per "
+              f"count; intervals: {100 * frame.confidence:g} % "
+              + ("(privacy noise and sampling: the population's value)" if frame.sampling
+                 else "(privacy noise: the exact value on these rows)"))
+    else:
+        print("exact figures (epsilon = inf): NOT private, every figure reads the groups exactly")
+    table = _measurement_table(record)
+    widths = [max(len(row[j]) for row in table) for j in range(len(table[0]))]
+    for row in table:
+        print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    rows = []
+    if "demographic_parity_difference" in record:
+        dp = record["demographic_parity_difference"]
+        rows.append(("demographic parity difference", _figure(dp["value"], dp["interval"])))
+    if "equalized_odds_difference" in record:
+        rows.append(("equalized odds difference", _figure(record["equalized_odds_difference"]["value"])))
+    flagged = sorted({g for g, figures in record["by_group"].items() for f in figures.values() if f["flagged"]})
+    if flagged:
+        rows.append(("! too few people", f"{', '.join(flagged)}: not a confident figure at this ε (raise --epsilon "
+                                         "or merge small groups)"))
+    rows.append(("result", str(out)))
+    _print_table(rows)
+    return 0
+
+
+def _measure_model(args, options: dict):
+    """``dpfair measure --model M --data FILE``: the model predicts the rows of FILE (read through its schema),
+    then they are measured with the schema's public group and class lists."""
+    from dpfair.fairness.private_metric_frame import PrivateMetricFrame
+    from dpfair.measurement import predictions_of_model
+    from dpfair.persistence import load_provenance
+
+    est = _load_model(args.model)
+    provenance = load_provenance(args.model)
+    if provenance.get("schema") is None:
+        raise ValueError(f"{args.model} records no table schema (trained on a built-in data set): predict its rows "
+                         "with `dpfair predict --out FILE` and measure them with --predictions FILE")
+    rows = predictions_of_model(est, provenance["schema"], args.model_data)
+    classes = rows["classes"]
+    if options.pop("positive") is not None:
+        positive = str(args.positive)
+        if positive not in classes:
+            raise ValueError(f"--positive {positive!r} is not one of the model's classes {', '.join(classes)}")
+        classes = [c for c in classes if c != positive] + [positive]
+    target = options.pop("intervals")
+    frame = PrivateMetricFrame(options.pop("metrics"), rows["y_true"], rows["y_pred"], rows["group"],
+                               groups=rows["groups"], classes=classes, sampling=target == "population", **options)
+    schema = provenance["schema"]
+    return frame, {"label": schema["label"], "prediction": f"{_method_name(est)} model {args.model}",
+                   "sensitive": schema["sensitive"]}
+
+
 def cmd_schema(args) -> int:
     """``dpfair schema FILE``: propose a public schema for a table, as TOML to review and declare."""
     from dpfair.datasets import infer_schema, read_table
@@ -1393,6 +1541,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="TOML file to write (default: standard output)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser(
+        "measure", help="private fairness figures of any model's predictions: per-group rates with intervals",
+        description="Release the counts group × label × prediction of a file of predictions once, with Gaussian "
+                    "noise on a ledger (dpfair.fairness.private_metric_frame), and print every group's rates, the "
+                    "differences and ratios between groups, demographic parity and equalized odds, each with an "
+                    "interval that includes the noise; a group too small for the budget is flagged. The group and "
+                    "class lists are public: declare them. Writes the figures and the ledger as JSON.")
+    p.add_argument("--predictions", default=None, metavar="FILE",
+                   help="a CSV or Parquet file with one row per person: true label, prediction and group columns")
+    p.add_argument("--label", default=None, metavar="COL", help="the column of the true labels")
+    p.add_argument("--prediction", default=None, metavar="COL", help="the column of the model's predictions")
+    p.add_argument("--sensitive", default=None, metavar="COL", help="the column of each person's group")
+    p.add_argument("--groups", default=None, metavar="A,B,...",
+                   help="every group the column may hold (public; required at a finite --epsilon)")
+    p.add_argument("--classes", default=None, metavar="NEG,POS",
+                   help="the labels (public; default 0,1); the last is the positive class unless --positive")
+    p.add_argument("--positive", default=None, metavar="LABEL", help="the positive class of the rates")
+    p.add_argument("--model", default=None, metavar="MODEL.pt",
+                   help="instead of --predictions: a model trained with `dpfair train --data` predicts --data first")
+    p.add_argument("--data", dest="model_data", default=None, metavar="FILE",
+                   help="with --model: the rows to predict, in its schema")
+    p.add_argument("--epsilon", type=float, required=True, help="the measurement's budget ε (inf: exact, not private)")
+    p.add_argument("--delta", type=float, default=None, help="its δ (default 1/n²)")
+    p.add_argument("--unit", choices=["sensitive", "record"], default="sensitive",
+                   help="protect each person's group (default) or each person's whole row")
+    p.add_argument("--metrics", default=None, metavar="M1,M2,...",
+                   help="figures to release (default count,selection_rate,true_positive_rate,false_positive_rate,"
+                        "accuracy; also true_negative_rate, false_negative_rate, error)")
+    p.add_argument("--intervals", choices=["population", "rows"], default="population",
+                   help="what the intervals cover: the population's value (noise and sampling; default) or the exact "
+                        "value on these rows (noise only)")
+    p.add_argument("--confidence", type=float, default=0.95, help="the intervals' level (default 0.95)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates of the intervals (default 1000)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the intervals' bootstrap (public randomness; the privacy noise is always fresh)")
+    _add_output_arguments(p)
+    p.set_defaults(func=cmd_measure)
 
     p = sub.add_parser("datasets", help="list the data sets and whether they are on disk")
     p.add_argument("name", nargs="?", default=None, help="one data set only")

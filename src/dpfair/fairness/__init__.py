@@ -12,6 +12,9 @@
   of a DP-SGD step;
 * :mod:`~dpfair.fairness.group_table`: per-group metric tables (fairlearn's ``MetricFrame``) with
   bootstrap intervals over runs or test rows (:func:`group_metrics`);
+* :mod:`~dpfair.fairness.private_metric_frame`: :class:`PrivateMetricFrame`, fairlearn's ``MetricFrame`` released
+  with differential privacy (one noisy table of counts, intervals that include the noise); imported on first use,
+  so that ``import dpfair.fairness`` does not load the accountant;
 * :mod:`~dpfair.fairness.scorers`: scorers for ``GridSearchCV`` / ``cross_validate`` that receive s by
   metadata routing (:func:`error_scorer`, :func:`violation_scorer`, :func:`fairness_scorer`).
 """
@@ -68,6 +71,7 @@ __all__ = [
     "CONVENTIONS",
     "NOTIONS",
     "ConstraintGroups",
+    "PrivateMetricFrame",
     "FairScorer",
     "FairnessCoefficients",
     "MissingGroupsError",
@@ -107,3 +111,15 @@ __all__ = [
     "theil_index",
     "violation_scorer",
 ]
+
+#: Names imported on first use (``from dpfair.fairness import PrivateMetricFrame``): their modules load the privacy
+#: accountant, which the rest of the package (and ``dpfair methods``) must not pay for.
+_LAZY = {"PrivateMetricFrame": "dpfair.fairness.private_metric_frame"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

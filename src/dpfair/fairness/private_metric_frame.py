@@ -123,8 +123,8 @@ class PrivateMetricFrame:
     confidence, n_bootstrap, random_state : the intervals' level, replicates and public seed.
     sampling : whether the intervals include the sampling of rows (population value) or only the noise.
 
-    What it holds after construction: ``noisy_table_``, the released table ``[group, y, ŷ]`` (floats, before
-    clipping); ``table_``, the table the metrics read (``noisy_table_`` with negative counts clipped to 0);
+    What it holds after construction: ``n_``, the number of rows (public); ``noisy_table_``, the released table
+    ``[group, y, ŷ]`` (floats, before clipping); ``table_``, the table the metrics read (``noisy_table_`` with negative counts clipped to 0);
     ``noise_multiplier_`` and ``noise_std_``, σ and the noise std of every cell (``σ·bound``); and
     ``privacy_plan_``, ``privacy_ledger_``, ``privacy_spent_``, as on a private estimator.
     """
@@ -172,6 +172,7 @@ class PrivateMetricFrame:
         yt = _codes(y_true, self.classes_, "y_true", "classes")
         yp = _codes(y_pred, self.classes_, "y_pred", "classes")
         k, l = len(self.groups_), len(self.classes_)
+        self.n_ = n  # public, as everywhere in dpfair (the guide's privacy model)
         self.delta_ = 1.0 / n ** 2 if delta is None else float(delta)
         if not 0.0 < self.delta_ < 1.0:
             raise ValueError(f"delta must lie strictly between 0 and 1, got {delta!r}; 1/n² is a common choice")

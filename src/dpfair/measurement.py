@@ -1,0 +1,196 @@
+"""Measuring any model's fairness privately, from a file of predictions (what ``dpfair measure`` runs).
+
+A lender or a regulator holds a table with one row per person: the true label, the model's prediction (from any
+system: a CSV another tool wrote) and the person's group. :func:`measure_file` reads those three columns and
+releases every figure through one :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame`: the table
+of counts group × label × prediction is released once with Gaussian noise, on a ledger, and each rate, difference,
+ratio and interval is post-processing of it. :func:`predictions_of_model` makes the three columns from a dpfair
+model file and a table in the model's own schema (``dpfair measure --model M --data FILE``).
+
+What is public, as everywhere in dpfair (the guide's privacy model): the group list and the class list (given,
+never read off the rows at a finite ε), the number of rows, the column names, the budget and the public seed of the
+intervals' bootstrap. A file whose values fall outside the declared lists is refused (its neighbours are defined on
+the declared lists) without naming a row or a count.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from dpfair.datasets import Schema, read_table, read_with_schema
+from dpfair.fairness.private_metric_frame import PrivateMetricFrame
+from dpfair.fairness.scorers import predict_with_groups
+
+__all__ = ["DEFAULT_METRICS", "INTERVAL_TARGETS", "measure_file", "measurement_record", "predictions_of_model",
+           "read_predictions"]
+
+#: The figures ``dpfair measure`` reports when ``--metrics`` is not given (the noisy group size, and the rates
+#: behind demographic parity, equalized odds and accuracy parity).
+DEFAULT_METRICS = ("count", "selection_rate", "true_positive_rate", "false_positive_rate", "accuracy")
+
+#: What the intervals cover: ``"population"`` (the privacy noise and the sampling of the rows: the value in the
+#: population the rows were drawn from) or ``"rows"`` (the privacy noise only: the exact value on these rows).
+INTERVAL_TARGETS = ("population", "rows")
+
+
+def _as_text(column: pd.Series) -> pd.Series:
+    """A column's values as text, whole floats written as integers (``1.0`` → ``"1"``, as a CSV reader may
+    have read them), so that they match labels and groups given on the command line."""
+    if pd.api.types.is_float_dtype(column):
+        values = column.to_numpy()
+        finite = np.isfinite(values)
+        if finite.all() and np.all(values == np.round(values)):
+            return column.astype(np.int64).astype(str)
+    if pd.api.types.is_bool_dtype(column):
+        return column.map({True: "1", False: "0"})
+    return column.astype(str)
+
+
+def read_predictions(path, *, label: str, prediction: str, sensitive: str) -> pd.DataFrame:
+    """The columns ``label``, ``prediction`` and ``sensitive`` of a CSV or Parquet file, as text (columns
+    ``y_true``, ``y_pred``, ``group``). A missing column or an empty cell is one ``ValueError`` naming the column
+    (never a row or a count: the check reads private values)."""
+    columns = {"y_true": label, "y_pred": prediction, "group": sensitive}
+    frame = read_table(path, text_columns=tuple(columns.values()))
+    for role, name in columns.items():
+        if name not in frame.columns:
+            flag = {"y_true": "--label", "y_pred": "--prediction", "group": "--sensitive"}[role]
+            raise ValueError(f"{path}: no column {name!r} ({flag}); its columns: {list(frame.columns)[:20]}")
+    if len(frame) == 0:
+        raise ValueError(f"{path} has no rows; measure a file with one row per person")
+    out = {}
+    for role, name in columns.items():
+        column = frame[name]
+        if column.isna().any():
+            raise ValueError(f"{path}: column {name!r} has empty cells; fill or drop those rows first (a measurement "
+                             "needs every person's label, prediction and group)")
+        out[role] = _as_text(column).to_numpy(dtype=object)
+    return pd.DataFrame(out)
+
+
+def _public_list(values, name: str, flag: str) -> list[str]:
+    items = [str(v).strip() for v in values]
+    if not items or any(not v for v in items):
+        raise ValueError(f"{flag} must list at least one value, comma-separated, got {name}={values!r}")
+    if len(set(items)) != len(items):
+        raise ValueError(f"{flag} lists a value twice ({', '.join(items)}); list each once")
+    return items
+
+
+def _classes(classes, positive, rows: pd.DataFrame) -> list[str]:
+    """The public class list with the positive class last. Left out: ``0, 1`` when every label and prediction is 0
+    or 1 (a check of the rows against a public default, not a list read off them)."""
+    if classes is None:
+        seen = set(rows["y_true"]) | set(rows["y_pred"])
+        if not seen <= {"0", "1"}:
+            raise ValueError("the labels are not 0/1: declare them with --classes NEG,POS (the public list of labels; "
+                             "the positive class last, or name it with --positive)")
+        classes = ["0", "1"]
+    classes = _public_list(classes, "classes", "--classes")
+    if len(classes) < 2:
+        raise ValueError(f"--classes needs at least two labels, got {', '.join(classes)}")
+    if positive is not None:
+        positive = str(positive)
+        if positive not in classes:
+            raise ValueError(f"--positive {positive!r} is not one of --classes {', '.join(classes)}")
+        classes = [c for c in classes if c != positive] + [positive]
+    return classes
+
+
+def measure_file(path, *, label: str, prediction: str, sensitive: str, epsilon: float, groups=None, classes=None,
+                 positive=None, metrics=DEFAULT_METRICS, delta: float | None = None,
+                 privacy_unit: str = "sensitive", accountant: str = "pld", confidence: float = 0.95,
+                 n_bootstrap: int = 1000, random_state=None, intervals: str = "population") -> PrivateMetricFrame:
+    """The private metric frame of the predictions in ``path`` (:func:`read_predictions`).
+
+    ``groups``: the public group list (required at a finite ``epsilon``); ``classes``: the public label list
+    (default ``0, 1`` when the labels are 0/1), ``positive`` names the positive class (default: the last).
+    ``intervals``: one of :data:`INTERVAL_TARGETS`. The other arguments are the frame's.
+    """
+    if intervals not in INTERVAL_TARGETS:
+        raise ValueError(f"intervals must be one of {', '.join(INTERVAL_TARGETS)}, got {intervals!r}")
+    rows = read_predictions(path, label=label, prediction=prediction, sensitive=sensitive)
+    if groups is None:
+        if math.isfinite(float(epsilon)):
+            raise ValueError("declare the groups with --groups A,B,... (the list of groups is public, not read off "
+                             "the rows; every group the column may hold)")
+        groups = sorted(set(rows["group"]))
+    groups = _public_list(groups, "groups", "--groups")
+    classes = _classes(classes, positive, rows)
+    return PrivateMetricFrame(list(metrics), rows["y_true"].to_numpy(), rows["y_pred"].to_numpy(),
+                              rows["group"].to_numpy(), groups=groups, classes=classes, epsilon=epsilon,
+                              delta=delta, privacy_unit=privacy_unit, accountant=accountant, confidence=confidence,
+                              n_bootstrap=n_bootstrap, random_state=random_state,
+                              sampling=intervals == "population")
+
+
+def predictions_of_model(estimator, schema, data_path) -> dict:
+    """``{"y_true", "y_pred", "group", "groups", "classes"}`` of a fitted dpfair estimator on the rows of
+    ``data_path`` read through ``schema`` (the model's, a :class:`~dpfair.datasets.Schema` or its dict): labels,
+    predictions and groups as the schema's names, and its declared (public) group and class lists."""
+    schema = schema if isinstance(schema, Schema) else Schema.from_dict(schema, where="the model's schema")
+    frame = read_with_schema(data_path, schema)
+    for role in ("label", "sensitive"):
+        if getattr(schema, role) not in frame.columns:
+            raise ValueError(f"{data_path}: no {role} column {getattr(schema, role)!r}; measuring needs each "
+                             "person's label and group")
+    if len(frame) == 0:
+        raise ValueError(f"{data_path} has no rows; measure a file with one row per person")
+    X = schema.transform(frame, str(data_path), strict=True)
+    if estimator.n_features_in_ != X.shape[1]:
+        raise ValueError(f"the model was fitted on {estimator.n_features_in_} features but its schema gives "
+                         f"{X.shape[1]} for {data_path}; the model file is damaged: train it again")
+    s = schema.codes(frame, "sensitive", str(data_path))
+    y = schema.codes(frame, "label", str(data_path))
+    predicted = np.asarray(predict_with_groups(estimator, X, s)).astype(np.int64)
+    classes = np.asarray(schema.classes, dtype=object)
+    groups = np.asarray(schema.groups, dtype=object)
+    return {"y_true": classes[y], "y_pred": classes[predicted], "group": groups[s],
+            "groups": list(schema.groups), "classes": list(schema.classes)}
+
+
+def _interval(low, high) -> list[float | None]:
+    return [None if not np.isfinite(v) else float(v) for v in (low, high)]
+
+
+def measurement_record(frame: PrivateMetricFrame) -> dict:
+    """Everything a measurement publishes, as JSON-ready values: the released figures with their intervals and
+    flags, the budget spent and the ledger. All of it is post-processing of the one release (or public)."""
+    by_group, bounds, flags = frame.by_group, frame.intervals, frame.flags
+    groups = {}
+    for g in by_group.index:
+        groups[str(g)] = {m: {"value": _float(by_group.loc[g, m]),
+                              "interval": _interval(bounds.loc[g, (m, "low")], bounds.loc[g, (m, "high")]),
+                              "flagged": bool(flags.loc[g, m])} for m in frame.metrics}
+    overall, overall_iv = frame.overall, frame.overall_interval()
+    difference, difference_iv, ratio = frame.difference(), frame.difference_interval(), frame.ratio()
+    between = {m: {"overall": _float(overall[m]), "overall_interval": _interval(*overall_iv.loc[m]),
+                   "difference": _float(difference[m]), "difference_interval": _interval(*difference_iv.loc[m]),
+                   "ratio": _float(ratio[m])} for m in frame.metrics}
+    eps, delta = frame.privacy_spent_
+    record = {"metrics": list(frame.metrics), "groups": [str(g) for g in frame.groups_],
+              "classes": [str(c) for c in frame.classes_], "positive_class": str(frame.classes_[-1]),
+              "by_group": groups, "aggregates": between,
+              "interval": {"confidence": frame.confidence,
+                           "target": "population" if frame.sampling else "rows",
+                           "method": "parametric bootstrap of the released table: fresh noise of the release's "
+                                     "std on every cell" + (" and the rows redrawn per group (multinomial)"
+                                                            if frame.sampling else ""),
+                           "replicates": frame.n_bootstrap},
+              "epsilon": eps, "delta": delta, "privacy_unit": frame.privacy_unit,
+              "noise_multiplier": frame.noise_multiplier_, "noise_std": frame.noise_std_,
+              "privacy_ledger": frame.privacy_ledger_.to_records()}
+    if {"selection_rate"} <= set(frame.metrics):
+        record["demographic_parity_difference"] = {"value": _float(frame.demographic_parity_difference),
+                                                   "interval": _interval(*frame.demographic_parity_interval())}
+    if {"true_positive_rate", "false_positive_rate"} <= set(frame.metrics):
+        record["equalized_odds_difference"] = {"value": _float(frame.equalized_odds_difference)}
+    return record
+
+
+def _float(value) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None

@@ -1,0 +1,152 @@
+"""Issue 30: `dpfair measure`: the private fairness table of a file of predictions from any system, in one command."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpfair.cli import main
+
+
+@pytest.fixture(scope="module")
+def predictions(tmp_path_factory):
+    """Predictions another system wrote: string labels and groups (one small group), not a built-in data set."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    region = rng.choice(["north", "south", "east", "islands"], n, p=[0.45, 0.35, 0.19, 0.01])
+    approved = rng.random(n) < np.where(region == "north", 0.5, 0.35)
+    predicted = np.where(rng.random(n) < 0.85, approved, ~approved)
+    frame = pd.DataFrame({"applicant": np.arange(n), "region": region,
+                          "approved": np.where(approved, "yes", "no"), "score_label": np.where(predicted, "yes", "no")})
+    folder = tmp_path_factory.mktemp("measure")
+    frame.to_csv(folder / "decisions.csv", index=False)
+    return folder
+
+
+def _cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+BASE = ("measure", "--label", "approved", "--prediction", "score_label", "--sensitive", "region",
+        "--classes", "no,yes", "--bootstrap", "200", "--quiet")
+GROUPS = ("--groups", "north,south,east,islands")
+
+
+def _exact(folder):
+    frame = pd.read_csv(folder / "decisions.csv")
+    y, p = frame["approved"] == "yes", frame["score_label"] == "yes"
+    return {g: {"selection_rate": p[frame.region == g].mean(),
+                "true_positive_rate": p[(frame.region == g) & y].mean(),
+                "count": int((frame.region == g).sum())} for g in ["north", "south", "east", "islands"]}
+
+
+def test_measure_prints_the_table_and_writes_the_figures_and_the_ledger(predictions, capsys):
+    out_file = predictions / "m.json"
+    code, out, err = _cli(capsys, *BASE, *GROUPS, "--predictions", predictions / "decisions.csv", "--epsilon", "1",
+                          "--seed", "0", "--out", out_file)
+    assert code == 0, err
+    assert "released with ε = " in out and "each person's region" in out
+    for line in ("north", "south", "east", "islands", "everyone", "difference", "ratio",
+                 "demographic parity difference", "equalized odds difference"):
+        assert line in out
+    result = json.loads(out_file.read_text())
+    assert result["command"] == "measure" and result["n"] == 4000 and result["positive_class"] == "yes"
+    assert 0.9 < result["epsilon"] <= 1.0 and result["delta"] == pytest.approx(1 / 4000 ** 2)
+    assert result["privacy_unit"] == "sensitive"
+    assert [r["label"] for r in result["privacy_ledger"]]  # the release is on the ledger
+    assert all(r["noise_multiplier"] > 0 for r in result["privacy_ledger"])
+    # the tiny group (≈ 40 people) is flagged for its rates, and the printed table says so
+    assert result["by_group"]["islands"]["true_positive_rate"]["flagged"]
+    assert "! too few people" in out and "islands" in out.split("! too few people")[1]
+    # the released figures are noisy, not the exact ones, and near them
+    exact = _exact(predictions)
+    for g, figures in exact.items():
+        released = result["by_group"][g]["count"]["value"]
+        assert released != figures["count"]
+        assert abs(released - figures["count"]) < 6 * result["noise_std"] * 2  # ≤ 6 std of a sum of ≤ 4 cells
+    north = result["by_group"]["north"]["selection_rate"]
+    assert abs(north["value"] - exact["north"]["selection_rate"]) < 0.03
+    lo, hi = result["demographic_parity_difference"]["interval"]
+    assert lo <= result["demographic_parity_difference"]["value"] <= hi
+
+
+def test_at_infinite_epsilon_the_figures_are_exact_and_say_so(predictions, capsys):
+    code, out, err = _cli(capsys, *BASE, "--predictions", predictions / "decisions.csv", "--epsilon", "inf",
+                          "--out", predictions / "exact.json")
+    assert code == 0, err
+    assert "NOT private" in out
+    result = json.loads((predictions / "exact.json").read_text())
+    assert result["epsilon"] is None  # JSON has no infinity: ε = ∞ (no privacy) is null
+    exact = _exact(predictions)
+    for g, figures in exact.items():
+        for m in ("selection_rate", "true_positive_rate"):
+            assert result["by_group"][g][m]["value"] == pytest.approx(figures[m], abs=1e-12)
+        assert result["by_group"][g]["count"]["value"] == figures["count"]
+
+
+def test_a_result_is_never_replaced_unasked(predictions, capsys):
+    out_file = predictions / "kept.json"
+    out_file.write_text("{}")
+    code, _, err = _cli(capsys, *BASE, *GROUPS, "--predictions", predictions / "decisions.csv", "--epsilon", "1",
+                        "--out", out_file)
+    assert code == 2 and "already exists" in err and out_file.read_text() == "{}"
+    code, _, err = _cli(capsys, *BASE, *GROUPS, "--predictions", predictions / "decisions.csv", "--epsilon", "1",
+                        "--out", out_file, "--overwrite")
+    assert code == 0, err and json.loads(out_file.read_text())["command"] == "measure"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--epsilon", "1"), "declare the groups with --groups"),
+    (("--epsilon", "1", "--groups", "north,south"), "outside groups"),
+    (("--epsilon", "1", "--groups", "north,south,north"), "lists a value twice"),
+    (("--epsilon", "0", *GROUPS), "--epsilon must be > 0"),
+    (("--epsilon", "1", *GROUPS, "--metrics", "selection_rate,parity"), "unknown metric 'parity'"),
+    (("--epsilon", "1", *GROUPS, "--positive", "maybe"), "--positive 'maybe' is not one of"),
+])
+def test_bad_input_is_one_line_naming_the_fix(predictions, capsys, argv, message):
+    code, out, err = _cli(capsys, *BASE, "--predictions", predictions / "decisions.csv", *argv,
+                          "--out", predictions / "bad.json")
+    assert code == 2 and message in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not (predictions / "bad.json").exists()
+
+
+def test_unknown_columns_and_undeclared_labels_are_refused(predictions, capsys):
+    code, _, err = _cli(capsys, "measure", "--predictions", predictions / "decisions.csv", "--label", "approved",
+                        "--prediction", "decision", "--sensitive", "region", *GROUPS, "--epsilon", "1")
+    assert code == 2 and "no column 'decision' (--prediction)" in err
+    code, _, err = _cli(capsys, "measure", "--predictions", predictions / "decisions.csv", "--label", "approved",
+                        "--prediction", "score_label", "--sensitive", "region", *GROUPS, "--epsilon", "1")
+    assert code == 2 and "declare them with --classes" in err
+    code, _, err = _cli(capsys, "measure", "--predictions", predictions / "decisions.csv", "--model", "m.pt",
+                        "--epsilon", "1")
+    assert code == 2 and "name the rows once" in err
+
+
+def test_measure_a_model_trained_on_a_users_table(tmp_path, capsys):
+    """`--model M --data FILE`: the model predicts the rows first; the schema's groups and classes are used."""
+    rng = np.random.default_rng(1)
+    n = 2000
+    region = rng.choice(["a", "b", "c"], n)
+    x = rng.normal(size=n)
+    y = np.where(rng.random(n) < 1 / (1 + np.exp(-2 * x - 0.5 * (region == "a"))), "good", "bad")
+    pd.DataFrame({"x": x, "region": region, "outcome": y}).to_csv(tmp_path / "t.csv", index=False)
+    code, toml, err = _cli(capsys, "schema", tmp_path / "t.csv", "--label", "outcome", "--sensitive", "region")
+    (tmp_path / "schema.toml").write_text(toml)
+    code, _, err = _cli(capsys, "train", "--data", tmp_path / "t.csv", "--schema", tmp_path / "schema.toml",
+                        "--method", "erm", "--quiet", "--out", tmp_path / "r.json")
+    assert code == 0, err
+    code, out, err = _cli(capsys, "measure", "--model", tmp_path / "r.pt", "--data", tmp_path / "t.csv",
+                          "--epsilon", "2", "--bootstrap", "100", "--quiet", "--out", tmp_path / "m.json")
+    assert code == 0, err
+    result = json.loads((tmp_path / "m.json").read_text())
+    assert result["groups"] == ["a", "b", "c"] and result["classes"] == ["bad", "good"]
+    assert result["model"].endswith("r.pt") and result["n"] == n and result["epsilon"] <= 2.0
+    code, _, err = _cli(capsys, "measure", "--model", tmp_path / "r.pt", "--data", tmp_path / "t.csv",
+                        "--groups", "a,b", "--epsilon", "2")
+    assert code == 2 and "drop --groups" in err
