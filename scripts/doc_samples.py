@@ -56,6 +56,7 @@ _COMPAS = "dpfair train --dataset compas --method dp-postprocess --quiet --out c
 SAMPLES = (
     Sample("train", README, "dpfair train"),
     Sample("methods", CLI, "dpfair methods"),
+    Sample("train-eval", CLI, "dpfair train --method erm --eval-epsilon 1 --quiet --out adult-erm.json"),
     Sample("accountant-epsilon", CLI,
            "dpfair accountant --noise 1 --sampling-rate 0.03 --steps 6600 --delta 1e-9 --unit sensitive"),
     Sample("accountant-noise", CLI,
@@ -70,6 +71,7 @@ SAMPLES = (
            slow=True),
     Sample("audit", AUDITS, "dpfair audit --method dp-fermi --dataset adult --epsilon 1 --quiet", slow=True),
     Sample("audit-release", AUDITS, "dpfair audit release --mechanism gaussian --epsilon 1 --quiet"),
+    Sample("audit-measurement", AUDITS, "dpfair audit measurement --epsilon 1 --quiet", slow=True),
     Sample("certify", AUDITS, "dpfair certify --dataset celeba --epsilon 1 --seed 42 --option encoding=pm1 --option "
                               "test_size=0.1 --quiet", slow=True),
 )

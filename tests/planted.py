@@ -18,7 +18,12 @@ documented seam of the production code (``unittest.mock.patch.object``) for the 
   neighbouring data sets share their noise and their difference reveals the data;
 * ``"unreleased_scores"``: :meth:`dpfair.private_search.SelectionScore.value` records each exact score it computes and
   :func:`dpfair.private_search.best_released` returns the run with the best exact validation score instead of the best
-  released (noisy) one (the scores are still released and recorded), so which run wins reveals the validation part.
+  released (noisy) one (the scores are still released and recorded), so which run wins reveals the validation part;
+* ``"unnoised_counts"``: :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame`'s release of its
+  tables (:meth:`~dpfair.privacy.Release.noisy_sum` of the :class:`~dpfair.privacy.Release` the measurement modules,
+  ``dpfair.fairness.*``, bind: every part its ``privacy_plan_`` lists) draws and records its noise, then returns
+  the exact counts, so every figure the frame publishes is the exact figure of the private table (it patches the
+  measurement's release wherever it lies, whatever its parts are named; DP-FERMI's counts stay noisy).
 
 The ledger and ``privacy_spent_`` do not change: that is what makes these bugs silent. Entering the block warns
 (:class:`~dpfair.exceptions.PrivacyLeakWarning`) that the guarantees printed inside are void. A patch is global
@@ -47,7 +52,7 @@ from dpfair.exceptions import PrivacyLeakWarning
 
 __all__ = ["BUGS", "active", "planted_bug"]
 
-BUGS = ("halve_noise", "skip_clipping", "private_proportions", "reuse_seed", "unreleased_scores")
+BUGS = ("halve_noise", "skip_clipping", "private_proportions", "reuse_seed", "unreleased_scores", "unnoised_counts")
 
 #: The bugs planted now (a bug planted again inside its own block is not patched twice).
 _ACTIVE: list[str] = []
@@ -140,9 +145,27 @@ def _unreleased_scores(stack: ExitStack) -> None:
     _everywhere(stack, selection, "best_released", best_exact)
 
 
+def _unnoised_counts(stack: ExitStack) -> None:
+    import dpfair.fairness.private_metric_frame  # noqa: F401  (loaded before its binding is patched)
+    from dpfair.privacy import Release
+
+    class ExactRelease(Release):
+        """A release of the measurement: noise drawn and recorded, as the correct code does, then dropped."""
+
+        def noisy_sum(self, total, bound=1.0, *, scale=None):
+            super().noisy_sum(total, bound, scale=scale)
+            return total
+
+    # the seam: `Release` as the measurement modules (dpfair.fairness) bind it; DP-FERMI's, the searches' and
+    # every other layer's releases keep theirs
+    for mod_name, mod in list(sys.modules.items()):
+        if mod_name.startswith("dpfair.fairness.") and vars(mod).get("Release") is Release:
+            stack.enter_context(mock.patch.object(mod, "Release", ExactRelease))
+
+
 _PATCHES = {"halve_noise": _halve_noise, "skip_clipping": _skip_clipping,
             "private_proportions": _private_proportions, "reuse_seed": _reuse_seed,
-            "unreleased_scores": _unreleased_scores}
+            "unreleased_scores": _unreleased_scores, "unnoised_counts": _unnoised_counts}
 
 
 @contextmanager

@@ -16,8 +16,9 @@ every notion, how far its fairness can lie from the non-private optimum's.
 half of the data set's train part and runs membership inference attacks
 against it (:mod:`dpfair.audit.membership`): an empirical evaluation, not a
 guarantee, and its output says so. ``dpfair audit`` proves a lower bound on ε by a distinguishing game
-over many fits (:mod:`dpfair.audit.games`), ``dpfair audit release`` the same for one noise primitive;
-both exit with status 1 when the bound is above the claim.
+over many fits (:mod:`dpfair.audit.games`), ``dpfair audit release`` the same for one noise primitive,
+``dpfair audit measurement`` for the private measurement (many releases of a PrivateMetricFrame); all three
+exit with status 1 when the bound is above the claim.
 Every failure a user can cause prints one line ``dpfair: error: ...`` and
 exits with status 2; nothing already on disk is overwritten unless asked.
 """
@@ -449,20 +450,90 @@ def _target_text(est) -> str:
     return "; target: " + ", ".join([target["notion"].replace("_", " "), *strength])
 
 
+#: The label of the figures by group of an evaluation without ``--eval-epsilon``.
+DIAGNOSTIC_LABEL = "non-private diagnostics of the test people (exact; not covered by ε; --eval-epsilon releases them)"
+
+
 def _evaluation_rows(evaluation: dict) -> list[tuple[str, str]]:
-    """The printed lines of :func:`dpfair.experiments.evaluate`'s result."""
-    rows = [("test error", f"{evaluation['error']:.4f}")]
-    rows += [(f"{k.replace('_', ' ')} violation", f"{v:.4f}") for k, v in evaluation["fairness"].items()]
-    rows += [(f"accuracy, {g}", f"{a:.4f}") for g, a in evaluation["per_group_accuracy"].items()]
+    """The printed lines of :func:`dpfair.experiments.evaluate`'s result: the figures, then what they are (released
+    privately: each with its interval, a flagged group marked; else labelled non-private diagnostics)."""
+    ev = evaluation.get("evaluation", {})
+    private = ev.get("private", False)
+    intervals = ev.get("intervals", {}) if private else {}
+    flagged = set(ev.get("flags", {}).get("accuracy", [])) if private else set()
+
+    def figure(value, interval=None, flag=False) -> str:
+        text = f"{value:.4f}"
+        if interval is not None:
+            text += f"  [{interval[0]:.4f}, {interval[1]:.4f}]"
+        return text + ("  (too few people: not confident)" if flag else "")
+
+    rows = [("test error", figure(evaluation["error"], intervals.get("error")))]
+    notions = set(ev.get("flags", {}).get("notions", [])) if private else set()
+    rows += [(f"{k.replace('_', ' ')} violation", figure(v, intervals.get("fairness", {}).get(k), k in notions))
+             for k, v in evaluation["fairness"].items()]
+    rows += [(f"accuracy, {g}", figure(a, intervals.get("per_group_accuracy", {}).get(g), g in flagged))
+             for g, a in evaluation["per_group_accuracy"].items()]
     rows += [(label, f"{evaluation['accuracy_inequality'][k]:.4f}") for k, label in INDEX_LABELS.items()]
+    if private:
+        rows += [("figures by group", "released once at the evaluation ε below (PrivateMetricFrame); [95 % interval]")]
+    else:
+        rows += [("figures by group", DIAGNOSTIC_LABEL)]
     return rows
 
 
-def cmd_train(args) -> int:
+def _evaluation_privacy_rows(evaluation: dict) -> list[tuple[str, str]]:
+    """The evaluation's own privacy line (``--eval-epsilon``), printed apart from the fit's ε: the test people are
+    not the training people, so each person is covered by one of the two (their ε is the larger, not the sum)."""
+    ev = evaluation.get("evaluation", {})
+    if not ev.get("private", False):
+        return []
+    return [("evaluation", f"ε = {ev['epsilon']:.6g}, δ = {ev['delta']:.3g}, {ev['unit']} unit (the test people, "
+                           "disjoint from the training people: each person is covered by one ε, not their sum)")]
+
+
+def _evaluation_record(evaluation: dict) -> dict:
+    """The result JSON's ``evaluation`` key: what the test figures are (and, released privately, their ε, δ,
+    unit, ledger, intervals and flags)."""
+    ev = dict(evaluation.get("evaluation", {"private": False}))
+    if ev.get("private"):
+        ev["composition"] = ("the evaluation's ledger covers the test people, the fit's ledger the training people: "
+                             "disjoint parts, so each person's ε is that of the one ledger covering them (not the sum)")
+    return ev
+
+
+def _check_eval_args(args) -> None:
+    """``--eval-epsilon`` / ``--eval-delta`` checked before any data is loaded."""
+    from dpfair.validation import check_epsilon
+
+    if getattr(args, "eval_epsilon", None) is not None:
+        check_epsilon(args.eval_epsilon, "--eval-epsilon", budget=True)
+    if getattr(args, "eval_delta", None) is not None:
+        if getattr(args, "eval_epsilon", None) is None:
+            raise ValueError("--eval-delta sets the private evaluation's δ: give --eval-epsilon too, or drop it")
+        if not 0.0 < args.eval_delta < 1.0:
+            raise ValueError(f"--eval-delta must lie strictly between 0 and 1, got {args.eval_delta:g}; 1/n² of the "
+                             "test part is the default")
+
+
+def _evaluate(est, X, y, s, group_names, args) -> dict:
+    """:func:`dpfair.experiments.evaluate` of the command's test rows: released privately at ``--eval-epsilon``
+    under the model's privacy unit (the declared groups: ``group_names``), else exact and labelled."""
     from dpfair.experiments import evaluate
+
+    eps = getattr(args, "eval_epsilon", None)
+    if eps is None:
+        return evaluate(est, X, y, s, group_names)
+    unit = getattr(est, "privacy_unit_", None)
+    return evaluate(est, X, y, s, group_names, epsilon=eps, delta=getattr(args, "eval_delta", None),
+                    privacy_unit="sensitive" if unit is None else unit.value)
+
+
+def cmd_train(args) -> int:
     from dpfair.privacy import reproducible_noise
 
     _check_run_args(args)
+    _check_eval_args(args)
     spec = _estimator_spec(args)
     out, model_path = _output_paths(args)
     data, options = _load_data(args)
@@ -472,7 +543,7 @@ def cmd_train(args) -> int:
     with noise:
         est.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
     seconds = time.perf_counter() - t0
-    evaluation = evaluate(est, data.X_test, data.y_test, data.s_test, data.group_names)
+    evaluation = _evaluate(est, data.X_test, data.y_test, data.s_test, data.group_names, args)
     eps, delta = est.privacy_spent_
     record = _run_record(args, est, data, options, "train")
     result = {
@@ -489,6 +560,7 @@ def cmd_train(args) -> int:
         "privacy_guarantee": est.privacy_guarantee_,
         "noise_multiplier": getattr(est, "noise_multiplier_", None),
         "privacy_ledger": est.privacy_ledger_.to_records(),
+        "evaluation": _evaluation_record(evaluation),
         "fit_seconds": seconds,
         "model_file": model_path.name,
     }
@@ -497,7 +569,7 @@ def cmd_train(args) -> int:
 
     print(f"{args.method} on {data.name} (sensitive: {data.sensitive}, groups: {', '.join(data.group_names)}"
           f"{_target_text(est)})")
-    rows = _evaluation_rows(evaluation) + _privacy_rows(est)
+    rows = _evaluation_rows(evaluation) + _privacy_rows(est) + _evaluation_privacy_rows(evaluation)
     rows += [("fit time", f"{seconds:.1f} s"), ("result", str(out)), ("model", str(model_path))]
     _print_table(rows)
     return 0
@@ -538,10 +610,10 @@ def _validation_size_arg(text: str):
 
 
 def cmd_tune(args) -> int:
-    from dpfair.experiments import evaluate
     from dpfair.private_search import PrivateSearch
 
     _check_run_args(args)
+    _check_eval_args(args)
     if args.lam is not None:
         raise ValueError("--lam fixes λ, which the search tunes: drop it (give the candidates with --grid lam=...)")
     if not args.max_error_increase >= 0:
@@ -565,7 +637,7 @@ def cmd_tune(args) -> int:
     # no duration is published: a search's time grows with its secret number of runs (the guide's command-line page, "dpfair tune")
     search.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
     best = search.best_estimator_
-    evaluation = evaluate(best, data.X_test, data.y_test, data.s_test, data.group_names)
+    evaluation = _evaluate(best, data.X_test, data.y_test, data.s_test, data.group_names, args)
     eps, delta = best.privacy_spent_
     record = _run_record(args, best, data, options, "tune")
     result = {
@@ -586,6 +658,7 @@ def cmd_tune(args) -> int:
         "per_model_epsilon": best.selection_["per_model_epsilon"],
         "privacy_guarantee": best.privacy_guarantee_,
         "privacy_ledger": best.privacy_ledger_.to_records(),
+        "evaluation": _evaluation_record(evaluation),
         "selection": best.selection_,
         "model_file": model_path.name,
     }
@@ -608,6 +681,7 @@ def cmd_tune(args) -> int:
                                   f"{selection['score']['reference_error']:.4f} + {args.max_error_increase:g})"))]
     rows += _evaluation_rows(evaluation) + _privacy_rows(best)
     rows += [(f"  {e['label'][:60]}", f"×{e['count']}") for e in best.privacy_ledger_.to_records()]
+    rows += _evaluation_privacy_rows(evaluation)
     rows += [("per-model ε", f"{selection['per_model_epsilon']:.4f}"), ("result", str(out)),
              ("model", str(model_path))]
     _print_table(rows)
@@ -760,8 +834,10 @@ AUDIT_POWER = ("What the game catches (planted bugs, measured through this comma
                "proportions at 200 runs. Halved noise only on dp-postprocess's Laplace counts, and not reliably (1 "
                "audit in 10 at 400 runs, 5 in 10 at 1000); never on a Gaussian release (output-perturbation, "
                "dp-sgd, dp-fermi: bound 0 at 1000 runs; even the ideal test needs about 40,000 runs). `dpfair audit "
-               "release` audits the noise primitive itself with 400,000 releases and catches halved noise. Exit "
-               "status 1 when the lower bound is above the claim, 0 otherwise.")
+               "release` audits the noise primitive itself with 400,000 releases and catches halved noise; `dpfair "
+               "audit measurement` audits the private measurement (PrivateMetricFrame) and catches its counts "
+               "released without noise at 200 releases. Exit status 1 when the lower bound is above the claim, 0 "
+               "otherwise.")
 
 
 def cmd_audit_epsilon(args) -> int:
@@ -858,6 +934,63 @@ def cmd_audit_release(args) -> int:
     name = args.mechanism.replace("-", " ")
     return _print_audit(f"privacy audit of the {name} release ({summary['runs']:,} releases; release primitive, "
                         f"unit {summary['unit']})", summary, args.confidence, summary["seconds"], out)
+
+
+def cmd_audit_measurement(args) -> int:
+    from sklearn.linear_model import LogisticRegression
+
+    from dpfair.audit.games import MEASUREMENT_METRICS, audit_measurement
+
+    if not args.epsilon > 0:
+        raise ValueError(f"--epsilon must be > 0, got {args.epsilon}; smaller epsilon means more privacy")
+    if args.delta is not None and not 0.0 < args.delta < 1.0:
+        raise ValueError(f"--delta must lie strictly between 0 and 1, got {args.delta}")
+    if args.releases < 8:
+        raise ValueError(f"--releases must be >= 8 (hundreds for a meaningful bound), got {args.releases}")
+    if not 0.0 < args.confidence < 1.0:
+        raise ValueError(f"--confidence must be in (0, 1), got {args.confidence}")
+    if args.rows < 0:
+        raise ValueError(f"--rows must be >= 0 (0: the whole test part), got {args.rows}")
+    metrics = list(MEASUREMENT_METRICS) if args.metrics is None else [m.strip() for m in args.metrics.split(",")
+                                                                      if m.strip()]
+    if args.out is None:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = Path("dpfair-runs") / f"{args.dataset}-measurement-audit-seed{args.seed}-{stamp}.json"
+    else:
+        out = Path(args.out)
+    (out,) = _writable(out, ".json", args.overwrite or args.out is None)  # a stamped name: see _result_path
+    data, options = _load_data(args)
+    # the table audited: the test part's people, with the predictions of a model the auditor fits on (a public
+    # random subset of 5,000 rows of) the train part: any model will do, the guarantee holds for every table;
+    # --rows: a public random subset of the people
+    rng = np.random.default_rng(args.seed)
+    fit = rng.permutation(len(data.y_train))[:5000]
+    model = LogisticRegression(max_iter=1000).fit(data.X_train[fit], data.y_train[fit])
+    y, s, y_pred = data.y_test, data.s_test, model.predict(data.X_test)
+    if args.rows and args.rows < len(y):
+        keep = np.sort(rng.choice(len(y), size=args.rows, replace=False))
+        y, s, y_pred = y[keep], s[keep], y_pred[keep]
+    report = audit_measurement(y, y_pred, s, groups=range(data.n_groups), classes=range(data.n_classes),
+                               epsilon=args.epsilon, delta=args.delta, unit=args.unit, releases=args.releases,
+                               metrics=metrics, accountant=args.accountant, confidence=args.confidence,
+                               random_state=args.seed, verbose=not args.quiet)
+    summary = {**report.to_dict(), "audit": "measurement"}
+    summary.pop("method")
+    canary = dict(summary["canary"])
+    for key in ("from_group", "to_group", "group"):  # the public group names beside their codes
+        if key in canary:
+            canary[f"{key}_name"] = data.group_names[canary[key]]
+    summary["canary"] = canary
+    result = {"dpfair_version": __version__, "command": "audit measurement", "dataset": data.name,
+              "options": options, "sensitive": data.sensitive, "seed": args.seed, "rows": int(len(y)),
+              "predictions": "logistic regression fitted on 5,000 rows of the train part (auditor-side, not "
+                             "private)",
+              "metrics": metrics, "epsilon_target": args.epsilon, "accountant": args.accountant,
+              "note": AUDIT_NOTE, **summary}
+    (out,) = _write_result(args, out, result)
+    return _print_audit(f"privacy audit of PrivateMetricFrame on {data.name} ({len(y):,} rows, {summary['runs']:,} "
+                        f"releases; measurement, unit {summary['unit']})", summary, args.confidence,
+                        summary["seconds"], out)
 
 
 def _privacy_rows_of(eps: float, delta: float, guarantee: str | None) -> list[tuple[str, str]]:
@@ -1052,10 +1185,13 @@ def cmd_info(args) -> int:
 
 
 def cmd_predict(args) -> int:
-    from dpfair.experiments import evaluate
     from dpfair.fairness import predict_with_groups
     from dpfair.persistence import load_provenance
 
+    _check_eval_args(args)
+    if args.eval_epsilon is not None and args.part == "train":
+        raise ValueError("--eval-epsilon releases figures of people apart from the training people; --part train "
+                         "re-reads the training people themselves (a use the model's ε does not cover): drop one")
     out = _writable(Path(args.out), ".csv", args.overwrite)[0] if args.out else None
     if args.input is not None:
         given = [f for f, v in (("--dataset", args.dataset), ("--option", args.option), ("--seed", args.seed),
@@ -1080,7 +1216,7 @@ def cmd_predict(args) -> int:
     data, _ = _load_data(from_model)
     X, y, s = {"test": data.test, "train": data.train}[args.part]
     _check_model_fits(est, args.model, data)
-    evaluation = evaluate(est, X, y, s, data.group_names)
+    evaluation = _evaluate(est, X, y, s, data.group_names, args)
     if out is not None:
         import pandas as pd
 
@@ -1095,7 +1231,7 @@ def cmd_predict(args) -> int:
           f"({evaluation['n']:,} rows; sensitive: {data.sensitive}{_target_text(est)})")
     rows = _evaluation_rows(evaluation)
     rows[0] = (f"{args.part} error", rows[0][1])
-    rows += [("epsilon of the model", f"{est.privacy_spent_[0]:.6g}")]
+    rows += [("epsilon of the model", f"{est.privacy_spent_[0]:.6g}")] + _evaluation_privacy_rows(evaluation)
     if out is not None:
         rows += [("predictions", str(out))]
     _print_table(rows)
@@ -1106,7 +1242,6 @@ def _predict_input(args, est, provenance: dict, out: Path | None) -> int:
     """``dpfair predict MODEL --input FILE``: score the rows of a file with the public schema the model was trained
     with (columns by name; a missing or unknown column is one error), and evaluate where the file holds labels."""
     from dpfair.datasets import Schema, read_with_schema
-    from dpfair.experiments import evaluate
     from dpfair.fairness import predict_with_groups
 
     if provenance.get("schema") is None:
@@ -1124,6 +1259,9 @@ def _predict_input(args, est, provenance: dict, out: Path | None) -> int:
         raise ValueError(f"{_method_name(est)} reads the group at prediction time: {args.input} needs the column "
                          f"{schema.sensitive!r}")
     y = schema.codes(frame, "label", str(args.input)) if schema.label in frame.columns else None
+    if args.eval_epsilon is not None and (y is None or s is None):
+        raise ValueError(f"--eval-epsilon releases the fairness figures of labelled rows: {args.input} has no "
+                         f"{schema.label if y is None else schema.sensitive!r} column; drop --eval-epsilon")
     classes = np.asarray(schema.classes, dtype=object)
     predicted = np.asarray(predict_with_groups(est, X, s)).astype(np.int64)
     proba = predict_with_groups(est, X, s, "predict_proba")
@@ -1141,14 +1279,13 @@ def _predict_input(args, est, provenance: dict, out: Path | None) -> int:
     print(f"{_method_name(est)} model {args.model} on {args.input} ({len(X):,} rows{_target_text(est)})")
     counts = np.bincount(predicted, minlength=len(classes))
     rows = [("predicted", ", ".join(f"{c}: {n:,}" for c, n in zip(classes, counts)))]
+    evaluation = {}
     if y is not None and s is not None:
-        evaluation = evaluate(est, X, y, s, list(schema.groups))
+        evaluation = _evaluate(est, X, y, s, list(schema.groups), args)
         rows += [("error" if label == "test error" else label, value) for label, value in _evaluation_rows(evaluation)]
-        rows += [("note", "the figures by group read the input's groups exactly: a non-private diagnostic, "
-                          "covered by no ε")]
     elif y is not None:
         rows += [("error", f"{float(np.mean(predicted != y)):.4f}")]
-    rows += [("epsilon of the model", f"{est.privacy_spent_[0]:.6g}")]
+    rows += [("epsilon of the model", f"{est.privacy_spent_[0]:.6g}")] + _evaluation_privacy_rows(evaluation)
     if out is not None:
         rows += [("predictions", str(out))]
     _print_table(rows)
@@ -1376,6 +1513,16 @@ def _add_output_arguments(p: argparse.ArgumentParser, out_help: str = "JSON resu
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def _add_evaluation_arguments(p: argparse.ArgumentParser) -> None:
+    """``--eval-epsilon`` / ``--eval-delta``: release the test part's figures by group privately."""
+    p.add_argument("--eval-epsilon", type=float, default=None, metavar="E",
+                   help="release the test part's fairness figures (violations, per-group accuracy, inequality) once "
+                        "through a PrivateMetricFrame at this ε, on a ledger of their own (the test people); without "
+                        "it they are exact: non-private diagnostics, not covered by --epsilon")
+    p.add_argument("--eval-delta", type=float, default=None, metavar="D",
+                   help="δ of the private evaluation (default 1/n² of the test part)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpfair", description="Fair and differentially private learning.")
     parser.add_argument("--version", action="version", version=f"dpfair {__version__}")
@@ -1386,6 +1533,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reproducible-noise", type=int, default=None, metavar="SEED",
                    help="TESTS ONLY: make the privacy noise reproducible from SEED; voids the guarantee, and the "
                         "result says so")
+    _add_evaluation_arguments(p)
     _add_output_arguments(p, "JSON result file; the model is saved beside it as .pt")
     p.set_defaults(func=cmd_train)
 
@@ -1443,6 +1591,39 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the accountant that calibrates the noise and states the claim (default pld)")
     _add_output_arguments(p)
     p.set_defaults(func=cmd_audit_release)
+    p = audit_sub.add_parser(
+        "measurement", help="audit the private measurement (PrivateMetricFrame) itself: an ε lower bound",
+        description="Release the table group × label × prediction of the data set's test part (predictions of a "
+                    "logistic regression fitted on 5,000 rows of its train part) --releases times through PrivateMetricFrame at "
+                    "--epsilon, on the table and on its neighbour (a canary person's group moved from the smallest "
+                    "group to the largest, or a canary person added), attack what each frame publishes (its "
+                    "released table, per-group figures and differences), and turn the best test into a lower "
+                    "bound on ε as the method audit does. Counts released without noise are caught at a few "
+                    "hundred releases. Exit status 1 when the bound is above the claim. " + AUDIT_NOTE)
+    p.add_argument("--dataset", default=DEFAULT_DATASET,
+                   help=f"built-in data set name (see `dpfair datasets`; default {DEFAULT_DATASET})")
+    p.add_argument("--sensitive", default=None, help="sensitive attribute (default: the data set's)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="data set option, e.g. n_groups=3")
+    p.add_argument("--data-home", default=None, help="folder of raw data files (default $DPFAIR_DATA)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the PUBLIC randomness: the split, the --rows subset, the frames' bootstrap (the "
+                        "privacy noise is always secret and fresh)")
+    p.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
+                   help=f"the budget of each release (default {DEFAULT_EPSILON:g})")
+    p.add_argument("--delta", type=float, default=None, help="δ of each release (default 1/n²)")
+    p.add_argument("--unit", choices=["sensitive", "record"], default="sensitive",
+                   help="neighbouring relation, the frame's privacy unit (default sensitive)")
+    p.add_argument("--releases", type=int, default=200, help="releases (half per world; default 200)")
+    p.add_argument("--rows", type=int, default=0,
+                   help="audit on a public random subset of the test part of this many rows (default 0: all)")
+    p.add_argument("--metrics", default=None, metavar="M,M,...",
+                   help="the figures each frame computes, comma-separated (default count, selection_rate, "
+                        "true_positive_rate, false_positive_rate, accuracy)")
+    p.add_argument("--confidence", type=float, default=0.95, help="confidence of the bound (default 0.95)")
+    p.add_argument("--accountant", choices=["pld", "rdp"], default="pld",
+                   help="the accountant that calibrates the noise and states the claim (default pld)")
+    _add_output_arguments(p)
+    p.set_defaults(func=cmd_audit_measurement)
 
     p = sub.add_parser(
         "certify", help="certify how much privacy can cost fairness (Mangold et al.'s bounds)",
@@ -1493,6 +1674,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--validation-size", type=_validation_size_arg, default="auto",
                    help="share of the train part held out to score the runs; 0 scores the fitted rows (default auto: "
                         "0 for a logistic model, else 0.2)")
+    _add_evaluation_arguments(p)
     _add_output_arguments(p, "JSON result file; the model is saved beside it as .pt")
     p.set_defaults(func=cmd_tune)
 
@@ -1528,6 +1710,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="CSV of per-row predictions and class probabilities")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--data-home", default=None, help="folder of raw data files (default $DPFAIR_DATA)")
+    _add_evaluation_arguments(p)
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser(

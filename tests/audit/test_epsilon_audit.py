@@ -153,6 +153,7 @@ def test_each_planted_bug_breaks_its_seam_inside_the_block_only():
 
     from dpfair import private_search as selection
     from dpfair.algorithms.dpfermi import COUNTS
+    from dpfair.fairness import private_metric_frame as frame_module
     from dpfair.nn import per_sample
     from dpfair.privacy import Part, PrivacyLedger, PrivacyUnit, Release, SecretRandom
 
@@ -172,12 +173,15 @@ def test_each_planted_bug_breaks_its_seam_inside_the_block_only():
                     skip_clipping=float(per_sample.clip_coefficients(torch.tensor([4.0]), 1.0)[0]),
                     private_proportions=np.array_equal(release(COUNTS).noisy_sum(counts), counts),
                     reuse_seed=np.array_equal(SecretRandom("k").normal((3,)), SecretRandom("k").normal((3,))),
-                    unreleased_scores=selection.best_released([0.3, 0.1, 0.2]))
+                    unreleased_scores=selection.best_released([0.3, 0.1, 0.2]),
+                    unnoised_counts=np.array_equal(
+                        frame_module.Release(Part("table"), 2.0, SecretRandom(), PrivacyLedger("record")).noisy_sum(
+                            counts), counts))
 
     correct = dict(halve_noise=3.0, skip_clipping=0.25, private_proportions=False, reuse_seed=False,
-                   unreleased_scores=0)
+                   unreleased_scores=0, unnoised_counts=False)
     broken = dict(halve_noise=1.5, skip_clipping=1.0, private_proportions=True, reuse_seed=True,
-                  unreleased_scores=1)
+                  unreleased_scores=1, unnoised_counts=True)
     assert seams() == correct
     for bug in BUGS:
         with pytest.warns(Warning, match="planted bugs"), planted_bug(bug):

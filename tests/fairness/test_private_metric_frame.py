@@ -7,6 +7,13 @@ import pandas as pd
 import pytest
 
 from dpfair.exceptions import UtilityWarning
+from dpfair.fairness.measurement_plan import (
+    FULL,
+    PREDICTIONS,
+    SCORES,
+    SQUARED,
+    MeasurementPlan,
+)
 from dpfair.fairness.private_metric_frame import METRICS, PrivateMetricFrame
 from dpfair.privacy import Part, PrivacyPlan, max_neighbour_distance, reproducible_noise
 
@@ -84,22 +91,27 @@ def test_table_sensitivity_is_within_the_bound(unit, bound):
     assert dist <= limit + 1e-12
 
 
-def test_noise_std_is_sigma_times_bound():
-    # 20 releases of a 40-group table: 20·40·4 = 3,200 cells of noise, each N(0, std²) (reproducible noise,
-    # a distinct stream per random_state). The sample std's relative standard error is 1/√(2·3200) ≈ 1.25 %:
-    # a 5 % tolerance is 4 standard errors; the mean's is std/√3200 ≈ 1.8 % of std (tolerance 4 × 1.8 % = 7 %).
+@pytest.mark.filterwarnings("ignore::dpfair.exceptions.UtilityWarning")
+@pytest.mark.parametrize("metrics, cells", [(RATES, 4), ("selection_rate", 2)])
+def test_noise_std_is_sigma_times_bound(metrics, cells):
+    # 20 releases of a 40-group plan: RATES read the full table (20·40·4 = 3,200 cells of noise), demographic
+    # parity the predictions' marginal (1,600 cells), each N(0, std_t²) (reproducible noise, a distinct stream per
+    # random_state). Standardised by its table's std, the sample std's relative standard error is 1/√(2·N)
+    # (≤ 1.8 %): a 7 % tolerance is ≥ 4 standard errors; the mean's is 1/√N ≤ 2.5 % (tolerance 4 × 2.5 % = 10 %).
     groups = list(range(40))
     y, p, s = _random_data(4000, groups, seed=4)
-    exact = PrivateMetricFrame("count", y, p, s, epsilon=math.inf, n_bootstrap=1).table_
-    noise, std = [], None
+    exact = PrivateMetricFrame(metrics, y, p, s, epsilon=math.inf, n_bootstrap=1)
+    noise = []
     for r in range(20):
-        frame = PrivateMetricFrame("count", y, p, s, groups=groups, epsilon=2.0, n_bootstrap=1, random_state=r)
-        noise.append(frame.noisy_table_ - exact)
-        std = frame.noise_std_
-    noise = np.concatenate([z.ravel() for z in noise])
-    assert noise.size == 3200
-    assert np.std(noise) == pytest.approx(std, rel=0.05)
-    assert abs(np.mean(noise)) < 0.07 * std
+        frame = PrivateMetricFrame(metrics, y, p, s, groups=groups, epsilon=2.0, n_bootstrap=1, random_state=r)
+        assert frame.measurement_plan_ == exact.measurement_plan_  # public inputs only: the same plan
+        for t, released in frame.noisy_tables_.items():
+            noise.append(((released - exact.noisy_tables_[t]) / frame.noise_stds_[t]).ravel())
+            assert frame.noise_stds_[t] == pytest.approx(frame.noise_multipliers_[t] / math.sqrt(2))
+    noise = np.concatenate(noise)
+    assert noise.size == 20 * 40 * cells
+    assert np.std(noise) == pytest.approx(1.0, rel=0.07)
+    assert abs(np.mean(noise)) < 0.1
 
 
 # Coverage: R = 200 intervals; if each covers with probability 0.95, the fraction covering has standard error
@@ -190,3 +202,166 @@ def test_reproducible_noise_makes_the_release_deterministic():
         b = PrivateMetricFrame(RATES, y, p, s, groups=[0, 1], epsilon=1.0, n_bootstrap=50, random_state=3)
     assert np.array_equal(a.noisy_table_, b.noisy_table_)
     pd.testing.assert_frame_equal(a.intervals, b.intervals)
+
+
+# ---- the plan: which tables, which split -------------------------------------------------------------------
+def test_plan_for_demographic_parity_beats_the_full_table():
+    # per group, the full table reads a selection rate with A = (1−p)²·2 + p²·2 = 1 (p = ½: the planning rate),
+    # the predictions' marginal with A = (1−p)² + p² = ½: half the noise variance
+    chosen, full = MeasurementPlan.choose(["selection_rate"], 2), MeasurementPlan.single_table(["selection_rate"], 2)
+    assert chosen.tables == (PREDICTIONS,) and full.tables == (FULL,)
+    assert chosen.variance() == pytest.approx(0.5) and full.variance() == pytest.approx(1.0)
+    # several metrics: never worse than the one-table plan (it is a candidate)
+    for metrics in (RATES, ["count", "selection_rate"], ["selection_rate", "mean_prediction"], list(METRICS)):
+        for l in (2, 3):
+            assert MeasurementPlan.choose(metrics, l).variance() <= MeasurementPlan.single_table(metrics, l).variance()
+    y, p, s = _random_data(2000, [0, 1], seed=9)
+    frame = PrivateMetricFrame("selection_rate", y, p, s, groups=[0, 1], epsilon=1.0, n_bootstrap=10)
+    assert [(e.label, e.count) for e in frame.privacy_ledger_.entries] == [(PREDICTIONS, 1)]
+    # the table [g, y, ŷ] built from the released marginal keeps its ŷ-marginal (y spread evenly)
+    np.testing.assert_allclose(frame.table_.sum(axis=1), np.clip(frame.noisy_tables_[PREDICTIONS], 0, None))
+
+
+@pytest.mark.parametrize("unit", ["sensitive", "record"])
+@pytest.mark.parametrize("metrics, classes", [(["selection_rate", "mean_prediction"], (0, 1)),
+                                              (["count", "selection_rate"], (0, 1, 2))])
+def test_a_plan_of_several_tables_spends_at_most_epsilon(unit, metrics, classes):
+    rng = np.random.default_rng(10)
+    n = 3000
+    y, p, s = rng.choice(classes, n), rng.choice(classes, n), rng.choice([0, 1], n)
+    frame = PrivateMetricFrame(metrics, y, p, s, groups=[0, 1], classes=classes, epsilon=1.0, privacy_unit=unit,
+                               n_bootstrap=10, y_score=rng.random(n))
+    plan = frame.measurement_plan_
+    assert len(plan.tables) == 2 and sum(w for _, w in plan.weights) == pytest.approx(1.0)
+    ledger = frame.privacy_ledger_
+    assert sorted((e.label, e.count) for e in ledger.entries) == sorted((t, 1) for t in plan.tables)
+    assert frame.privacy_plan_.matches(ledger, frame.noise_multipliers_)
+    eps, delta = frame.privacy_spent_
+    assert 0.97 <= eps <= 1.0 and delta == 1.0 / n ** 2
+    assert frame.privacy_plan_.epsilon(frame.noise_multipliers_, delta, unit) <= 1.0
+    # σ_t = σ/√w_t, and the composition is the one Gaussian of σ: (Σ σ_t⁻²)^(-1/2) = σ
+    for t, w in plan.weights:
+        assert frame.noise_multipliers_[t] == pytest.approx(frame.noise_multiplier_ / math.sqrt(w), rel=1e-9)
+    one = PrivacyPlan((Part("one"),)).calibrate(1.0, delta, unit)["one"]
+    assert one * (1 - 1e-9) <= frame.noise_multiplier_ <= one * 1.001
+
+
+def test_marginal_plans_equal_fairlearn_at_infinite_epsilon():
+    fm = pytest.importorskip("fairlearn.metrics")
+    y, p, s = _random_data(3000, ["a", "b", "c"], seed=11)
+    for metrics in (["selection_rate"], ["count"], ["count", "selection_rate"]):
+        fns = {"selection_rate": fm.selection_rate, "count": fm.count}
+        ref = fm.MetricFrame(metrics={m: fns[m] for m in metrics}, y_true=y, y_pred=p, sensitive_features=s)
+        ours = PrivateMetricFrame(metrics, y, p, s, epsilon=math.inf, n_bootstrap=10, random_state=0)
+        np.testing.assert_allclose(ours.by_group[metrics].to_numpy(float), ref.by_group[metrics].to_numpy(float),
+                                   rtol=0, atol=1e-12)
+        np.testing.assert_allclose(ours.overall[metrics].to_numpy(float), ref.overall[metrics].to_numpy(float),
+                                   rtol=0, atol=1e-12)
+    frame = PrivateMetricFrame("count", y, p, s, epsilon=math.inf, n_bootstrap=10)
+    with pytest.raises(ValueError, match="selection_rate is not among the measured metrics"):
+        _ = frame.demographic_parity_difference
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"y_score": None}, "mean_prediction needs y_score"),
+    ({"y_score": [0.1, float("nan"), 0.3, 0.4]}, "y_score contains NaN or infinite values"),
+    ({"y_score": [0.1, 0.2]}, "y_score"),
+    ({"score_range": (1, 0)}, "score_range must be two finite numbers lo < hi"),
+    ({"metrics": "selection_rate", "y_pred": None}, "y_pred is None; pass the predictions"),
+])
+def test_bad_score_input_gets_one_line(kwargs, match):
+    args = {"metrics": "mean_prediction", "y_pred": [0, 1, 0, 0], "y_score": [0.1, 0.2, 0.3, 0.4],
+            "score_range": (0, 1)}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match) as info:
+        PrivateMetricFrame(args["metrics"], [0, 1, 1, 0], args["y_pred"], ["a", "b", "a", "b"], groups=["a", "b"],
+                           epsilon=1.0, y_score=args["y_score"], score_range=args["score_range"], n_bootstrap=10)
+    assert "\n" not in str(info.value)
+
+
+# ---- bounded continuous metrics ----------------------------------------------------------------------------
+def test_score_metrics_equal_fairlearn_at_infinite_epsilon():
+    fm = pytest.importorskip("fairlearn.metrics")
+    from sklearn.metrics import brier_score_loss
+
+    rng = np.random.default_rng(12)
+    y, p, s = _random_data(3000, ["a", "b", "c"], seed=12)
+    score = np.clip(0.3 * y + 0.7 * rng.random(3000), 0, 1)
+    ref = fm.MetricFrame(metrics={"mean_prediction": fm.mean_prediction, "brier_score": brier_score_loss},
+                         y_true=y, y_pred=score, sensitive_features=s)
+    ours = PrivateMetricFrame(["mean_prediction", "brier_score_loss", "selection_rate"], y, p, s,
+                              epsilon=math.inf, y_score=score, n_bootstrap=10)
+    cols = ["mean_prediction", "brier_score"]
+    np.testing.assert_allclose(ours.by_group[cols].to_numpy(float), ref.by_group[cols].to_numpy(float), atol=1e-12)
+    np.testing.assert_allclose(ours.overall[cols].to_numpy(float), ref.overall[cols].to_numpy(float), atol=1e-12)
+    np.testing.assert_allclose(ours.difference()[cols].to_numpy(float), ref.difference()[cols].to_numpy(float),
+                               atol=1e-12)
+    # scores are clipped to the public range: a range (-1, 2) leaves them, numpy's mean per group
+    wide = PrivateMetricFrame("mean_prediction", y, None, s, epsilon=math.inf, y_score=3 * score - 1,
+                              score_range=(-1, 2), n_bootstrap=10)
+    for grp in ["a", "b", "c"]:
+        assert wide.by_group.loc[grp, "mean_prediction"] == pytest.approx(np.mean((3 * score - 1)[s == grp]))
+
+
+@pytest.mark.parametrize("unit", ["sensitive", "record"])
+def test_score_sums_sensitivity_is_within_the_bound(unit):
+    """Each released table of the frame (computed by the frame itself at ε = ∞) moves by at most its bound's
+    distance (2·bound under replace-one, bound under add/remove) when one person changes, endpoints of the
+    score range included."""
+    rng = np.random.default_rng(13)
+    n, lo, hi = 24, -1.0, 2.0
+    y = rng.integers(0, 2, n)
+    X = np.column_stack([rng.integers(0, 2, n), rng.uniform(lo, hi, n)])
+    X[:4, 1] = [hi, lo, hi, lo]  # (score − y)² reaches its largest value, 4, at (2, y=0) and (−1, y=1)
+    y[:4] = [0, 1, 1, 0]
+    s = rng.integers(0, 3, n)
+    metrics = ["selection_rate", "true_positive_rate", "count", "mean_prediction", "brier_score"]
+
+    def tables(X, y, s):
+        return PrivateMetricFrame(metrics, y, X[:, 0].astype(int), s, groups=[0, 1, 2], epsilon=math.inf,
+                                  y_score=X[:, 1], score_range=(lo, hi), n_bootstrap=1).noisy_tables_
+
+    frame_plan = PrivateMetricFrame(metrics, y, X[:, 0].astype(int), s, groups=[0, 1, 2], epsilon=math.inf,
+                                    y_score=X[:, 1], score_range=(lo, hi), n_bootstrap=1).measurement_plan_
+    bounds = frame_plan.bounds(unit, (lo, hi))
+    assert bounds[SCORES] == pytest.approx(bounds[FULL] * 3) and bounds[SQUARED] == pytest.approx(bounds[FULL] * 4)
+    for t in frame_plan.tables:
+        dist = max_neighbour_distance(lambda X, y, s, t=t: tables(X, y, s)[t], X, y, s, unit=unit, n_groups=3)
+        limit = 2 * bounds[t] if unit == "sensitive" else bounds[t]
+        assert dist <= limit + 1e-9
+        assert dist == pytest.approx(limit)  # the bound is reached: it is not loose
+
+
+def test_mean_score_intervals_cover():
+    # noise only (sampling=False): the exact mean score of fixed rows, R = 200 releases (tolerance as above).
+    # n = 400 (≈ 130 rows in group 1) at ε = 1: the noise dominates the interval.
+    rng = np.random.default_rng(14)
+    y, _, s = _population_sample(400, rng)
+    score = np.clip(0.4 + 0.3 * y + 0.2 * rng.standard_normal(400), 0, 1)
+    exact = PrivateMetricFrame("mean_prediction", y, None, s, epsilon=math.inf, y_score=score, n_bootstrap=1)
+    truth = exact.by_group.loc[1, "mean_prediction"]
+    covered = 0
+    for r in range(R):
+        frame = PrivateMetricFrame("mean_prediction", y, None, s, groups=[0, 1], epsilon=1.0, y_score=score,
+                                   n_bootstrap=200, random_state=r, sampling=False)
+        lo, hi = frame.intervals.loc[1, ("mean_prediction", "low")], frame.intervals.loc[1, ("mean_prediction",
+                                                                                             "high")]
+        covered += lo <= truth <= hi
+    assert abs(covered / R - 0.95) <= COVERAGE_TOL
+
+
+def test_mean_score_population_intervals_do_not_undercover():
+    # with sampling: rows redrawn, the sum's sampling variance taken as Bhatia–Davis's bound m(c − m) per row
+    # (conservative: the scores' variance is not released), so the coverage of the population mean (Beta(2, 3)
+    # scores: mean 0.4) is at least nominal, within the tolerance above
+    rng = np.random.default_rng(15)
+    covered = 0
+    for r in range(R):
+        s = (rng.random(2000) < 0.3).astype(int)
+        y = (rng.random(2000) < 0.4).astype(int)
+        frame = PrivateMetricFrame("mean_prediction", y, None, s, groups=[0, 1], epsilon=1.0,
+                                   y_score=rng.beta(2, 3, 2000), n_bootstrap=200, random_state=r)
+        lo, hi = frame.intervals.loc[1, ("mean_prediction", "low")], frame.intervals.loc[1, ("mean_prediction",
+                                                                                             "high")]
+        covered += lo <= 0.4 <= hi
+    assert covered / R >= 0.95 - COVERAGE_TOL

@@ -27,14 +27,20 @@ public (the guide's privacy model, "What is public"); under the record unit a pu
 tell the worlds apart by construction. The best statistic and
 threshold are chosen on those calibration runs and the bound is proved on the others
 (:func:`dpfair.audit.epsilon.epsilon_lower_bound`).
+
+:func:`audit_release` plays the game with one noise primitive, :func:`audit_measurement` with the private
+measurement (:class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame`): a table of people (y, ŷ, s)
+and its neighbour, many frames per world, attacked through what each frame publishes.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import torch
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
@@ -44,8 +50,8 @@ from dpfair.capabilities import capabilities
 from dpfair.privacy import check_privacy_unit
 from dpfair.progress import progress
 
-__all__ = ["RELEASE_MECHANISMS", "AuditReport", "audit_epsilon", "audit_one_run", "audit_release",
-           "choose_canary"]
+__all__ = ["MEASUREMENT_METRICS", "RELEASE_MECHANISMS", "AuditReport", "audit_epsilon", "audit_measurement",
+           "audit_one_run", "audit_release", "choose_canary"]
 
 #: How far the crafted record canary is pushed out (its features times this).
 CANARY_SCALE = 100.0
@@ -335,6 +341,164 @@ def audit_release(mechanism: str = "gaussian", *, epsilon: float = 1.0, delta: f
     name = mechanism.replace("_", " ")
     return AuditReport(f"{name} release", relation.value, float(claimed), float(delta), result,
                        2 * per_world, time.perf_counter() - t0, canary)
+
+
+#: The figures each frame of :func:`audit_measurement` computes by default: the noisy group sizes and the rates
+#: behind demographic parity, equalized odds and accuracy parity (what ``dpfair measure`` reports).
+MEASUREMENT_METRICS = ("count", "selection_rate", "true_positive_rate", "false_positive_rate", "accuracy")
+
+
+def _plain(value):
+    """A numpy scalar as the Python value it holds (for the JSON of the canary)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _measurement_canary(groups, classes, g: np.ndarray, yt: np.ndarray, yp: np.ndarray, unit: str) -> dict:
+    """The default canary of :func:`audit_measurement`, from the auditor's own table (codes ``g``, ``yt``, ``yp``).
+
+    It sits in the smallest group present, in that group's least populated cell (y, ŷ) — where one person moves
+    the group's rates most; under ``"sensitive"`` it is a person of that cell moved to the largest group, under
+    ``"record"`` a person of that group and cell added."""
+    k, l = len(groups), len(classes)
+    counts = np.bincount(g, minlength=k)
+    present = np.flatnonzero(counts)
+    if unit == "sensitive" and present.size < 2:
+        raise ValueError("the sensitive unit's canary moves one person between two groups, but the rows hold people "
+                         "of fewer than two of the groups; pass rows of at least two groups")
+    small = int(present[np.argmin(counts[present])])
+    mine = g == small
+    cells = np.bincount(yt[mine] * l + yp[mine], minlength=l * l)
+    if unit == "sensitive":
+        cell = int(np.flatnonzero(cells == cells[cells > 0].min())[0])
+    else:
+        cell = int(np.argmin(cells))
+    y_c, p_c = divmod(cell, l)
+    canary = {"y_true": _plain(classes[y_c]), "y_pred": _plain(classes[p_c])}
+    if unit == "record":
+        return {"kind": "add person", "group": _plain(groups[small]), **canary}
+    large = int(present[np.argmax(counts[present])])
+    row = int(np.flatnonzero(mine & (yt == y_c) & (yp == p_c))[0])
+    return {"kind": "flip s", "row": row, "from_group": _plain(groups[small]), "to_group": _plain(groups[large]),
+            **canary}
+
+
+def audit_measurement(y_true, y_pred, sensitive_features, *, groups, classes=(0, 1), epsilon: float = 1.0,
+                      delta: float | None = None, unit="sensitive", releases: int = 400,
+                      metrics=MEASUREMENT_METRICS, accountant: str = "pld", confidence: float = 0.95,
+                      canary: dict | None = None, random_state: int = 0, verbose: bool = False) -> AuditReport:
+    """Audit :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame` itself: a distinguishing game on
+    the table of people ``(y_true, y_pred, sensitive_features)``, ``releases`` frames (half per world).
+
+    World 0 is the table as given, world 1 its neighbour under ``unit``: ``"sensitive"``, one canary person's
+    group moved (from the smallest group present to the largest, y and ŷ kept); ``"record"``, one canary person
+    added (to the smallest group). The default canary sits in that group's least populated cell (y, ŷ), where
+    one person moves the group's rates most (``canary``: a dict of the same keys to choose another). Every
+    release is a fresh frame at ``epsilon`` built through the frame's public constructor only — one public
+    ``random_state`` for all, as a user's frames share theirs, so only the secret noise differs — with one
+    bootstrap replicate (only the released figures matter here). δ is fixed for both worlds (default 1/n² of
+    world 0: the frame's own default would differ between the worlds by the public n). The claimed ε is the
+    frames' ``privacy_spent_``.
+
+    The attacker holds what a frame publishes: the table ``noisy_table_``, each released table
+    (``noisy_tables_``), ``by_group`` and ``difference()`` of ``metrics``. Its statistics: the canary's cells
+    (world 1's minus world 0's cell of the canary under ``"sensitive"``, the canary's cell under ``"record"``:
+    the Neyman–Pearson statistic of independent Gaussian cells of equal noise), every released number alone,
+    and their projection and Laplace likelihood ratio fitted on the calibration runs (as :func:`audit_epsilon`).
+    The statistic and threshold are chosen on half the runs and the bound proved on the others
+    (:func:`~dpfair.audit.epsilon.epsilon_lower_bound`). A frame whose counts are released without noise puts
+    each world's figures at one point, and the bound then reaches what the runs can prove (about
+    ln(r / ln 40) with r evaluation runs per world).
+    """
+    from dpfair.exceptions import UtilityWarning
+    from dpfair.fairness.private_metric_frame import PrivateMetricFrame
+
+    relation = check_privacy_unit(unit).value
+    if int(releases) != releases or releases < 8:
+        raise ValueError(f"releases must be an integer >= 8 (two per world for calibration and evaluation, "
+                         f"hundreds for a meaningful bound), got {releases}")
+    y_true, y_pred, s = np.asarray(y_true), np.asarray(y_pred), np.asarray(sensitive_features)
+    n = len(y_true)
+    if n == 0:
+        raise ValueError("y_true is empty; pass one entry per person")
+    delta = 1.0 / n ** 2 if delta is None else float(delta)
+    names = [metrics] if isinstance(metrics, str) else list(metrics)
+
+    def frame(yt, yp, ss):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UtilityWarning)  # small groups flagged: the audit reads every figure
+            warnings.simplefilter("ignore", RuntimeWarning)  # a figure of an empty denominator (NaN)
+            return PrivateMetricFrame(names, yt, yp, ss, groups=groups, classes=classes, epsilon=epsilon,
+                                      delta=delta, privacy_unit=relation, accountant=accountant, n_bootstrap=1,
+                                      random_state=random_state, sampling=False)
+
+    first = frame(y_true, y_pred, s)  # checks the inputs; its release is not one of the runs
+    public_groups, public_classes = first.groups_, first.classes_
+    g = np.asarray(pd.Index(public_groups).get_indexer(s), dtype=np.int64)
+    yt = np.asarray(pd.Index(public_classes).get_indexer(y_true), dtype=np.int64)
+    yp = np.asarray(pd.Index(public_classes).get_indexer(y_pred), dtype=np.int64)
+    canary = dict(canary or _measurement_canary(public_groups, public_classes, g, yt, yp, relation))
+    group_index, class_index = pd.Index(public_groups), pd.Index(public_classes)
+    c_y, c_p = class_index.get_loc(canary["y_true"]), class_index.get_loc(canary["y_pred"])
+    if relation == "sensitive":
+        row = int(canary["row"])
+        if not 0 <= row < n:
+            raise ValueError(f"the canary's row {row} is not a row of the table ({n} rows)")
+        # the row moved to the end, its group replaced (np.append promotes the dtype to hold the new group)
+        world1 = (np.append(np.delete(y_true, row), y_true[row]), np.append(np.delete(y_pred, row), y_pred[row]),
+                  np.append(np.delete(s, row), canary["to_group"]))
+        plus, minus = group_index.get_loc(canary["to_group"]), group_index.get_loc(s[row])
+        if plus == minus:
+            raise ValueError(f"the canary's row {row} is already in group {canary['to_group']!r}; move it to another")
+    else:
+        world1 = (np.append(y_true, canary["y_true"]), np.append(y_pred, canary["y_pred"]),
+                  np.append(s, canary["group"]))
+        plus, minus = group_index.get_loc(canary["group"]), None
+    worlds = ((y_true, y_pred, s), world1)
+
+    def observed(f) -> tuple[float, np.ndarray]:
+        """The canary's cells and every released number of one frame."""
+        table = np.asarray(f.noisy_table_, dtype=np.float64)
+        cells = table[plus, c_y, c_p] - (table[minus, c_y, c_p] if minus is not None else 0.0)
+        tables = getattr(f, "noisy_tables_", {})  # each released table, where the frame releases several
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            numbers = np.concatenate([table.ravel(), f.by_group.to_numpy(dtype=np.float64).ravel(),
+                                      f.difference().to_numpy(dtype=np.float64),
+                                      *(np.asarray(tables[t], dtype=np.float64).ravel() for t in sorted(tables))])
+        # any fixed function of the output is a valid statistic: NaN (an empty denominator) becomes 0
+        return float(cells), np.nan_to_num(numbers, nan=0.0, posinf=1e12, neginf=-1e12)
+
+    per_world = int(releases) // 2
+    t0 = time.perf_counter()
+    frames_seen, claims = [], []
+    with progress(2 * per_world, "audit", "release", enabled=verbose) as bar:
+        for data in worlds:
+            seen = []
+            for _ in range(per_world):
+                f = frame(*data)
+                seen.append(observed(f))
+                claims.append(f.privacy_spent_)
+                bar.update()
+            frames_seen.append(seen)
+    claimed = max(c[0] for c in claims)
+    spent_delta = max(c[1] for c in claims)
+    calib = per_world // 2
+    released = [np.stack([r for _, r in seen]) for seen in frames_seen]
+    scored = _fitted_statistics(released, calib)
+    stats = [{"canary cells": np.array([c for c, _ in seen]), **scores} for seen, scores in zip(frames_seen, scored)]
+    labels = ([f"released cell {_plain(gr)},{_plain(a)},{_plain(b)}" for gr in public_groups
+               for a in public_classes for b in public_classes]
+              + [f"{m} of group {_plain(gr)}" for gr in public_groups for m in first.by_group.columns]
+              + [f"difference of {m}" for m in first.difference().index]
+              + [f"released {t} {j}" for t in sorted(getattr(first, "noisy_tables_", {}))
+                 for j in range(np.size(first.noisy_tables_[t]))])
+    if released[0].shape[1] <= MAX_COORDINATES:
+        for world, r in zip(stats, released):
+            world.update({label: r[:, j] for j, label in enumerate(labels)})
+    bound = epsilon_lower_bound(stats[0], stats[1], delta=spent_delta, confidence=confidence,
+                                calibration=calib / per_world)
+    return AuditReport(type(first).__name__, relation, float(claimed), float(spent_delta), bound, 2 * per_world,
+                       time.perf_counter() - t0, canary)
 
 
 def audit_one_run(estimator, X, y, sensitive_features, *, canaries: int = 1000, confidence: float = 0.95,

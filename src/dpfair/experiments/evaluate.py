@@ -1,21 +1,46 @@
 """One evaluation of a fitted estimator on labelled rows: error, every fairness notion, per-group accuracy.
 
-:func:`evaluate` is what ``dpfair train`` and ``dpfair predict`` print and save. It reads
-the rows it is given (usually a test part): an evaluation on private rows is a further use of
-them that no ledger counts (the guide's privacy model: *Not covered*).
+:func:`evaluate` is what ``dpfair train``, ``tune`` and ``predict`` print and save, and what a sweep stores. Every
+figure by group reads the rows' sensitive attribute, so it is published one of two ways:
+
+- ``epsilon=`` finite: through one :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame` (the table
+  ``counts[group, y, ŷ]`` of the rows, released once with Gaussian noise and recorded on its own ledger); every
+  violation, per-group accuracy and inequality index is post-processing of that released table, by the same code
+  that computes the exact figures from the exact table
+  (:meth:`~dpfair.fairness.notions.Notion.table_violation`,
+  :func:`~dpfair.fairness.inequality.accuracy_inequality_indices`);
+- otherwise exactly, labelled in the result as a non-private diagnostic of these rows' people, which no ε covers
+  (the guide's privacy model: the test part).
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 import pandas as pd
 
-from dpfair.fairness import accuracy_inequality, fairness_summary, predict_with_groups
+from dpfair.fairness import accuracy_inequality, fairness_summary, get_notion, notion_names, predict_with_groups
+from dpfair.fairness.inequality import accuracy_inequality_indices
 
 #: FairDP's inequality indices of the per-group accuracies, by key in :func:`evaluate`'s result.
 INEQUALITY_INDICES = ("atkinson", "gini", "mean_log_deviation", "theil")
+
+#: What an evaluation without an evaluation budget says of its figures by group.
+NON_PRIVATE_NOTE = ("non-private diagnostics of the test people: computed from their sensitive attribute without "
+                    "noise, not covered by the printed ε")
+
+#: The ledger label of a private evaluation's release, and the key of its part of a result.
+EVALUATION = "evaluation"
+
+#: The metrics the private evaluation's frame computes (its intervals and flags); the table it releases is the same.
+FRAME_METRICS = ("accuracy", "error", "selection_rate", "true_positive_rate", "false_positive_rate")
+
+#: For two classes, the frame's between-groups difference that equals each notion's pairwise violation.
+NOTION_DIFFERENCES = {"demographic_parity": ("selection_rate",), "equal_opportunity": ("true_positive_rate",),
+                      "predictive_equality": ("false_positive_rate",), "accuracy_parity": ("accuracy",),
+                      "equalized_odds": ("true_positive_rate", "false_positive_rate")}
 
 
 def _groups(estimator, X, s):
@@ -42,15 +67,57 @@ def _name(g, group_names):
     return g
 
 
-def evaluate(estimator, X, y, s=None, group_names=None, *, sensitive_features=None) -> dict:
-    """Error, the four fairness violations and the per-group accuracies of ``estimator`` on ``(X, y, s)``.
+def _public_groups(groups, group_names):
+    """The public list of group values: ``groups``, else the codes ``0..k-1`` of a list of ``group_names`` (the
+    keys of a dict); never read off the rows."""
+    if groups is not None:
+        return list(groups)
+    if isinstance(group_names, dict):
+        return list(group_names)
+    if group_names is not None:
+        return list(range(len(group_names)))
+    raise ValueError("a private evaluation needs the public list of groups (never read off the rows): pass "
+                     "groups=[...] or group_names=[...] (the data set's declared groups)")
+
+
+def _public_classes(classes, estimator):
+    """The public list of labels: ``classes``, else the estimator's ``classes_`` (fixed at fit)."""
+    if classes is not None:
+        return list(classes)
+    fitted = getattr(estimator, "classes_", None)
+    if fitted is None:
+        raise ValueError("a private evaluation needs the public list of labels: pass classes=[...]")
+    return np.asarray(fitted).tolist()
+
+
+def evaluate(estimator, X, y, s=None, group_names=None, *, sensitive_features=None, epsilon=None, delta=None,
+             privacy_unit="sensitive", random_state=None, groups=None, classes=None, accountant="pld") -> dict:
+    """Error, the fairness violations and the per-group accuracies of ``estimator`` on ``(X, y, s)``.
 
     Takes what ``fit`` takes: ``s`` (or ``sensitive_features=``) holds one group value per row (codes, strings,
     a Series) or names a column of the DataFrame ``X``; left out, the column ``fit`` took s from is used.
     Returns ``{"n": rows, "error": P(ŷ ≠ y), "fairness": {notion: pairwise violation},
-    "per_group_accuracy": {group: accuracy}, "accuracy_inequality": {index: value}}``
+    "per_group_accuracy": {group: accuracy}, "accuracy_inequality": {index: value}, "evaluation": {...}}``
     (:func:`~dpfair.fairness.fairness_summary`, :func:`~dpfair.fairness.accuracy_inequality`);
     ``group_names[g]`` names an integer group code ``g`` (other group values name themselves).
+
+    ``epsilon=None`` (the default): the figures by group are exact, and ``evaluation`` is ``{"private": False,
+    "note": ...}``: a non-private diagnostic of these rows' people, covered by no ε. ``epsilon`` given: the table
+    ``counts[group, y, ŷ]`` is released once through a
+    :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame` at ``(epsilon, delta)`` (``delta=None``:
+    1/n²) under ``privacy_unit`` (``"sensitive"``: y and ŷ public, one person's group replaced; ``"record"``: one
+    person added or removed), and every figure by group is computed from the released table (post-processing).
+    The error needs no group: it stays exact under the sensitive unit, where y and ŷ are public, and comes from
+    the released table under the record unit. The groups are the public list ``groups`` (default: the codes of
+    ``group_names``), the labels ``classes`` (default: the estimator's ``classes_``); a group's absence is never
+    read off the rows. ``evaluation`` is then ``{"private": True, "epsilon", "delta", "unit", "accountant",
+    "noise_std", "privacy_ledger": its records, "event": its dp_accounting event (JSON), "intervals", "flags"}``:
+    ``intervals`` holds the frame's intervals (rows and noise) of the per-group accuracies and, for two labels, of each notion's violation (the
+    frame's between-groups difference interval of the rate it compares; equalized odds, the larger of two
+    differences, takes the larger low and the larger high ends of the TPR and FPR intervals); ``flags`` the
+    groups whose figures rest on too few people (the frame's flags), by metric, and under ``"notions"`` the
+    notions whose violation compares such a figure. ``epsilon=inf`` computes the
+    same figures from the exact table (no noise; labelled non-private).
     """
     if s is not None and sensitive_features is not None:
         raise ValueError("pass the groups once: as s or as sensitive_features=, not both")
@@ -58,11 +125,82 @@ def evaluate(estimator, X, y, s=None, group_names=None, *, sensitive_features=No
     y = np.asarray(y)
     s = np.asarray(s)
     y_pred = predict_with_groups(estimator, X, s)
-    inequality = accuracy_inequality(y, y_pred, s)
+    if epsilon is None:
+        inequality = accuracy_inequality(y, y_pred, s)
+        return {
+            "n": int(len(y)),
+            "error": float(np.mean(y_pred != y)),
+            "fairness": fairness_summary(y, y_pred, s),
+            "per_group_accuracy": {_name(g, group_names): a for g, a in inequality["per_group_accuracy"].items()},
+            "accuracy_inequality": {k: inequality[k] for k in INEQUALITY_INDICES},
+            EVALUATION: {"private": False, "note": NON_PRIVATE_NOTE},
+        }
+    return _private_evaluation(y, y_pred, s, group_names, epsilon=epsilon, delta=delta, privacy_unit=privacy_unit,
+                               random_state=random_state, groups=_public_groups(groups, group_names),
+                               classes=_public_classes(classes, estimator), accountant=accountant)
+
+
+def _private_evaluation(y, y_pred, s, group_names, *, epsilon, delta, privacy_unit, random_state, groups, classes,
+                        accountant) -> dict:
+    """:func:`evaluate`'s figures from one released table (its docstring)."""
+    from dpfair.fairness.private_metric_frame import PrivateMetricFrame
+    from dpfair.privacy import check_privacy_unit
+    from dpfair.privacy.accounting import event_to_json
+
+    # integer group codes with names: the frame reads the names (its warnings then name the groups)
+    if isinstance(group_names, (list, tuple)) and all(isinstance(g, numbers.Integral) and 0 <= g < len(group_names)
+                                                      for g in groups):
+        named = [group_names[g] for g in groups]
+        if len(set(named)) == len(named):
+            lookup = dict(zip(groups, named))
+            s = pd.Series(s).map(lambda v: lookup.get(v, v)).to_numpy(dtype=object)
+            groups = named
+    # a group too small for a confident figure warns here (UtilityWarning) and is listed in the result's flags
+    frame = PrivateMetricFrame(list(FRAME_METRICS), y, y_pred, s, groups=groups, classes=classes, epsilon=epsilon,
+                               delta=delta, privacy_unit=privacy_unit, accountant=accountant,
+                               random_state=random_state)
+    table = frame.table_  # the released table, negative counts clipped to 0: everything below post-processes it
+    frame_classes = np.asarray(frame.classes_)
+    names = [_name(g, group_names) for g in frame.groups_]
+    positive = frame_classes[1]
+    fairness = {name: get_notion(name).table_violation(table, frame_classes, "pairwise", positive)
+                for name in notion_names()}
+    accuracy = frame.by_group["accuracy"].to_numpy()
+    sizes = table.sum(axis=(1, 2))
+    unit = check_privacy_unit(privacy_unit).value
+    error = float(np.mean(y_pred != y)) if unit == "sensitive" else float(frame.overall["error"])
+    private = math.isfinite(frame.privacy_spent_[0])
+
+    intervals = frame.intervals
+    found = {"per_group_accuracy": {n: [float(intervals.loc[g, ("accuracy", "low")]),
+                                        float(intervals.loc[g, ("accuracy", "high")])]
+                                    for n, g in zip(names, frame.groups_)}}
+    if len(frame_classes) == 2:
+        differences = frame.difference_interval()
+        found["fairness"] = {notion: [max(float(differences.loc[m, "low"]) for m in NOTION_DIFFERENCES[notion]),
+                                      max(float(differences.loc[m, "high"]) for m in NOTION_DIFFERENCES[notion])]
+                             for notion in fairness if notion in NOTION_DIFFERENCES}
+    if unit != "sensitive":
+        overall = frame.overall_interval()
+        found["error"] = [float(overall.loc["error", "low"]), float(overall.loc["error", "high"])]
+    flags = {m: [n for n, g in zip(names, frame.groups_) if bool(frame.flags.loc[g, m])] for m in frame.flags.columns}
+    # the notions whose compared rates rest on a flagged group (more than two labels, or a notion of no
+    # frame metric: any group flagged for any rate)
+    rates = [m for m in FRAME_METRICS if m != "error"]
+    flags["notions"] = [notion for notion in fairness
+                        if any(flags[m] for m in (NOTION_DIFFERENCES.get(notion, rates) if len(frame_classes) == 2
+                                                  else rates))]
+    eps, spent_delta = frame.privacy_spent_
+    evaluation = {"private": private, "epsilon": eps, "delta": spent_delta, "unit": unit, "accountant": accountant,
+                  "noise_std": frame.noise_std_, "privacy_ledger": frame.privacy_ledger_.to_records(),
+                  "event": event_to_json(frame.privacy_ledger_.dp_event), "intervals": found, "flags": flags}
+    if not private:
+        evaluation["note"] = NON_PRIVATE_NOTE
     return {
         "n": int(len(y)),
-        "error": float(np.mean(y_pred != y)),
-        "fairness": fairness_summary(y, y_pred, s),
-        "per_group_accuracy": {_name(g, group_names): a for g, a in inequality["per_group_accuracy"].items()},
-        "accuracy_inequality": {k: inequality[k] for k in INEQUALITY_INDICES},
+        "error": error,
+        "fairness": fairness,
+        "per_group_accuracy": {n: float(a) for n, a in zip(names, accuracy)},
+        "accuracy_inequality": accuracy_inequality_indices(accuracy, sizes),
+        EVALUATION: evaluation,
     }

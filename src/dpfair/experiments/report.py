@@ -18,8 +18,11 @@ HTML-escaped. The page holds:
   every release group, with the ε curve of one model per method;
 - the papers' published numbers beside ours (:mod:`dpfair.experiments.papers`), withheld ones marked.
 
-Privacy: the page shows the store's test scores; they, and any choice made by them, read test rows that
-no ledger counts (the guide's privacy model: *Not covered*).
+Privacy: the page shows the store's test scores. A model's test figures by group (violations, per-group
+accuracies) read its test people's sensitive attribute: they are labelled non-private diagnostics, which no
+ledger counts (the guide's privacy model: the test part), unless the sweep released them privately
+(``eval_epsilon``: one PrivateMetricFrame per model, composed into the privacy totals); the page says which
+(``evaluation_label``). Old stores' rows are non-private.
 """
 
 from __future__ import annotations
@@ -216,6 +219,7 @@ def _summary(frame: pd.DataFrame, store, where: str) -> str:
         first, last = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t)) for t in
                        (frame["created"].min(), frame["created"].max()))
         rows.append(["stored", f"{first} to {last}"])
+    rows.append(["test figures by group", evaluation_label(frame)])
     if "wall_s" in frame.columns:
         rows.append(["training wall time", f"{frame['wall_s'].sum():.1f} s (sum over models)"])
     if store is not None:
@@ -227,6 +231,26 @@ def _summary(frame: pd.DataFrame, store, where: str) -> str:
 
 def _private(epsilon) -> bool:
     return not _absent(epsilon) and math.isfinite(float(epsilon))
+
+
+def evaluation_label(frame: pd.DataFrame) -> str:
+    """One sentence on what the test figures by group of ``frame``'s models are: released privately (the sweep's
+    ``eval_epsilon``, its ε) or non-private diagnostics of the test people (rows without ``eval_private``, as
+    stores written before it, are non-private)."""
+    private = frame["eval_private"].fillna(False).astype(bool) if "eval_private" in frame.columns else \
+        pd.Series(False, index=frame.index)
+    n, k = len(frame), int(private.sum())
+    diagnostic = ("non-private diagnostics of the test people: computed from their sensitive attribute without "
+                  "noise, counted by no ledger and not covered by any ε on this page")
+    if k == 0:
+        return f"The test figures by group (violations, per-group accuracies) are {diagnostic}."
+    levels = ", ".join(f"{e:g}" for e in sorted(frame.loc[private, "eval_epsilon"].dropna().unique()))
+    released = (f"released privately (one PrivateMetricFrame per model at evaluation ε = {levels}, composed into "
+                "the privacy totals)")
+    if k == n:
+        return f"The test figures by group (violations, per-group accuracies) were {released}."
+    return (f"The test figures by group (violations, per-group accuracies) of {k} of {n} models were {released}; "
+            f"the others' are {diagnostic}.")
 
 
 def _totals(store) -> str:
@@ -566,8 +590,8 @@ def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar)
         f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
         (f"<p class=\"note\">Written by dpfair {_e(__version__)} on "
-         f"{_e(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))} from {_e(where)}. The test scores below, and "
-         "any choice made by them, read test rows that no privacy ledger counts.</p>"),
+         f"{_e(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))} from {_e(where)}. "
+         f"{_e(evaluation_label(rows))}</p>"),
         "<nav><ul><li><a href=\"#summary\">Summary</a></li><li><a href=\"#privacy\">Privacy spent</a></li>",
         "" if store is None else "<li><a href=\"#failures\">Failed points</a></li>",
         *nav, "<li><a href=\"#papers\">Published numbers</a></li></ul></nav>",
@@ -579,7 +603,8 @@ def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar)
 
 #: The per-model columns :func:`write_tables` keeps (metrics flattened; the ledgers stay in the store).
 MODEL_COLUMNS = ("sweep", "dataset", "preset", "sensitive", "method", "notion", "epsilon", "delta", "seed", "params",
-                 "error", "violation", "epsilon_spent", "delta_spent", "wall_s", "fit_s", "commit_hash")
+                 "error", "violation", "epsilon_spent", "delta_spent", "wall_s", "fit_s", "commit_hash",
+                 "eval_private", "eval_epsilon")
 
 
 def write_tables(store_or_frame, folder) -> list[Path]:

@@ -10,7 +10,12 @@ batches and are released together under their joint event (its ε = ∞ models, 
 their own). :class:`GridResult` keeps, for each
 release group, the event that accounts for it, so a store composes what was actually released (see
 :class:`~dpfair.experiments.store.ResultsStore`). The test metrics read the test part, which no ledger
-covers (the guide's privacy model).
+covers (the guide's privacy model) unless the grid is given an evaluation budget (``eval_epsilon``): each
+model's test figures by group are then released through a
+:class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame` (:func:`~dpfair.experiments.evaluate`), and
+its event is composed into the model's release group. Within one split the test people are not the training
+people, but another seed's split trains on them, so a sweep (whose totals compose every split of a data set
+as one population) counts the evaluations with the fits: an upper bound.
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ def declared_estimator(cls, params: dict, data):
 
 
 def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None, *, params: dict | None = None,
-             quiet: bool = True) -> GridResult:
+             quiet: bool = True, eval_epsilon: float | None = None) -> GridResult:
     """Fit ``method`` at every point of ``grid`` on ``data``'s training part and evaluate it on its test part.
 
     ``grid``: hyper-parameter lists (their product) or a list of points, e.g. ``{"epsilon": [0.5, 1],
@@ -83,6 +88,8 @@ def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None
     ``metrics`` (:func:`evaluate`), ``violation`` (of the targeted notion; NaN for a method that targets
     none), ``epsilon_spent`` / ``delta_spent`` (this model alone), ``privacy_unit``, ``ledger`` (JSON),
     ``fit_s`` (its share of the fit time) and ``release``, the index of its release group.
+    ``eval_epsilon``: each model's test figures by group released privately at this ε (under its privacy
+    unit; ``metrics["evaluation"]``), the evaluation's event composed into its release group's event and ε.
     """
     from dpfair.algorithms import METHODS
     from dpfair.algorithms.dpfermi_sweep import grid_points
@@ -106,8 +113,8 @@ def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None
                 out.releases.append(_joint_release([fitted[i] for i in part], fitted.shared_batches, part))
         release_of = {i: r for r, release in enumerate(out.releases) for i in release["rows"]}
         for i, (point, est) in enumerate(zip(points, fitted)):
-            out.rows.append(_row(est, {**fixed, **point}, data, seconds, release_of[i]))
-        return out
+            out.rows.append(_row(est, {**fixed, **point}, data, seconds, release_of[i], eval_epsilon))
+        return _with_evaluations(out, fitted[0])
     for i, point in enumerate(points or [{}]):
         t1 = time.perf_counter()
         est = declared_estimator(cls, {**fixed, **point}, data)
@@ -116,7 +123,28 @@ def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None
         eps, delta = est.privacy_spent_
         out.releases.append({"event": event_to_json(ledger.dp_event), "relation": ledger.relation.name,
                              "delta": delta, "epsilon": eps, "rows": [i]})
-        out.rows.append(_row(est, {**fixed, **point}, data, time.perf_counter() - t1, i))
+        out.rows.append(_row(est, {**fixed, **point}, data, time.perf_counter() - t1, i, eval_epsilon))
+    return _with_evaluations(out, est)
+
+
+def _with_evaluations(out: GridResult, est) -> GridResult:
+    """Each release group's event composed with its models' private evaluations (their events), its ε again at
+    its δ; unchanged where no model was evaluated privately. A non-private group stays ∞."""
+    import dp_accounting as dpa
+
+    from dpfair.privacy import epsilon_of
+    from dpfair.privacy.accounting import event_from_json
+
+    for release in out.releases:
+        evaluations = [out.rows[i]["metrics"]["evaluation"] for i in release["rows"]]
+        events = [event_from_json(e["event"]) for e in evaluations if e.get("private")]
+        if not events:
+            continue
+        event = dpa.ComposedDpEvent([event_from_json(release["event"]), *events])
+        release["event"] = event_to_json(event)
+        if math.isfinite(release["epsilon"]):
+            unit = "record" if release["relation"] == "ADD_OR_REMOVE_ONE" else "sensitive"
+            release["epsilon"] = epsilon_of(event, release["delta"], unit, getattr(est, "accountant", "pld"))
     return out
 
 
@@ -140,11 +168,12 @@ def _joint_release(estimators, shared_batches: bool, rows: list[int]) -> dict:
             "epsilon": epsilon_of(event, delta, first.privacy_unit_, first.accountant), "rows": rows}
 
 
-def _row(est, params: dict, data, fit_s: float, release: int) -> dict:
-    metrics = evaluate(est, data.X_test, data.y_test, data.s_test, data.group_names)
+def _row(est, params: dict, data, fit_s: float, release: int, eval_epsilon: float | None = None) -> dict:
+    unit = getattr(est, "privacy_unit_", None)
+    metrics = evaluate(est, data.X_test, data.y_test, data.s_test, data.group_names, epsilon=eval_epsilon,
+                       privacy_unit="sensitive" if unit is None else unit.value)
     target = est.fairness_target()
     eps, delta = est.privacy_spent_
-    unit = getattr(est, "privacy_unit_", None)
     return {"params": {k: v for k, v in params.items() if k != "verbose"}, "metrics": metrics,
             "violation": metrics["fairness"][target["notion"]] if target else float("nan"),
             "epsilon_spent": eps, "delta_spent": delta, "privacy_unit": None if unit is None else unit.value,
@@ -225,7 +254,8 @@ def run_task(points: list) -> dict:
         warnings.simplefilter("always")
         try:
             data = _load(first.data, first.seed, first.test_size)
-            result = run_grid(first.method, data, grid, params={"random_state": first.seed})
+            result = run_grid(first.method, data, grid, params={"random_state": first.seed},
+                              eval_epsilon=first.eval_epsilon)
         except (ValueError, OSError) as exc:  # a refused input or a data set not on disk
             return {"configs": configs, "failure": str(exc).strip().splitlines()[0], "releases": [],
                     "warnings": _warning_lines(caught)}

@@ -10,7 +10,8 @@ SHA-256 of its canonical configuration) that the results store uses to run nothi
     epsilon = [1.0]                    # private methods only; a non-private method runs once per seed
     seeds = [0, 1]                     # the split and the public randomness (the CLI's --seed)
     # optional: presets = ["dp-fermi"], notions = ["demographic_parity"], delta = 1e-5,
-    # test_size = 0.25 (default: the preset's split, else 0.25)
+    # test_size = 0.25 (default: the preset's split, else 0.25),
+    # eval_epsilon = 1.0 (release each model's test figures by group privately; default: exact diagnostics)
 
     [grid.dp-fermi]                    # a product grid of hyper-parameters, per method
     lam = [0.0, 1.0]
@@ -72,12 +73,13 @@ from importlib import resources
 from pathlib import Path
 
 from dpfair.capabilities import capabilities
+from dpfair.validation import check_epsilon
 
 #: The reproduction specs shipped with the package, by name (``dpfair sweep NAME`` runs one).
 SPEC_PACKAGE = "dpfair.experiments.specs"
 
 _SWEEP_KEYS = {"name", "datasets", "methods", "epsilon", "seeds", "presets", "notions", "delta", "test_size",
-               "description"}
+               "description", "eval_epsilon"}
 _DATASET_KEYS = {"name", "sensitive", "preset", "options"}
 _TABLE_KEYS = {"name", "data", "schema", "test_data", "sensitive"}
 #: A sweep's name: it names the default store ``dpfair-runs/<name>.sqlite``, so it is a plain file name.
@@ -136,15 +138,20 @@ class Point:
     seed: int
     params: tuple  # sorted (name, value) pairs: the grid point and the fixed parameters
     test_size: float | None = None
+    #: The budget of the private evaluation of the model's test part (None: exact, non-private diagnostics).
+    eval_epsilon: float | None = None
 
     def config(self) -> dict:
-        """The canonical configuration (what :attr:`key` hashes)."""
+        """The canonical configuration (what :attr:`key` hashes; ``eval_epsilon`` only when given, so that the
+        keys of stores written before it existed stay the same)."""
         config = {"dataset": self.data.name, "sensitive": self.data.sensitive, "preset": self.data.preset,
                   "options": dict(self.data.options), "method": self.method, "notion": self.notion,
                   "epsilon": self.epsilon, "delta": self.delta, "seed": self.seed, "params": dict(self.params),
                   "test_size": self.test_size}
         if self.data.table:  # a user's table: its version (a built-in data set's keys stay as they were)
             config["table"] = dict(self.data.table)
+        if self.eval_epsilon is not None:
+            config["eval_epsilon"] = self.eval_epsilon
         return config
 
     @property
@@ -155,7 +162,7 @@ class Point:
     def task_key(self) -> tuple:
         """Points with the same task key are trained together (one data load; one batched grid where the
         method has one): the data and split, the method and notion, and the fixed parameters."""
-        return (self.data, self.seed, self.test_size, self.method, self.notion)
+        return (self.data, self.seed, self.test_size, self.method, self.notion, self.eval_epsilon)
 
 
 @dataclass
@@ -173,6 +180,7 @@ class SweepSpec:
     grids: dict[str, dict[str, list]] = field(default_factory=dict)
     params: dict[str, dict] = field(default_factory=dict)
     description: str = ""
+    eval_epsilon: float | None = None
 
     @classmethod
     def from_dict(cls, raw: dict, where: str = "spec", base: str | Path | None = None) -> SweepSpec:
@@ -254,6 +262,15 @@ class SweepSpec:
         delta = sweep.get("delta")
         if delta is not None and not (_is_number(delta) and 0 < delta < 1):
             raise ValueError(f"{where}: delta must be in (0, 1), got {delta!r}")
+        eval_epsilon = sweep.get("eval_epsilon")
+        if eval_epsilon is not None:
+            if not _is_number(eval_epsilon):
+                raise ValueError(f"{where}: eval_epsilon must be a number (the test figures' budget), got "
+                                 f"{eval_epsilon!r}")
+            try:
+                eval_epsilon = check_epsilon(eval_epsilon, "eval_epsilon", budget=True)
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
         tables = {}
         for table in ("grid", "params"):
             per_method = raw.get(table, {})
@@ -284,7 +301,7 @@ class SweepSpec:
         spec = cls(name=name, datasets=datasets, methods=methods, epsilon=epsilon, seeds=seeds,
                    notions=notions, delta=None if delta is None else float(delta),
                    test_size=None if test_size is None else float(test_size), grids=tables["grid"],
-                   params=tables["params"], description=description)
+                   params=tables["params"], description=description, eval_epsilon=eval_epsilon)
         if not spec.points():  # the checks above leave no way to it; kept as the rule they serve
             raise ValueError(f"{where}: the spec trains no model; check its datasets, methods, seeds, epsilon, notions")
         return spec
@@ -327,7 +344,7 @@ class SweepSpec:
                 for values in itertools.product(*grid.values()):
                     params = {**fixed, **dict(zip(grid, values))}
                     out.append(Point(data, method, notion, eps, self.delta if private else None, seed,
-                                     tuple(sorted(params.items())), self.test_size))
+                                     tuple(sorted(params.items())), self.test_size, self.eval_epsilon))
         return out
 
 

@@ -4,7 +4,8 @@ Tables:
 
 - ``runs``: one row per model, keyed by its configuration hash (:attr:`Point.key`): the configuration,
   the test error, the violation of the targeted notion, :func:`~dpfair.experiments.evaluate`'s full
-  metrics (JSON), the (ε, δ) the model spent, its ledger, wall and fit time, and where it ran: the git
+  metrics (JSON; their ``evaluation`` says whether the test figures by group were released privately, at
+  which ε), the (ε, δ) the model spent, its ledger, wall and fit time, and where it ran: the git
   commit, the package versions, the host and the time.
 - ``releases``: one row per release group: the models released together and the dp_accounting event of
   their joint release (a batched DP-FERMI grid's joint event, whose models share Poisson batches; a single
@@ -316,7 +317,9 @@ class ResultsStore:
 
         Columns: the ``runs`` table's (JSON decoded), plus ``lam`` (the fairness strength λ where the
         method has one, else NaN), ``fairness.<notion>`` for each notion's violation,
-        and ``per_group_accuracy`` (dict).
+        ``per_group_accuracy`` (dict), and what those test figures are: ``eval_private`` (whether they were
+        released through a private evaluation, the sweep's ``eval_epsilon``; rows stored before it existed are
+        exact, non-private diagnostics) and ``eval_epsilon`` (its ε; NaN when not private).
         """
         import pandas as pd
 
@@ -333,6 +336,9 @@ class ResultsStore:
         for notion in notions:
             frame[f"fairness.{notion}"] = frame["metrics"].map(lambda m: m["fairness"].get(notion, math.nan))
         frame["per_group_accuracy"] = frame["metrics"].map(lambda m: m["per_group_accuracy"])
+        frame["eval_private"] = frame["metrics"].map(lambda m: bool(m.get("evaluation", {}).get("private", False)))
+        frame["eval_epsilon"] = frame["metrics"].map(
+            lambda m: float(m["evaluation"]["epsilon"]) if m.get("evaluation", {}).get("private") else math.nan)
         return frame
 
     def failures(self) -> list[dict]:

@@ -15,6 +15,9 @@
 * :mod:`~dpfair.fairness.private_metric_frame`: :class:`PrivateMetricFrame`, fairlearn's ``MetricFrame`` released
   with differential privacy (one noisy table of counts, intervals that include the noise); imported on first use,
   so that ``import dpfair.fairness`` does not load the accountant;
+* :mod:`~dpfair.fairness.measurement_plan`: which tables a measurement releases and how its ε is split
+  (:class:`MeasurementPlan`), and choosing ε before touching data (:func:`plan_measurement`,
+  :func:`epsilon_for_width`); imported on first use too;
 * :mod:`~dpfair.fairness.scorers`: scorers for ``GridSearchCV`` / ``cross_validate`` that receive s by
   metadata routing (:func:`error_scorer`, :func:`violation_scorer`, :func:`fairness_scorer`).
 """
@@ -71,6 +74,7 @@ __all__ = [
     "CONVENTIONS",
     "NOTIONS",
     "ConstraintGroups",
+    "MeasurementPlan",
     "PrivateMetricFrame",
     "FairScorer",
     "FairnessCoefficients",
@@ -89,6 +93,7 @@ __all__ = [
     "equal_opportunity_violation",
     "equalized_odds_violation",
     "ermi",
+    "epsilon_for_width",
     "error_scorer",
     "accuracy_group_codes",
     "fairness_coefficients",
@@ -105,6 +110,7 @@ __all__ = [
     "noise_variance",
     "notion_names",
     "per_group_accuracy",
+    "plan_measurement",
     "predict_with_groups",
     "register_notion",
     "selection_rates",
@@ -114,7 +120,9 @@ __all__ = [
 
 #: Names imported on first use (``from dpfair.fairness import PrivateMetricFrame``): their modules load the privacy
 #: accountant, which the rest of the package (and ``dpfair methods``) must not pay for.
-_LAZY = {"PrivateMetricFrame": "dpfair.fairness.private_metric_frame"}
+_LAZY = {"PrivateMetricFrame": "dpfair.fairness.private_metric_frame",
+         "MeasurementPlan": "dpfair.fairness.measurement_plan", "plan_measurement": "dpfair.fairness.measurement_plan",
+         "epsilon_for_width": "dpfair.fairness.measurement_plan"}
 
 
 def __getattr__(name: str):

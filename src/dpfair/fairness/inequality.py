@@ -153,11 +153,17 @@ def accuracy_inequality(y_true, y_pred, s) -> dict:
         "per_group_accuracy": {_scalar(g): float(a) for g, a in zip(groups, acc.to_numpy())},
         "group_sizes": {_scalar(g): int(c) for g, c in zip(groups, sizes)},
     }
-    if np.dot(sizes, acc.to_numpy()) == 0:
-        return {**out, **dict.fromkeys(("atkinson", "gini", "mean_log_deviation", "theil"), float("nan"))}
-    values = acc.to_numpy()
-    out["atkinson"] = atkinson_index(values, 1.0, weights=sizes)
-    out["gini"] = gini_coefficient(values, weights=sizes)
-    out["mean_log_deviation"] = mean_log_deviation(values, weights=sizes)
-    out["theil"] = theil_index(values, weights=sizes)
-    return out
+    return {**out, **accuracy_inequality_indices(acc.to_numpy(), sizes)}
+
+
+def accuracy_inequality_indices(accuracies, sizes) -> dict:
+    """The four indices of :func:`accuracy_inequality` for group accuracies ``a_k`` weighted by group sizes ``G_k``
+    (counts, or released noisy counts clipped to 0: the same formulas post-process a private table); NaN for
+    all four when ``Σ G_k a_k = 0``."""
+    values = np.asarray(accuracies, dtype=np.float64)
+    sizes = np.asarray(sizes)
+    if np.dot(sizes, values) == 0:
+        return dict.fromkeys(("atkinson", "gini", "mean_log_deviation", "theil"), float("nan"))
+    return {"atkinson": atkinson_index(values, 1.0, weights=sizes), "gini": gini_coefficient(values, weights=sizes),
+            "mean_log_deviation": mean_log_deviation(values, weights=sizes),
+            "theil": theil_index(values, weights=sizes)}

@@ -36,6 +36,9 @@ Everything the library does with a notion derives from these two choices:
   ``equalized_odds_difference``, ``equal_opportunity_difference``, ``false_positive_rate_difference`` and
   ``MetricFrame(accuracy).difference()``. A group with no row in a cell has no rate there and is
   skipped; a cell where fewer than two groups have rows contributes 0. No NaN is returned.
+* both go through the contingency table ``table[r, y, ŷ]`` of the rows (:meth:`Notion.table_rate_table`,
+  :meth:`Notion.table_violation`), so a released (noisy) table gives every notion's violation by the same code
+  as the exact one (``dpfair.experiments.evaluate`` with ``epsilon=``).
 
 Notions are registered by name (:func:`register_notion`, :func:`get_notion`): estimators keep a
 string hyper-parameter (``notion="equalized_odds"``, as scikit-learn's ``clone`` needs) and resolve
@@ -75,6 +78,7 @@ __all__ = [
     "check_convention",
     "check_notion",
     "constraint_groups",
+    "contingency_table",
     "get_notion",
     "notion_names",
     "register_notion",
@@ -197,6 +201,13 @@ def cell_group_counts(outcome, n_outcomes: int, cell, n_cells: int, s, k: int) -
     return np.bincount(flat, minlength=n_cells * k * n_outcomes).reshape(n_cells, k, n_outcomes)
 
 
+def contingency_table(y, y_pred, s, n_classes: int, n_groups: int) -> np.ndarray:
+    """``table[r, y, ŷ]``: rows of group r with label y and prediction ŷ (all arguments as codes); integers."""
+    y, y_pred, s = (np.asarray(a, dtype=np.int64) for a in (y, y_pred, s))
+    flat = (s * n_classes + y) * n_classes + y_pred
+    return np.bincount(flat, minlength=n_groups * n_classes * n_classes).reshape(n_groups, n_classes, n_classes)
+
+
 class Notion:
     """A group fairness notion: its reference cells (sets of labels) and the rate it compares in them.
 
@@ -303,21 +314,54 @@ class Notion:
             ref_name = "y_true"
         s_codes, groups = encode_groups(s, "s")
         check_same_length(s_codes, "s", t, ref_name)
-        l, k = len(classes), len(groups)
+        return self.table_rate_table(contingency_table(t, p, s_codes, len(classes), len(groups)), classes, groups,
+                                     positive_label)
+
+    def table_rate_table(self, table, classes, groups=None, positive_label=1) -> RateTable:
+        """The :class:`RateTable` of a contingency table ``table[r, y, ŷ]`` (rows of group r, label y and
+        prediction ŷ; groups × classes × classes, in the order of ``classes`` and ``groups``).
+
+        Cell c's counts are sums of the table's entries: ``counts[c, r, j] = Σ_{y ∈ cell c} table[r, y, j]``
+        for a selection rate; for a positive (accuracy) rate, outcome 1 sums ``table[r, y, positive]``
+        (``table[r, y, y]``) over the cell's labels and outcome 0 the rest of the cell. Every violation,
+        :meth:`rate_table` on rows included, is computed from such a table, so that a released (noisy) table is
+        post-processed by the same code as the exact one. ``table`` may hold floats (negative entries should
+        be clipped to 0 first); an integer table gives integer counts.
+        """
+        table = np.asarray(table)
+        classes = np.asarray(classes)
+        if table.ndim != 3 or table.shape[1] != table.shape[2] or table.shape[1] != len(classes):
+            raise ValueError(f"table must be groups × classes × classes with {len(classes)} classes, got shape "
+                             f"{table.shape}")
+        k, l = table.shape[0], len(classes)
+        groups = np.arange(k) if groups is None else np.asarray(groups)
         pos = label_index(classes, positive_label) if self.uses_positive_label else 1
         cells = self.cell_labels(l, pos)
-        reference = self.reference_cells(t, l, pos) if self.conditions_on_label else np.zeros_like(t)
-        outcome, n_out, compared = self.outcomes(t, p, l, pos)
-        rows = reference >= 0
-        counts = cell_group_counts(outcome[rows], n_out, reference[rows], len(cells), s_codes[rows], k)
-        picked = list(range(n_out)) if isinstance(compared, slice) else list(compared)
+        per_cell = []
+        for labels in cells:
+            sub = table[:, list(labels), :]  # (k, labels of the cell, ŷ)
+            if self.rate == SELECTION:
+                per_cell.append(sub.sum(axis=1))
+                continue
+            if self.rate == POSITIVE:
+                hit = sub[:, :, pos].sum(axis=1)
+            else:
+                hit = sub[:, np.arange(len(labels)), list(labels)].sum(axis=1)
+            per_cell.append(np.stack([sub.sum(axis=(1, 2)) - hit, hit], axis=-1))
+        counts = np.stack(per_cell)
         if self.rate == SELECTION:
-            names = classes
+            names, picked = classes, list(range(l))
         elif self.rate == POSITIVE:
-            names = np.array([f"not {classes[pos]}", classes[pos]], dtype=object)
+            names, picked = np.array([f"not {classes[pos]}", classes[pos]], dtype=object), [1]
         else:
-            names = np.array(["wrong", "correct"], dtype=object)
+            names, picked = np.array(["wrong", "correct"], dtype=object), [1]
         return RateTable(self.name, counts, tuple(self.cell_key(c) for c in cells), groups, names, picked)
+
+    def table_violation(self, table, classes, convention: str = "pairwise", positive_label=1) -> float:
+        """The notion's worst gap (module docstring) read off a contingency table ``table[r, y, ŷ]``
+        (:meth:`table_rate_table`): how a released table of counts gives every notion's violation."""
+        check_convention(convention)
+        return self.table_rate_table(table, classes, None, positive_label).gap(convention)
 
     def rates(self, y_true, y_pred, s, positive_label=1) -> pd.DataFrame:
         """The compared rates of every constraint group and its size (:meth:`RateTable.frame`); NaN if empty."""

@@ -1,26 +1,38 @@
-"""A differentially private ``MetricFrame``: per-group classification metrics from one noisy contingency table.
+"""A differentially private ``MetricFrame``: per-group metrics from a few noisy tables of counts or sums.
 
-:class:`PrivateMetricFrame` releases the table ``counts[g, y, ŷ]`` (k public groups × l classes × l classes)
-once, with Gaussian noise, through dpfair's release path (a one-part :class:`~dpfair.privacy.PrivacyPlan`
-calibrated on the accountant, a :class:`~dpfair.privacy.Release` drawing from a fresh
-:class:`~dpfair.privacy.SecretRandom`, recorded on a :class:`~dpfair.privacy.PrivacyLedger`). Every figure it
+:class:`PrivateMetricFrame` releases, once and with Gaussian noise, the tables its
+:class:`~dpfair.fairness.measurement_plan.MeasurementPlan` chooses for the requested metrics — the counts
+``[g, y, ŷ]`` (k public groups × l classes × l classes), or the marginals ``[g, ŷ]``, ``[g, y]``, ``[g]`` where
+they give the same figures with less noise, and the per-group sums of a bounded score for ``mean_prediction``
+and ``brier_score`` — through dpfair's release path: a :class:`~dpfair.privacy.PrivacyPlan` with one Gaussian
+part per table, σ calibrated once for one Gaussian at (ε, δ) and split ``σ_t = σ/√w_t`` (the composition is
+that one Gaussian; checked on the accountant), :class:`~dpfair.privacy.Release` s drawing from one fresh
+:class:`~dpfair.privacy.SecretRandom`, recorded on one :class:`~dpfair.privacy.PrivacyLedger`. Every figure it
 reports (fairlearn's metric names, ``.overall``, ``.by_group``, ``.difference()``, ``.ratio()``, the intervals and
-the flags) is computed from the released table alone: post-processing, no further privacy cost.
+the flags) is computed from the released tables alone: post-processing, no further privacy cost.
 
 Sensitivity (the accountant's ``GaussianDpEvent(σ)`` covers two neighbours' sums at L2 distance ≤ ``bound``
-under add/remove, ``2·bound`` under replace-one, with noise std ``σ·bound``):
+under add/remove, ``2·bound`` under replace-one, with noise std ``σ·bound``); one person moves one cell of every
+table:
 
-- ``"record"`` (add/remove one person): one cell moves by 1, so distance 1: ``bound = 1``;
-- ``"sensitive"`` (one person's s replaced, y and ŷ public): one count leaves cell (g, y, ŷ) and enters
-  (g', y, ŷ), so distance √2 = 2·bound under replace-one: ``bound = 1/√2`` (noise std σ/√2).
+- ``"record"`` (add/remove one person): a count cell moves by 1 (``bound = 1``), a sum by at most c, its
+  values' range (``bound = c``);
+- ``"sensitive"`` (one person's s replaced, y, ŷ and the score public): a count leaves cell (g, ...) and enters
+  (g', ...), distance √2 = 2·bound: ``bound = 1/√2`` (noise std σ/√2); a sum's value v ≤ c moves likewise:
+  ``bound = c/√2``. Scores are clipped to the public ``score_range = (lo, hi)`` and shifted to ``[0, hi − lo]``
+  (c = hi − lo); squared errors ``(score − y)²`` lie in ``[0, c]`` with c their largest value on that range.
 
-Intervals: a parametric bootstrap on the released table. Each replicate draws (a) the rows again — for every
-group a multinomial of its noisy total over its noisy cell shares (negative counts clipped to 0) — when
-``sampling=True`` (the interval then targets the population value; ``False``: the exact value on these rows),
-and (b) a fresh Gaussian of the release's std on every cell; the metric is recomputed and the interval is the
-percentile one at ``confidence``. The bootstrap draws from a public generator seeded by ``random_state`` and
+Intervals: a parametric bootstrap on the released tables. Each replicate (a) draws the rows again when
+``sampling=True`` (the interval then targets the population value; ``False``: the exact value on these rows):
+for every group a multinomial of its noisy total over the cells ``[y, ŷ]`` of ``table_``
+(the released counts, or a table built from the released marginals), each released count table moving by that
+draw's deviation from its expectation, and each score sum by a normal deviation of variance ``n_g·m(c − m)``
+(Bhatia–Davis's bound on the variance of values in ``[0, c]`` of mean m: conservative); and (b) adds a fresh
+Gaussian of each table's own noise std to every released value. The metric is recomputed and the interval is
+the percentile one at ``confidence``. The bootstrap draws from a public generator seeded by ``random_state`` and
 reads released values only (post-processing: no privacy cost). A group whose noisy denominator for a metric is
-below ``5 ×`` its noise std, or whose interval is wider than 0.5, is flagged rather than reported as confident.
+below ``5 ×`` its noise std, or whose interval is wider than 0.5 (a rate's; a mean's: half its range), is
+flagged rather than reported as confident.
 """
 
 from __future__ import annotations
@@ -32,76 +44,53 @@ import numpy as np
 import pandas as pd
 
 from dpfair.exceptions import UtilityWarning
+from dpfair.fairness.measurement_plan import (
+    COUNT_TABLES,
+    FULL,
+    GROUPS,
+    LABELS,
+    PREDICTIONS,
+    SCORE_METRICS,
+    SCORES,
+    SQUARED,
+    MeasurementPlan,
+    cells,
+    metric_masks,
+    read,
+)
 from dpfair.privacy import (
-    Part,
     PrivacyLedger,
-    PrivacyPlan,
-    PrivacyUnit,
     Release,
     SecretRandom,
     check_privacy_unit,
 )
 from dpfair.validation import check_1d, check_epsilon, check_positive
 
-__all__ = ["METRICS", "PrivateMetricFrame"]
+__all__ = ["METRICS", "SCORE_METRIC_NAMES", "PrivateMetricFrame"]
 
-#: The part the frame releases.
-TABLE = "contingency table"
+#: The part the frame releases when it releases the full table (its other tables: see
+#: :mod:`dpfair.fairness.measurement_plan`).
+TABLE = FULL
 
-#: The metrics the frame computes from the table (fairlearn's names), with aliases.
+#: The metrics the frame computes from counts (fairlearn's names), with aliases.
 METRICS = ("count", "selection_rate", "true_positive_rate", "false_positive_rate", "true_negative_rate",
            "false_negative_rate", "accuracy", "error")
-_ALIASES = {"accuracy_score": "accuracy", "error_rate": "error"}
+#: The metrics the frame computes from per-group sums of a bounded score (``y_score``).
+SCORE_METRIC_NAMES = ("mean_prediction", "brier_score")
+_ALIASES = {"accuracy_score": "accuracy", "error_rate": "error", "brier_score_loss": "brier_score"}
 
 #: A metric's denominator is flagged when its noisy value is below this many noise standard deviations.
 FLAG_STDS = 5.0
-#: ... or when the metric's interval is wider than this.
+#: ... or when the metric's interval is wider than this (a fraction of the range, for a mean score).
 FLAG_WIDTH = 0.5
-
-
-def _metric_parts(table: np.ndarray, pos: int) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
-    """``{metric: (numerator, denominator)}`` of a table ``(..., l, l)`` indexed ``[y, ŷ]`` (count: no
-    denominator). ``pos``: the index of the positive class; the others are negative."""
-    total = table.sum(axis=(-2, -1))
-    pred_pos = table[..., :, pos].sum(axis=-1)
-    y_pos = table[..., pos, :].sum(axis=-1)
-    tp = table[..., pos, pos]
-    y_neg = total - y_pos
-    fp = pred_pos - tp
-    correct = np.trace(table, axis1=-2, axis2=-1)
-    return {
-        "count": (total, None),
-        "selection_rate": (pred_pos, total),
-        "true_positive_rate": (tp, y_pos),
-        "false_positive_rate": (fp, y_neg),
-        "true_negative_rate": (y_neg - fp, y_neg),
-        "false_negative_rate": (y_pos - tp, y_pos),
-        "accuracy": (correct, total),
-        "error": (total - correct, total),
-    }
-
-
-#: How many cells each metric's denominator sums, per table of l classes (for its noise std).
-def _denominator_cells(l: int) -> dict[str, int]:
-    return {"selection_rate": l * l, "accuracy": l * l, "error": l * l, "true_positive_rate": l,
-            "false_negative_rate": l, "false_positive_rate": (l - 1) * l, "true_negative_rate": (l - 1) * l}
-
-
-def _metrics(table: np.ndarray, pos: int, names) -> dict[str, np.ndarray]:
-    """Each metric of ``names`` on a table ``(..., l, l)`` (NaN where its denominator is 0)."""
-    parts = _metric_parts(table, pos)
-    out = {}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for name in names:
-            num, den = parts[name]
-            out[name] = np.asarray(num, dtype=np.float64) if den is None else np.where(den > 0, num / den, np.nan)
-    return out
 
 
 def _between(values: np.ndarray, how: str) -> np.ndarray:
     """fairlearn's between-groups aggregates over the last axis (groups): difference = max − min,
     ratio = min / max (1 when both are 0)."""
-    lo, hi = np.nanmin(values, axis=-1), np.nanmax(values, axis=-1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices
+        lo, hi = np.nanmin(values, axis=-1), np.nanmax(values, axis=-1)
     if how == "difference":
         return hi - lo
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -113,32 +102,45 @@ class PrivateMetricFrame:
 
     Parameters
     ----------
-    metrics : a metric name or a list of them, among :data:`METRICS` (``accuracy_score`` is ``accuracy``).
-    y_true, y_pred, sensitive_features : one entry per person.
+    metrics : a metric name or a list of them, among :data:`METRICS` (``accuracy_score`` is ``accuracy``) and
+        :data:`SCORE_METRIC_NAMES` (``mean_prediction``, ``brier_score``: need ``y_score``).
+    y_true, y_pred, sensitive_features : one entry per person (``y_pred=None`` when only score metrics and
+        ``count`` are asked for).
     groups : the public list of groups (required unless ``epsilon=inf``: which groups exist is not released).
     classes : the public list of labels; the last one is the positive class of the rates.
-    epsilon, delta : the budget of the one release (``delta=None``: 1/n²); ``epsilon=inf``: exact, no noise.
+    epsilon, delta : the budget of the measurement (``delta=None``: 1/n²); ``epsilon=inf``: exact, no noise.
     privacy_unit : ``"sensitive"`` (one person's s replaced) or ``"record"`` (one person added or removed).
     accountant : ``"pld"`` or ``"rdp"``, on which σ is calibrated and ``privacy_spent_`` reported.
     confidence, n_bootstrap, random_state : the intervals' level, replicates and public seed.
     sampling : whether the intervals include the sampling of rows (population value) or only the noise.
+    y_score : one score per person (a probability of the positive class, ...), clipped to ``score_range``.
+    score_range : the public range ``(lo, hi)`` of the scores.
 
-    What it holds after construction: ``n_``, the number of rows (public); ``noisy_table_``, the released table
-    ``[group, y, ŷ]`` (floats, before clipping); ``table_``, the table the metrics read (``noisy_table_`` with negative counts clipped to 0);
-    ``noise_multiplier_`` and ``noise_std_``, σ and the noise std of every cell (``σ·bound``); and
-    ``privacy_plan_``, ``privacy_ledger_``, ``privacy_spent_``, as on a private estimator.
+    What it holds after construction: ``n_``, the number of rows (public); ``measurement_plan_``, the
+    :class:`~dpfair.fairness.measurement_plan.MeasurementPlan` (tables, readings, weights); ``noisy_tables_``,
+    each released table by name (floats, before clipping); ``noise_multipliers_`` and ``noise_stds_``, each
+    table's σ_t and noise std per cell (``σ_t·bound_t``); ``noise_multiplier_``, σ, the multiplier of the one
+    Gaussian the release is equivalent to (``(Σ σ_t⁻²)^(-1/2)``; σ_t itself for a one-table plan);
+    ``noise_std_``, the largest noise std of a released count (every count cell's when one count table is
+    released); ``noisy_table_``, a table ``[group, y, ŷ]``: the released full table when the plan releases it,
+    otherwise built from the released marginals (each group's total, the inverse-variance mean of the marginals'
+    totals, spread over ``[y, ŷ]`` as the product of the released y and ŷ shares, uniform over a dimension none
+    releases) — post-processing, for display and the bootstrap's rows, not what the metrics read; ``table_``,
+    ``noisy_table_`` with negative counts clipped to 0; and ``privacy_plan_`` (one part per table),
+    ``privacy_ledger_`` (one entry per table), ``privacy_spent_``, as on a private estimator. The metrics read
+    the released tables (negative values clipped to 0) as ``measurement_plan_.readings`` say.
     """
 
     def __init__(self, metrics, y_true, y_pred, sensitive_features, *, groups=None, classes=(0, 1), epsilon,
                  delta=None, privacy_unit="sensitive", accountant="pld", confidence=0.95, n_bootstrap=1000,
-                 random_state=None, sampling=True):
+                 random_state=None, sampling=True, y_score=None, score_range=(0.0, 1.0)):
         names = [metrics] if isinstance(metrics, str) else list(metrics)
         if not names:
             raise ValueError("metrics is empty; name at least one of " + ", ".join(METRICS))
         names = [_ALIASES.get(m, m) if isinstance(m, str) else m for m in names]
-        unknown = [m for m in names if m not in METRICS]
+        unknown = [m for m in names if m not in METRICS + SCORE_METRIC_NAMES]
         if unknown:
-            raise ValueError(f"unknown metric {unknown[0]!r}; choose among {', '.join(METRICS)}")
+            raise ValueError(f"unknown metric {unknown[0]!r}; choose among {', '.join(METRICS + SCORE_METRIC_NAMES)}")
         self.metrics = list(dict.fromkeys(names))
         self.epsilon = check_epsilon(epsilon, budget=True)
         unit = check_privacy_unit(privacy_unit)
@@ -149,16 +151,26 @@ class PrivateMetricFrame:
         self.n_bootstrap = check_positive(n_bootstrap, "n_bootstrap", integer=True)
         self.random_state = random_state
         self.sampling = bool(sampling)
+        lo, hi = _score_range(score_range)
+        self.score_range = (lo, hi)
 
         y_true = check_1d(y_true, "y_true")
         n = len(y_true)
         if n == 0:
             raise ValueError("y_true is empty; pass one entry per person")
-        y_pred = check_1d(y_pred, "y_pred")
+        needs_pred = any(m not in SCORE_METRIC_NAMES + ("count",) for m in self.metrics)
+        if y_pred is None and needs_pred:
+            raise ValueError("y_pred is None; pass the predictions (only count, mean_prediction and brier_score "
+                             "do without them)")
+        y_pred = None if y_pred is None else check_1d(y_pred, "y_pred")
         s = check_1d(sensitive_features, "sensitive_features")
-        if len(y_pred) != n or len(s) != n:
-            raise ValueError(f"y_true, y_pred and sensitive_features have {n}, {len(y_pred)} and {len(s)} entries; "
+        if (y_pred is not None and len(y_pred) != n) or len(s) != n:
+            raise ValueError(f"y_true, y_pred and sensitive_features have {n}, "
+                             f"{n if y_pred is None else len(y_pred)} and {len(s)} entries; "
                              "pass one entry per person in each")
+        scored = [m for m in self.metrics if m in SCORE_METRIC_NAMES]
+        if scored and y_score is None:
+            raise ValueError(f"{scored[0]} needs y_score; pass one score per person (clipped to score_range)")
         if groups is None:
             if math.isfinite(self.epsilon):
                 raise ValueError("groups is required at a finite epsilon (the list of groups is public, not read "
@@ -168,33 +180,66 @@ class PrivateMetricFrame:
         self.classes_ = _public_list(classes, "classes")
         if len(self.classes_) < 2:
             raise ValueError(f"classes needs at least two labels, got {self.classes_.tolist()}")
+        if "brier_score" in scored and len(self.classes_) != 2:
+            raise ValueError(f"brier_score needs two classes, got {len(self.classes_)}; measure it one class "
+                             "against the rest")
         g = _codes(s, self.groups_, "sensitive_features", "groups")
         yt = _codes(y_true, self.classes_, "y_true", "classes")
-        yp = _codes(y_pred, self.classes_, "y_pred", "classes")
+        yp = np.zeros(n, dtype=np.int64) if y_pred is None else _codes(y_pred, self.classes_, "y_pred", "classes")
         k, l = len(self.groups_), len(self.classes_)
         self.n_ = n  # public, as everywhere in dpfair (the guide's privacy model)
         self.delta_ = 1.0 / n ** 2 if delta is None else float(delta)
         if not 0.0 < self.delta_ < 1.0:
             raise ValueError(f"delta must lie strictly between 0 and 1, got {delta!r}; 1/n² is a common choice")
 
-        # ---- the one accounted release ----
-        table = np.bincount((g * l + yt) * l + yp, minlength=k * l * l).reshape(k, l, l).astype(np.float64)
-        bound = 1.0 / math.sqrt(2.0) if unit is PrivacyUnit.SENSITIVE else 1.0
-        self.privacy_plan_ = PrivacyPlan((Part(TABLE),))
-        sigma = self.privacy_plan_.calibrate(self.epsilon, self.delta_, unit, accountant)[TABLE]
+        # ---- the plan: public inputs only ----
+        available = COUNT_TABLES if y_pred is not None else (LABELS, GROUPS)
+        available = available + tuple(SCORE_METRICS[m] for m in scored)
+        plan = MeasurementPlan.choose(self.metrics, l, tables=available)
+        self.measurement_plan_ = plan
+        self.privacy_plan_ = plan.privacy_plan()
+        sigmas = plan.noise_multipliers(self.epsilon, self.delta_, unit, accountant)
+        bounds = plan.bounds(unit, self.score_range)
+
+        # ---- the one accounted measurement: one release per table ----
+        cube = np.bincount((g * l + yt) * l + yp, minlength=k * l * l).reshape(k, l, l).astype(np.float64)
+        exact = {FULL: cube, PREDICTIONS: cube.sum(axis=1), LABELS: cube.sum(axis=2), GROUPS: cube.sum(axis=(1, 2))}
+        if scored:
+            score = check_1d(y_score, "y_score", n)
+            try:
+                score = np.asarray(score, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f"y_score must hold one number per person ({n}); pass scores, not labels") from None
+            if not np.all(np.isfinite(score)):  # a NaN would make its group's released sum NaN, whatever the noise
+                raise ValueError("y_score has values that are not finite numbers; fill or drop them first")
+            score = np.clip(score, lo, hi)
+            if SCORES in plan.tables:
+                exact[SCORES] = np.bincount(g, weights=score - lo, minlength=k)
+            if SQUARED in plan.tables:
+                exact[SQUARED] = np.bincount(g, weights=(score - (yt == l - 1)) ** 2, minlength=k)
         self.privacy_ledger_ = PrivacyLedger(unit)
-        release = Release(self.privacy_plan_[TABLE], sigma, SecretRandom(("PrivateMetricFrame", random_state)),
-                          self.privacy_ledger_)
-        self.noisy_table_ = release.noisy_sum(table, bound=bound)
-        del table, g, yt, yp
-        self.noise_multiplier_ = float(sigma)
-        self.noise_std_ = float(release.noise_scale(bound))
+        secret = SecretRandom(("PrivateMetricFrame", random_state))
+        self.noisy_tables_, self.noise_multipliers_, self.noise_stds_ = {}, {}, {}
+        for t in plan.tables:
+            release = Release(self.privacy_plan_[t], sigmas[t], secret, self.privacy_ledger_)
+            self.noisy_tables_[t] = release.noisy_sum(exact[t], bound=bounds[t])
+            self.noise_multipliers_[t] = float(sigmas[t])
+            self.noise_stds_[t] = float(release.noise_scale(bounds[t]))
+        exact_cube = cube if math.isinf(self.epsilon) and y_pred is not None else None
+        del cube, exact, g, yt, yp
+        inverse = sum(v ** -2 for v in sigmas.values() if v > 0)
+        self.noise_multiplier_ = float(inverse ** -0.5) if inverse > 0 else 0.0
+        self.noise_std_ = max(self.noise_stds_[t] for t in plan.tables if t in COUNT_TABLES) \
+            if any(t in COUNT_TABLES for t in plan.tables) else 0.0
         eps = self.privacy_ledger_.epsilon(self.delta_, accountant)
         self.privacy_spent_ = (eps, self.delta_ if math.isfinite(eps) else 0.0)
 
-        # ---- post-processing of the released table only ----
+        # ---- post-processing of the released tables only ----
+        self._bounds = bounds
+        self._tables = {t: np.clip(v, 0.0, None) for t, v in self.noisy_tables_.items()}
+        # at ε = ∞ nothing is private: the table is the exact one (every released table is its marginal)
+        self.noisy_table_ = exact_cube if exact_cube is not None else self._joint_table()
         self.table_ = np.clip(self.noisy_table_, 0.0, None)
-        self._pos = l - 1
         self._boot = self._bootstrap(np.random.default_rng(random_state))
         self.flags = self._flags()
         flagged = [(grp, m) for grp in self.flags.index for m in self.flags.columns if self.flags.loc[grp, m]]
@@ -204,20 +249,95 @@ class PrivateMetricFrame:
                           "per cell): not a confident number; raise epsilon or merge small groups",
                           UtilityWarning, stacklevel=2)
 
+    # ---- the released tables, read ----------------------------------------------------------------------
+    def _joint_table(self) -> np.ndarray:
+        """``[g, y, ŷ]`` from the released tables: the full table, or the marginals' product (class docstring)."""
+        if FULL in self.noisy_tables_:
+            return np.asarray(self.noisy_tables_[FULL], dtype=np.float64)
+        k, l = len(self.groups_), len(self.classes_)
+        weights, totals = [], []
+        for t in (PREDICTIONS, LABELS, GROUPS):
+            if t in self._tables:
+                c = 1 if t == GROUPS else l
+                weights.append(1.0 / max(self.noise_stds_[t] ** 2 * c, 1e-300))
+                totals.append(self._tables[t].reshape(k, -1).sum(axis=1))
+        total = np.average(np.stack(totals), axis=0, weights=weights)
+
+        def shares(t):
+            if t not in self._tables:
+                return np.full((k, l), 1.0 / l)
+            v = self._tables[t]
+            sums = v.sum(axis=1, keepdims=True)
+            return np.divide(v, sums, out=np.full_like(v, 1.0 / l), where=sums > 0)
+
+        return total[:, None, None] * shares(LABELS)[:, :, None] * shares(PREDICTIONS)[:, None, :]
+
+    def _values(self, tables: dict, metric: str, overall: bool = False) -> np.ndarray:
+        """``metric`` per group (``overall``: on everyone) from ``tables`` (released or replicated)."""
+        reading = self.measurement_plan_.best_reading(metric)
+        if reading is None:
+            raise ValueError(f"{metric} is not among the measured metrics and the released tables do not give it; "
+                             f"add it to metrics=")
+        num_mask, den_mask = metric_masks(len(self.classes_))[metric]
+        num = read(tables, reading[0], num_mask)
+        if overall:
+            num = num.sum(axis=-1)
+        if den_mask is None:
+            return np.asarray(num, dtype=np.float64)
+        den = read(tables, reading[1], den_mask)
+        if overall:
+            den = den.sum(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+        if metric in SCORE_METRIC_NAMES:
+            c = self._range(metric)
+            value = np.clip(value, 0.0, c) + (self.score_range[0] if metric == "mean_prediction" else 0.0)
+        else:  # a rate read off two tables may leave [0, 1]: clipping it is post-processing
+            value = np.clip(value, 0.0, 1.0)
+        return value
+
+    def _range(self, metric: str) -> float:
+        """c, the range of a metric's per-person values (1 for a rate; see the module docstring)."""
+        lo, hi = self.score_range
+        if metric == "mean_prediction":
+            return hi - lo
+        if metric == "brier_score":
+            return max(lo * lo, hi * hi, (lo - 1) ** 2, (hi - 1) ** 2)
+        return 1.0
+
     # ---- the bootstrap, on released values only ----------------------------------------------------------
-    def _bootstrap(self, rng: np.random.Generator) -> np.ndarray:
-        """Replicate tables ``(B, k, l, l)``: rows redrawn (when ``sampling``) and fresh noise of the release's std."""
+    def _bootstrap(self, rng: np.random.Generator) -> dict:
+        """Replicate tables ``{name: (B, ...)}``: rows redrawn (when ``sampling``) and fresh noise of each table's
+        own std (module docstring)."""
+        B = self.n_bootstrap
         k, l = self.table_.shape[0], self.table_.shape[1]
-        flat = self.table_.reshape(k, l * l)
+        out = {t: np.broadcast_to(v, (B,) + v.shape).copy() for t, v in self._tables.items()}
         if self.sampling:
+            flat = self.table_.reshape(k, l * l)
             totals = np.rint(flat.sum(axis=1)).astype(np.int64)
             sums = flat.sum(axis=1, keepdims=True)
             shares = np.divide(flat, sums, out=np.full_like(flat, 1.0 / (l * l)), where=sums > 0)
-            rows = rng.multinomial(totals, shares, size=(self.n_bootstrap, k)).astype(np.float64)
-        else:
-            rows = np.broadcast_to(flat, (self.n_bootstrap, k, l * l))
-        noisy = rows + self.noise_std_ * rng.standard_normal(rows.shape)
-        return np.clip(noisy, 0.0, None).reshape(self.n_bootstrap, k, l, l)
+            rows = rng.multinomial(totals, shares, size=(B, k)).astype(np.float64)
+            deviation = (rows - totals[:, None] * shares).reshape(B, k, l, l)
+            moved = {FULL: deviation, PREDICTIONS: deviation.sum(axis=2), LABELS: deviation.sum(axis=3),
+                     GROUPS: deviation.sum(axis=(2, 3))}
+            for t in out:
+                if t in COUNT_TABLES:
+                    out[t] += moved[t]
+            sizes = np.maximum(totals, 0).astype(np.float64)
+            for m in self.metrics:
+                t = SCORE_METRICS.get(m)
+                if t is None or t not in out:
+                    continue
+                c = self._range(m)
+                mean = np.clip(self._values(self._tables, m) - (self.score_range[0] if m == "mean_prediction"
+                                                               else 0.0), 0.0, c)
+                var = np.nan_to_num(sizes * mean * (c - mean))
+                out[t] += np.sqrt(var) * rng.standard_normal((B, k))
+        for t, values in out.items():
+            values += self.noise_stds_[t] * rng.standard_normal(values.shape)
+            np.clip(values, 0.0, None, out=values)
+        return out
 
     def _quantiles(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         a = (1.0 - self.confidence) / 2.0
@@ -226,19 +346,19 @@ class PrivateMetricFrame:
             return np.nanquantile(values, a, axis=0), np.nanquantile(values, 1.0 - a, axis=0)
 
     def _flags(self) -> pd.DataFrame:
-        l = self.table_.shape[1]
-        parts = _metric_parts(self.table_, self._pos)
-        cells = _denominator_cells(l)
+        masks = metric_masks(len(self.classes_))
         width = self.intervals
+        by_group = self.by_group
         flags = {}
         for m in self.metrics:
             if m == "count":
                 flags[m] = np.zeros(len(self.groups_), dtype=bool)
                 continue
-            den = parts[m][1]
-            small = den <= FLAG_STDS * self.noise_std_ * math.sqrt(cells[m])
-            wide = (width[(m, "high")] - width[(m, "low")]).to_numpy() > FLAG_WIDTH
-            flags[m] = small | wide | ~np.isfinite(self.by_group[m].to_numpy())
+            t_den = self.measurement_plan_.reading(m)[1]
+            den = read(self._tables, t_den, masks[m][1])
+            small = den <= FLAG_STDS * self.noise_stds_[t_den] * math.sqrt(cells(t_den, masks[m][1]))
+            wide = (width[(m, "high")] - width[(m, "low")]).to_numpy() > FLAG_WIDTH * self._range(m)
+            flags[m] = small | wide | ~np.isfinite(by_group[m].to_numpy())
         return pd.DataFrame(flags, index=self._index())
 
     # ---- fairlearn's face ---------------------------------------------------------------------------------
@@ -248,14 +368,12 @@ class PrivateMetricFrame:
     @property
     def by_group(self) -> pd.DataFrame:
         """Each metric per group (rows: the public groups, in the order given)."""
-        values = _metrics(self.table_, self._pos, self.metrics)
-        return pd.DataFrame({m: values[m] for m in self.metrics}, index=self._index())
+        return pd.DataFrame({m: self._values(self._tables, m) for m in self.metrics}, index=self._index())
 
     @property
     def overall(self) -> pd.Series:
-        """Each metric on everyone (the table summed over groups)."""
-        values = _metrics(self.table_.sum(axis=0), self._pos, self.metrics)
-        return pd.Series({m: float(values[m]) for m in self.metrics})
+        """Each metric on everyone (the released tables summed over groups)."""
+        return pd.Series({m: float(self._values(self._tables, m, overall=True)) for m in self.metrics})
 
     def group_min(self) -> pd.Series:
         return self.by_group.min()
@@ -265,55 +383,58 @@ class PrivateMetricFrame:
 
     def difference(self) -> pd.Series:
         """Largest minus smallest group value of each metric (fairlearn's ``method="between_groups"``)."""
-        values = _metrics(self.table_, self._pos, self.metrics)
-        return pd.Series({m: float(_between(values[m], "difference")) for m in self.metrics})
+        return pd.Series({m: float(_between(self._values(self._tables, m), "difference")) for m in self.metrics})
 
     def ratio(self) -> pd.Series:
         """Smallest over largest group value of each metric (fairlearn's ``method="between_groups"``)."""
-        values = _metrics(self.table_, self._pos, self.metrics)
-        return pd.Series({m: float(_between(values[m], "ratio")) for m in self.metrics})
+        return pd.Series({m: float(_between(self._values(self._tables, m), "ratio")) for m in self.metrics})
 
     @property
     def demographic_parity_difference(self) -> float:
         """fairlearn's ``demographic_parity_difference``: the difference of the groups' selection rates."""
-        return float(_between(_metrics(self.table_, self._pos, ["selection_rate"])["selection_rate"], "difference"))
+        return float(_between(self._values(self._tables, "selection_rate"), "difference"))
 
     @property
     def equalized_odds_difference(self) -> float:
         """fairlearn's ``equalized_odds_difference``: the larger difference of true and false positive rates."""
-        v = _metrics(self.table_, self._pos, ["true_positive_rate", "false_positive_rate"])
-        return float(max(_between(v["true_positive_rate"], "difference"),
-                         _between(v["false_positive_rate"], "difference")))
+        return float(max(_between(self._values(self._tables, "true_positive_rate"), "difference"),
+                         _between(self._values(self._tables, "false_positive_rate"), "difference")))
 
     # ---- intervals ----------------------------------------------------------------------------------------
     @property
     def intervals(self) -> pd.DataFrame:
         """Per group, each metric's ``(low, high)`` percentile interval at ``confidence`` (columns
         ``(metric, "low"/"high")``), from the bootstrap of the module docstring."""
-        values = _metrics(self._boot, self._pos, self.metrics)
         cols = {}
         for m in self.metrics:
-            lo, hi = self._quantiles(values[m])
+            lo, hi = self._quantiles(self._values(self._boot, m))
             cols[(m, "low")], cols[(m, "high")] = lo, hi
         return pd.DataFrame(cols, index=self._index())
 
     def overall_interval(self) -> pd.DataFrame:
         """Each metric's overall interval: rows the metrics, columns ``low``, ``high``."""
-        values = _metrics(self._boot.sum(axis=1), self._pos, self.metrics)
-        return pd.DataFrame([self._quantiles(values[m]) for m in self.metrics], index=self.metrics,
-                            columns=["low", "high"])
+        return pd.DataFrame([self._quantiles(self._values(self._boot, m, overall=True)) for m in self.metrics],
+                            index=self.metrics, columns=["low", "high"])
 
     def difference_interval(self) -> pd.DataFrame:
         """Each metric's between-groups difference interval: rows the metrics, columns ``low``, ``high``."""
-        values = _metrics(self._boot, self._pos, self.metrics)
-        return pd.DataFrame([self._quantiles(_between(values[m], "difference")) for m in self.metrics],
-                            index=self.metrics, columns=["low", "high"])
+        return pd.DataFrame([self._quantiles(_between(self._values(self._boot, m), "difference"))
+                             for m in self.metrics], index=self.metrics, columns=["low", "high"])
 
     def demographic_parity_interval(self) -> tuple[float, float]:
         """The interval of :attr:`demographic_parity_difference`."""
-        v = _metrics(self._boot, self._pos, ["selection_rate"])["selection_rate"]
-        lo, hi = self._quantiles(_between(v, "difference"))
+        lo, hi = self._quantiles(_between(self._values(self._boot, "selection_rate"), "difference"))
         return float(lo), float(hi)
+
+
+def _score_range(score_range) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) for v in score_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"score_range must be two numbers (lo, hi), got {score_range!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"score_range must be two finite numbers lo < hi, got {score_range!r}; e.g. (0, 1)")
+    return lo, hi
 
 
 def _public_list(values, name: str) -> np.ndarray:
