@@ -1727,8 +1727,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "measure", help="private fairness figures of any model's predictions: per-group rates with intervals",
-        description="Release the counts group × label × prediction of a file of predictions once, with Gaussian "
-                    "noise on a ledger (dpfair.fairness.private_metric_frame), and print every group's rates, the "
+        description="Release the counts group × label × prediction of a file of predictions once, with Laplace "
+                    "or Gaussian noise (whichever is smaller at the budget) on a ledger "
+                    "(dpfair.fairness.private_metric_frame), and print every group's rates, the "
                     "differences and ratios between groups, demographic parity and equalized odds, each with an "
                     "interval that includes the noise; a group too small for the budget is flagged. The group and "
                     "class lists are public: declare them. Writes the figures and the ledger as JSON.")

@@ -24,7 +24,8 @@ def test_train_with_an_evaluation_budget_writes_both_ledgers_apart(trained):
     result = json.loads((trained / "private.json").read_text())
     ev = result["evaluation"]
     assert ev["private"] is True and ev["unit"] == "sensitive" and 0 < ev["epsilon"] <= 1
-    assert [e["count"] for e in ev["privacy_ledger"]] == [1] and ev["privacy_ledger"][0]["mechanism"] == "gaussian"
+    # two groups at ε = 1, δ = 1/n²: the measurement's mechanism="auto" picks Laplace (public inputs only)
+    assert [e["count"] for e in ev["privacy_ledger"]] == [1] and ev["privacy_ledger"][0]["mechanism"] == "laplace"
     # the fit's ledger is the fit's alone (erm: non-private), the evaluation's is under its own key
     assert [e["label"] for e in result["privacy_ledger"]] == ["non-private training"]
     assert "disjoint" in ev["composition"]

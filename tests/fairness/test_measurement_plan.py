@@ -41,14 +41,15 @@ def test_forecast_uses_the_frames_plan_and_sigma():
 
 def test_forecast_matches_the_bootstrap_width():
     """Predicted half-width of the demographic-parity difference vs the mean half-width of the frame's
-    bootstrap interval over 20 releases on fresh samples (n = 2,000, ε = 0.5: noise and sampling both matter).
+    bootstrap interval over 20 releases on fresh samples (n = 2,000, ε = 0.25, Gaussian: noise and sampling both matter).
 
     Tolerance: a percentile interval from B = 1,000 replicates has a width whose relative standard error is
     about √(2·α(1−α)/B)/(φ(z)·2z) ≈ 3 % (α = 0.025); over 20 releases the mean's is < 1 %. The delta method
-    and the binomial approximation are off by O(1/n_g) and O(noise²/D²) (≈ 2 % at n_g = 600 and noise std ≈ 9):
+    and the binomial approximation are off by O(1/n_g) and O(noise²/D²) (≈ 2 % at n_g = 600 and noise std ≈ 10; two groups: group 1's noise is minus group 0's):
     10 % leaves room for both with a margin, and fails when a term is missing (the noise alone, or the sampling
     alone, is ≥ 15 % off)."""
-    fc = plan_measurement("selection_rate", epsilon=0.5, n=2000, group_shares=SHARES, positive_rate=0.55)
+    fc = plan_measurement("selection_rate", epsilon=0.25, n=2000, group_shares=SHARES, positive_rate=0.55,
+                          mechanism="gaussian")
     row = fc.widths.loc[("selection_rate", "difference")]
     predicted = row["half_width"]
     assert row["noise"] < 0.85 * predicted and math.sqrt(predicted ** 2 - row["noise"] ** 2) < 0.85 * predicted
@@ -56,8 +57,8 @@ def test_forecast_matches_the_bootstrap_width():
     widths = []
     for r in range(20):
         y, p, s = _sample(2000, rng)
-        frame = PrivateMetricFrame("selection_rate", y, p, s, groups=[0, 1], epsilon=0.5, n_bootstrap=1000,
-                                   random_state=r)
+        frame = PrivateMetricFrame("selection_rate", y, p, s, groups=[0, 1], epsilon=0.25, n_bootstrap=1000,
+                                   random_state=r, mechanism="gaussian")
         lo, hi = frame.demographic_parity_interval()
         widths.append((hi - lo) / 2)
     assert np.mean(widths) == pytest.approx(predicted, rel=0.10)
@@ -80,9 +81,15 @@ def test_noise_only_forecast_and_bad_input():
     fc = plan_measurement("selection_rate", epsilon=1.0, group_sizes=[500, 500], sampling=False)
     row = fc.widths.loc[("selection_rate", "difference")]
     assert row["noise"] == row["half_width"]
-    # the delta method at p = ½ on the predictions' marginal: Var = τ²·((1−p)² + p²)/n_g² per group
+    # the delta method at p = ½ on the predictions' marginal: Var = τ²·((1−p)² + p²)/n_g² per group; two groups
+    # under "sensitive" (public margins): group 1's noise is minus group 0's, Var = τ²·½·(1/n₀ + 1/n₁)²
     tau = fc.noise_stds[PREDICTIONS]
-    assert row["noise"] == pytest.approx(1.959964 * math.sqrt(2 * tau ** 2 * 0.5 / 500 ** 2), rel=1e-5)
+    assert fc.plan.public_margins
+    assert row["noise"] == pytest.approx(1.959964 * math.sqrt(tau ** 2 * 0.5 * (2 / 500) ** 2), rel=1e-5)
+    apart = plan_measurement("selection_rate", epsilon=1.0, group_sizes=[500, 500, 500], sampling=False)
+    tau = apart.noise_stds[PREDICTIONS]
+    assert apart.widths.loc[("selection_rate", "difference"), "noise"] == pytest.approx(
+        1.959964 * math.sqrt(2 * tau ** 2 * 0.5 / 500 ** 2), rel=1e-5)
     with pytest.raises(ValueError, match="exactly one of group_sizes"):
         plan_measurement("selection_rate", epsilon=1.0, n=100)
     with pytest.raises(ValueError, match="positive_rate must lie strictly between 0 and 1"):

@@ -62,7 +62,8 @@ def test_exact_at_infinite_epsilon_equals_fairlearn():
 @pytest.mark.parametrize("unit, relation", [("sensitive", "REPLACE_ONE"), ("record", "ADD_OR_REMOVE_ONE")])
 def test_one_accounted_release_spends_what_was_asked(unit, relation):
     y, p, s = _random_data(2000, [0, 1], seed=2)
-    frame = PrivateMetricFrame(RATES, y, p, s, groups=[0, 1], epsilon=1.0, privacy_unit=unit, n_bootstrap=10)
+    frame = PrivateMetricFrame(RATES, y, p, s, groups=[0, 1], epsilon=1.0, privacy_unit=unit, n_bootstrap=10,
+                               mechanism="gaussian")
     ledger = frame.privacy_ledger_
     assert ledger.relation.name == relation
     assert [(e.label, e.count) for e in ledger.entries] == [("contingency table", 1)]
@@ -72,7 +73,8 @@ def test_one_accounted_release_spends_what_was_asked(unit, relation):
     assert delta == 1.0 / 2000 ** 2
     # the calibration finds the smallest σ spending at most ε on the same accountant
     assert 0.97 <= eps <= 1.0
-    assert frame.noise_std_ == pytest.approx(frame.noise_multiplier_ * (1 / math.sqrt(2) if unit == "sensitive" else 1))
+    # two groups under "sensitive": group 0's slice only (public margins), L2 distance 1 = 2·bound, bound ½
+    assert frame.noise_std_ == pytest.approx(frame.noise_multiplier_ * (0.5 if unit == "sensitive" else 1))
 
 
 @pytest.mark.parametrize("unit, bound", [("sensitive", 1 / math.sqrt(2)), ("record", 1.0)])
@@ -92,26 +94,35 @@ def test_table_sensitivity_is_within_the_bound(unit, bound):
 
 
 @pytest.mark.filterwarnings("ignore::dpfair.exceptions.UtilityWarning")
+@pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
 @pytest.mark.parametrize("metrics, cells", [(RATES, 4), ("selection_rate", 2)])
-def test_noise_std_is_sigma_times_bound(metrics, cells):
+def test_noise_std_is_sigma_times_bound(metrics, cells, mechanism):
     # 20 releases of a 40-group plan: RATES read the full table (20·40·4 = 3,200 cells of noise), demographic
     # parity the predictions' marginal (1,600 cells), each N(0, std_t²) (reproducible noise, a distinct stream per
     # random_state). Standardised by its table's std, the sample std's relative standard error is 1/√(2·N)
     # (≤ 1.8 %): a 7 % tolerance is ≥ 4 standard errors; the mean's is 1/√N ≤ 2.5 % (tolerance 4 × 2.5 % = 10 %).
+    # Laplace (std √2·b, b = σ_t·bound, bound 1 under "sensitive": L1 distance 2): the sample std's relative
+    # standard error is √(5/(4N)) ≤ 2.8 % (kurtosis 6): tolerance 10 %; E|X|/std is 1/√2 = 0.707 (Gaussian:
+    # 0.798), with standard error √(½/N) ≤ 1.8 %: tolerance 0.055 tells them apart.
     groups = list(range(40))
     y, p, s = _random_data(4000, groups, seed=4)
     exact = PrivateMetricFrame(metrics, y, p, s, epsilon=math.inf, n_bootstrap=1)
     noise = []
     for r in range(20):
-        frame = PrivateMetricFrame(metrics, y, p, s, groups=groups, epsilon=2.0, n_bootstrap=1, random_state=r)
-        assert frame.measurement_plan_ == exact.measurement_plan_  # public inputs only: the same plan
+        frame = PrivateMetricFrame(metrics, y, p, s, groups=groups, epsilon=2.0, n_bootstrap=1, random_state=r,
+                                   mechanism=mechanism)
+        assert frame.measurement_plan_.tables == exact.measurement_plan_.tables  # public inputs only: one plan
+        assert frame.mechanism_ == mechanism
         for t, released in frame.noisy_tables_.items():
             noise.append(((released - exact.noisy_tables_[t]) / frame.noise_stds_[t]).ravel())
-            assert frame.noise_stds_[t] == pytest.approx(frame.noise_multipliers_[t] / math.sqrt(2))
+            claimed = frame.noise_multipliers_[t] * (math.sqrt(2) if mechanism == "laplace" else 1 / math.sqrt(2))
+            assert frame.noise_stds_[t] == pytest.approx(claimed)
     noise = np.concatenate(noise)
     assert noise.size == 20 * 40 * cells
-    assert np.std(noise) == pytest.approx(1.0, rel=0.07)
+    assert np.std(noise) == pytest.approx(1.0, rel=0.07 if mechanism == "gaussian" else 0.10)
     assert abs(np.mean(noise)) < 0.1
+    assert np.mean(np.abs(noise)) == pytest.approx(1 / math.sqrt(2) if mechanism == "laplace" else
+                                                   math.sqrt(2 / math.pi), abs=0.055)
 
 
 # Coverage: R = 200 intervals; if each covers with probability 0.95, the fraction covering has standard error
@@ -230,7 +241,7 @@ def test_a_plan_of_several_tables_spends_at_most_epsilon(unit, metrics, classes)
     n = 3000
     y, p, s = rng.choice(classes, n), rng.choice(classes, n), rng.choice([0, 1], n)
     frame = PrivateMetricFrame(metrics, y, p, s, groups=[0, 1], classes=classes, epsilon=1.0, privacy_unit=unit,
-                               n_bootstrap=10, y_score=rng.random(n))
+                               n_bootstrap=10, y_score=rng.random(n), mechanism="gaussian")
     plan = frame.measurement_plan_
     assert len(plan.tables) == 2 and sum(w for _, w in plan.weights) == pytest.approx(1.0)
     ledger = frame.privacy_ledger_
@@ -330,6 +341,12 @@ def test_score_sums_sensitivity_is_within_the_bound(unit):
         limit = 2 * bounds[t] if unit == "sensitive" else bounds[t]
         assert dist <= limit + 1e-9
         assert dist == pytest.approx(limit)  # the bound is reached: it is not loose
+    # Laplace: the same tables in L1 (distance 2·bound under replace-one, bound under add/remove)
+    laplace = frame_plan.using("laplace", unit=unit, groups=3).bounds(unit, (lo, hi))
+    for t in frame_plan.tables:
+        dist = max_neighbour_distance(lambda X, y, s, t=t: tables(X, y, s)[t], X, y, s, unit=unit, ord=1,
+                                      n_groups=3)
+        assert dist == pytest.approx(2 * laplace[t] if unit == "sensitive" else laplace[t])
 
 
 def test_mean_score_intervals_cover():
@@ -365,3 +382,88 @@ def test_mean_score_population_intervals_do_not_undercover():
                                                                                              "high")]
         covered += lo <= 0.4 <= hi
     assert covered / R >= 0.95 - COVERAGE_TOL
+
+
+# ---- the mechanism and the public margins ------------------------------------------------------------------
+def test_auto_picks_laplace_where_its_noise_is_smaller():
+    # k = 2, ε = 1, δ = 1e-8 (sensitive): a Gaussian of the slice has std σ/2 ≈ 5; a Laplace of scale 1/ε on it
+    # (L1 distance 1) has std √2·1 ≈ 1.41. The choice reads public inputs only (the same on any data).
+    y, p, s = _random_data(4000, [0, 1], seed=16)
+    common = {"groups": [0, 1], "epsilon": 1.0, "delta": 1e-8, "n_bootstrap": 10}
+    auto = PrivateMetricFrame(RATES, y, p, s, **common)
+    gauss = PrivateMetricFrame(RATES, y, p, s, mechanism="gaussian", **common)
+    assert auto.mechanism_ == "laplace" and gauss.mechanism_ == "gaussian"
+    assert auto.noise_std_ == pytest.approx(math.sqrt(2))  # b = Δ₁/ε = 1 (bound ½, L1 distance 1)
+    assert auto.noise_std_ < gauss.noise_std_ / 3
+    assert auto.measurement_plan_.noise_variance(1.0, 1e-8, "sensitive") < \
+        gauss.measurement_plan_.noise_variance(1.0, 1e-8, "sensitive")
+    other = PrivateMetricFrame(RATES, 1 - y, p, 1 - s, **common)
+    assert other.measurement_plan_ == auto.measurement_plan_
+    assert [(e.label, e.event) for e in auto.privacy_ledger_.entries] == [
+        ("contingency table", Part("contingency table", mechanism="laplace").event(auto.noise_multiplier_))]
+    with pytest.raises(ValueError, match="mechanism must be one of"):
+        PrivateMetricFrame(RATES, y, p, s, mechanism="exponential", **common)
+
+
+@pytest.mark.parametrize("unit", ["sensitive", "record"])
+@pytest.mark.parametrize("accountant", ["pld", "rdp"])
+def test_laplace_plan_of_several_tables_spends_at_most_epsilon(unit, accountant):
+    rng = np.random.default_rng(17)
+    n = 3000
+    y, p, s = rng.integers(0, 2, n), rng.integers(0, 2, n), rng.integers(0, 3, n)
+    frame = PrivateMetricFrame(["selection_rate", "mean_prediction"], y, p, s, groups=[0, 1, 2], epsilon=1.0,
+                               privacy_unit=unit, accountant=accountant, n_bootstrap=10, y_score=rng.random(n),
+                               mechanism="laplace")
+    plan = frame.measurement_plan_
+    assert len(plan.tables) == 2 and plan.mechanism == "laplace" and not plan.public_margins
+    assert frame.privacy_plan_.matches(frame.privacy_ledger_, frame.noise_multipliers_)
+    eps, _ = frame.privacy_spent_
+    assert 0.97 <= eps <= 1.0
+    # pure composition: ε_t = Δ/σ_t (Δ = 2 replace-one, 1 add/remove) add up to ε (up to the accountant's slack)
+    pure = 2.0 if unit == "sensitive" else 1.0
+    assert sum(pure / v for v in frame.noise_multipliers_.values()) == pytest.approx(1.0, rel=0.02)
+    # the split minimising Σ C_t·2b_t² under Σ ε_t = ε: ε_t ∝ (C_t·Δ_t²)^(1/3) (all Δ_t alike here)
+    C = {}
+    for m in plan.metrics:
+        for t, a in plan.coefficients(m).items():
+            C[t] = C.get(t, 0.0) + a
+    roots = {t: c ** (1 / 3) for t, c in C.items()}
+    assert dict(plan.weights) == pytest.approx({t: r / sum(roots.values()) for t, r in roots.items()})
+    shares = {t: pure / v for t, v in frame.noise_multipliers_.items()}
+    assert {t: e / sum(shares.values()) for t, e in shares.items()} == pytest.approx(dict(plan.weights))
+
+
+@pytest.mark.filterwarnings("ignore::dpfair.exceptions.UtilityWarning")  # the empty group "c" below
+@pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
+def test_two_groups_release_one_slice_and_its_public_complement(mechanism):
+    y, p, s = _random_data(3000, ["a", "b"], seed=18)
+    frame = PrivateMetricFrame(RATES, y, p, s, groups=["a", "b"], epsilon=1.0, n_bootstrap=10, mechanism=mechanism)
+    assert frame.measurement_plan_.public_margins
+    exact = PrivateMetricFrame(RATES, y, p, s, groups=["a", "b"], epsilon=math.inf, n_bootstrap=1)
+    for t, released in frame.noisy_tables_.items():
+        total = exact.noisy_tables_[t].sum(axis=0)  # public under "sensitive": y and ŷ only
+        np.testing.assert_allclose(released[1], total - released[0], rtol=0, atol=1e-9)
+        assert not np.allclose(released[0], exact.noisy_tables_[t][0])  # the slice is noised
+    # overall figures read the public totals: exact
+    np.testing.assert_allclose(frame.overall.to_numpy(float), exact.overall.to_numpy(float), atol=1e-9)
+    # the record unit, or three groups: every group released
+    assert not PrivateMetricFrame(RATES, y, p, s, groups=["a", "b"], epsilon=1.0, n_bootstrap=10,
+                                  privacy_unit="record").measurement_plan_.public_margins
+    assert not PrivateMetricFrame(RATES, y, p, s, groups=["a", "b", "c"], epsilon=1.0,
+                                  n_bootstrap=10).measurement_plan_.public_margins
+
+
+@pytest.mark.parametrize("order", [2, 1])
+def test_public_margin_slice_sensitivity(order):
+    """The released slice (group 0's cells) moves by 1 in L1 and L2 when one person's s changes: 2·bound with
+    bound ½, the bound the plan gives both mechanisms."""
+    y, p, s = _random_data(30, [0, 1], seed=19)
+    X = p.reshape(-1, 1).astype(float)
+
+    def slice0(X, y, s):
+        return np.bincount((s * 2 + y) * 2 + X[:, 0].astype(int), minlength=8).astype(float)[:4]
+
+    dist = max_neighbour_distance(slice0, X, y, s, unit="sensitive", ord=order, n_groups=2)
+    for mechanism in ("gaussian", "laplace"):
+        plan = MeasurementPlan.single_table(RATES).using(mechanism, unit="sensitive", groups=2)
+        assert dist == pytest.approx(2 * plan.bounds("sensitive")[FULL]) == pytest.approx(1.0)

@@ -4,7 +4,7 @@
 figure by group reads the rows' sensitive attribute, so it is published one of two ways:
 
 - ``epsilon=`` finite: through one :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame` (the table
-  ``counts[group, y, ŷ]`` of the rows, released once with Gaussian noise and recorded on its own ledger); every
+  ``counts[group, y, ŷ]`` of the rows, released once with Laplace or Gaussian noise (the plan's choice) and recorded on its own ledger); every
   violation, per-group accuracy and inequality index is post-processing of that released table, by the same code
   that computes the exact figures from the exact table
   (:meth:`~dpfair.fairness.notions.Notion.table_violation`,

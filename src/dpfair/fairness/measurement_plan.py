@@ -1,7 +1,7 @@
 """What a private measurement releases, how it splits ε, and how wide its intervals will be (public inputs only).
 
 A :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame` releases a few tables of per-group counts or
-sums with Gaussian noise and computes every figure from them. :class:`MeasurementPlan` chooses those tables and
+sums with Gaussian or Laplace noise and computes every figure from them. :class:`MeasurementPlan` chooses those tables and
 the split of the budget between them from PUBLIC inputs only (the metrics, the number of classes l); the number
 of groups, the privacy unit and the data do not change the choice. :func:`plan_measurement` forecasts the
 intervals' half-widths before any data is touched and :func:`epsilon_for_width` inverts it.
@@ -36,6 +36,24 @@ coefficients is the public constant :data:`PLANNING_RATE` (½). For demographic 
 predictions' marginal halves the variance of the full table (``A = ½`` against ``1`` per group); for several
 metrics the full table alone often wins, as splitting the budget costs more than it saves.
 
+**Laplace.** With ``mechanism="laplace"`` table t gets the pure share ``ε_t``, ``Σ ε_t = ε`` (pure
+composition), noise of scale ``b_t = Δ_t/ε_t`` (Δ_t its L1 distance: 2c under ``"sensitive"``, a count
+leaving one cell and entering another, c under ``"record"``; ``bound = c`` either way, the accountant's
+``LaplaceDpEvent`` covering L1 distance ``2·bound`` under replace-one) and variance ``2b_t²``. The summed variance
+``Σ_t C_t·2Δ_t²/ε_t²`` under ``Σ ε_t = ε`` (Lagrange: ``C_t·Δ_t²/ε_t³ = λ``) is least at
+``ε_t ∝ (C_t·Δ_t²)^(1/3)``, with minimum ``2·(Σ_t (C_t·Δ_t²)^(1/3))³/ε²``; the weights ``w_t = ε_t/ε`` are
+stored in place of the Gaussian ones. ``"auto"`` (:meth:`MeasurementPlan.using`) compares the two mechanisms'
+summed noise variance ``Σ_t C_t·v_t`` at (ε, δ) — public inputs only, so the choice reveals nothing — and keeps
+the smaller: at small δ and few tables Laplace wins (its noise does not grow with ``√ln(1/δ)``).
+
+**Public margins.** Under ``"sensitive"`` y and ŷ are public, so every count table's totals over the groups
+(``counts[·, y, ŷ]`` summed over g) are public. With two groups only group 0's slice of each count table is
+released and group 1's is the public total less it (post-processing): one person's change of s moves one cell
+of the slice by 1, L1 and L2 distance 1, ``bound = ½`` for both mechanisms (against √2 and 2 for the whole
+table). Group 1's noise is then minus group 0's, so a difference of the two groups' rates carries
+``Var(N − pD)·(1/D₀ + 1/D₁)²``. Score sums stay released on both groups. A model whose predictions read s
+makes ŷ a function of s: measure it under ``"record"``.
+
 **The forecast.** A rate p on ``D = n_g·share`` rows (share 1 for selection rate and accuracy, π for TPR/FNR,
 1 − π for FPR/TNR, π the positive rate of y) has variance ≈ ``p(1−p)/D`` (binomial sampling, group sizes
 fixed) ``+ Σ_t τ_t²·A_t(p)/D²`` (the delta method above, τ_t the noise std of table t); a difference of two
@@ -47,7 +65,7 @@ at the confidence. For a mean of values in ``[0, c]`` the sampling variance is b
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import combinations
 from statistics import NormalDist
@@ -65,8 +83,9 @@ from dpfair.privacy import (
 )
 from dpfair.validation import check_epsilon
 
-__all__ = ["COUNT_TABLES", "FULL", "GROUPS", "LABELS", "PLANNING_RATE", "PREDICTIONS", "SCORES", "SQUARED",
-           "SUM_TABLES", "MeasurementForecast", "MeasurementPlan", "epsilon_for_width", "plan_measurement"]
+__all__ = ["COUNT_TABLES", "FULL", "GROUPS", "LABELS", "MECHANISMS", "PLANNING_RATE", "PREDICTIONS", "SCORES",
+           "SQUARED", "SUM_TABLES", "MeasurementForecast", "MeasurementPlan", "epsilon_for_width",
+           "plan_measurement"]
 
 #: The counts ``[group, y, ŷ]``.
 FULL = "contingency table"
@@ -86,6 +105,9 @@ COUNT_TABLES = (FULL, PREDICTIONS, LABELS, GROUPS)
 SUM_TABLES = (SCORES, SQUARED)
 #: The one-Gaussian part a multi-table plan's σ is calibrated on.
 MEASUREMENT = "measurement"
+
+#: The noise a measurement may add: ``"auto"`` picks the one of smaller predicted variance (public inputs only).
+MECHANISMS = ("auto", "gaussian", "laplace")
 
 #: The rate p at which :meth:`MeasurementPlan.choose` weighs the coefficients (public, fixed).
 PLANNING_RATE = 0.5
@@ -173,14 +195,18 @@ class MeasurementPlan:
     """The tables a measurement releases, how each metric reads them and the split of the budget.
 
     ``readings``: ``(metric, numerator table, denominator table or None)``; ``weights``: ``(table, w_t)``, the
-    tables in release order, ``Σ w_t = 1``, table t noised with ``σ/√w_t``. Build it with :meth:`choose` (least
-    predicted variance) or :meth:`single_table`; the module docstring gives the math.
+    tables in release order, ``Σ w_t = 1``: table t is noised with ``σ/√w_t`` (Gaussian) or gets the share
+    ``ε_t = w_t·ε`` (Laplace). ``mechanism``: ``"gaussian"`` or ``"laplace"``; ``public_margins``: two groups
+    under the sensitive unit, the count tables released on group 0 only (module docstring). Build it with
+    :meth:`choose` (least predicted variance) or :meth:`single_table`, then :meth:`using` for the mechanism.
     """
 
     metrics: tuple
     classes: int
     readings: tuple
     weights: tuple
+    mechanism: str = "gaussian"
+    public_margins: bool = False
 
     @classmethod
     def choose(cls, metrics, classes: int = 2, *, tables=COUNT_TABLES + SUM_TABLES) -> MeasurementPlan:
@@ -194,6 +220,46 @@ class MeasurementPlan:
         metrics, l = tuple(dict.fromkeys(metrics)), int(classes)
         allowed = (FULL,) + SUM_TABLES
         return _alternate(metrics, l, {m: _options(m, l, allowed) for m in metrics}, allowed)
+
+    def using(self, mechanism: str = "auto", *, epsilon=None, delta=None, unit="sensitive", groups: int = 2,
+              accountant: str = "pld") -> MeasurementPlan:
+        """This plan's tables and readings released with ``mechanism`` (``"auto"``: the one of smaller
+        :meth:`noise_variance` at (ε, δ); Gaussian at ε = ∞), with public margins when ``groups == 2`` under the
+        sensitive unit. Public inputs only. Laplace weights: ``ε_t ∝ (C_t·Δ_t²)^(1/3)`` (module docstring)."""
+        mechanism = check_mechanism(mechanism)
+        margins = groups == 2 and check_privacy_unit(unit) is PrivacyUnit.SENSITIVE
+        if mechanism == "auto":
+            if epsilon is None or math.isinf(float(epsilon)):
+                mechanism = "gaussian"
+            else:
+                options = [self.using(m, unit=unit, groups=groups) for m in ("gaussian", "laplace")]
+                cost = [o.noise_variance(epsilon, delta, unit, accountant) for o in options]
+                return options[1] if cost[1] < cost[0] else options[0]
+        base = replace(self, mechanism="gaussian", public_margins=margins)
+        if mechanism == "gaussian":
+            return base
+        C = self._table_weights()
+        bound = replace(base, mechanism="laplace").bounds(unit)  # at the range (0, 1): each table's Δ_t
+        shares = {t: (C[t] * bound[t] ** 2) ** (1.0 / 3.0) for t in self.tables}
+        total = sum(shares.values())
+        return replace(base, mechanism="laplace", weights=tuple((t, shares[t] / total) for t in self.tables))
+
+    def _table_weights(self) -> dict:
+        """``{table: C_t}``: the requested figures' variance weight on each table at the planning rate."""
+        C = {t: 0.0 for t in self.tables}
+        for m in self.metrics:
+            for t, a in self.coefficients(m).items():
+                C[t] += a
+        return C
+
+    def noise_variance(self, epsilon, delta, unit, accountant: str = "pld") -> float:
+        """``Σ_t C_t·v_t``: the requested figures' summed noise variance per group in units of ``1/D²``, v_t the
+        variance of one cell of table t (``(σ_t·bound_t)²``, Laplace ``2·(σ_t·bound_t)²``) at the planning rate
+        and the score range (0, 1): what ``mechanism="auto"`` compares. Public inputs only."""
+        sigmas = self.noise_multipliers(float(epsilon), float(delta), unit, accountant)
+        bounds = self.bounds(unit)
+        factor = 2.0 if self.mechanism == "laplace" else 1.0
+        return sum(C * factor * (sigmas[t] * bounds[t]) ** 2 for t, C in self._table_weights().items())
 
     # ---- what it releases -----------------------------------------------------------------------------
     @property
@@ -228,14 +294,23 @@ class MeasurementPlan:
 
     # ---- its privacy ----------------------------------------------------------------------------------
     def privacy_plan(self) -> PrivacyPlan:
-        """One Gaussian :class:`~dpfair.privacy.Part` per released table."""
-        return PrivacyPlan(tuple(Part(t) for t in self.tables))
+        """One :class:`~dpfair.privacy.Part` of the plan's mechanism per released table."""
+        return PrivacyPlan(tuple(Part(t, mechanism=self.mechanism) for t in self.tables))
 
     def noise_multipliers(self, epsilon: float, delta: float, unit, accountant: str = "pld") -> dict[str, float]:
         """σ_t per table: σ calibrated for one Gaussian at (ε, δ), ``σ_t = σ/√w_t``, then σ raised by steps of
         0.01 % (doubling) until the plan with one part per table spends at most ε on ``accountant`` (ε = ∞: no noise)."""
         if math.isinf(epsilon):
             return {t: 0.0 for t in self.tables}
+        if self.mechanism == "laplace":  # σ_t = Δ/ε_t, Δ the L1 distance in bounds (2 replace-one, 1 add/remove)
+            pure = 2.0 if check_privacy_unit(unit) is PrivacyUnit.SENSITIVE else 1.0
+            plan, scale = self.privacy_plan(), 1.0
+            for i in range(40):
+                sigmas = {t: scale * pure / (w * epsilon) for t, w in self.weights}
+                if plan.epsilon(sigmas, delta, unit, accountant) <= epsilon:
+                    return sigmas
+                scale *= 1.0 + 1e-4 * 2 ** i
+            raise RuntimeError("the Laplace plan stays above epsilon; report this")  # pragma: no cover
         single = len(self.weights) == 1
         name = self.tables[0] if single else MEASUREMENT
         sigma = PrivacyPlan((Part(name),)).calibrate(epsilon, delta, unit, accountant)[name]
@@ -248,13 +323,24 @@ class MeasurementPlan:
         raise RuntimeError("the split plan stays above epsilon; report this")  # pragma: no cover
 
     def bounds(self, unit, score_range=(0.0, 1.0)) -> dict[str, float]:
-        """Each table's ``bound`` (module docstring): ``c`` under ``"record"``, ``c/√2`` under ``"sensitive"``,
-        with ``c = 1`` for counts, ``hi − lo`` for score sums, ``max (score − y)²`` for squared errors."""
+        """Each table's ``bound`` (module docstring): ``c`` under ``"record"``; under ``"sensitive"`` ``c/√2``
+        (Gaussian: L2 distance √2·c) or ``c`` (Laplace: L1 distance 2c), and ``c/2`` for a count table released
+        on one group with public margins (distance c, either norm); ``c = 1`` for counts, ``hi − lo`` for score
+        sums, ``max (score − y)²`` for squared errors."""
         lo, hi = (float(v) for v in score_range)
         unit = check_privacy_unit(unit)
-        base = 1.0 / math.sqrt(2.0) if unit is PrivacyUnit.SENSITIVE else 1.0
+        sensitive = unit is PrivacyUnit.SENSITIVE
+        base = (1.0 / math.sqrt(2.0) if self.mechanism == "gaussian" else 1.0) if sensitive else 1.0
         scale = {SCORES: hi - lo, SQUARED: max(lo * lo, hi * hi, (lo - 1) ** 2, (hi - 1) ** 2)}
-        return {t: base * scale.get(t, 1.0) for t in self.tables}
+        margin = 0.5 if sensitive and self.public_margins else base
+        return {t: (margin if t in COUNT_TABLES else base) * scale.get(t, 1.0) for t in self.tables}
+
+
+def check_mechanism(mechanism) -> str:
+    """A mechanism name among :data:`MECHANISMS`, with an error that lists them."""
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"mechanism must be one of {', '.join(map(repr, MECHANISMS))}, got {mechanism!r}")
+    return mechanism
 
 
 @lru_cache(maxsize=256)
@@ -335,7 +421,8 @@ def _sizes(n, group_sizes, group_shares) -> np.ndarray:
 
 def plan_measurement(metrics, *, epsilon, delta=None, n=None, group_sizes=None, group_shares=None,
                      classes=(0, 1), privacy_unit="sensitive", accountant="pld", positive_rate=None,
-                     score_range=(0.0, 1.0), confidence=0.95, sampling=True) -> MeasurementForecast:
+                     score_range=(0.0, 1.0), confidence=0.95, sampling=True,
+                     mechanism="auto") -> MeasurementForecast:
     """Forecast a :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame`'s interval half-widths.
 
     Public inputs only: the metrics, ε and δ (``None``: ``1/n²``, the frame's default), the groups' sizes
@@ -356,10 +443,12 @@ def plan_measurement(metrics, *, epsilon, delta=None, n=None, group_sizes=None, 
         raise ValueError(f"positive_rate must lie strictly between 0 and 1, got {positive_rate!r}")
     if not 0.0 < float(confidence) < 1.0:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}; e.g. 0.95")
-    plan = MeasurementPlan.choose(names, l)
+    plan = MeasurementPlan.choose(names, l).using(mechanism, epsilon=epsilon, delta=delta, unit=privacy_unit,
+                                                  groups=len(sizes), accountant=accountant)
     sigmas = plan.noise_multipliers(epsilon, delta, privacy_unit, accountant)
     bounds = plan.bounds(privacy_unit, score_range)
-    stds = {t: sigmas[t] * bounds[t] for t in plan.tables}
+    spread = math.sqrt(2.0) if plan.mechanism == "laplace" else 1.0  # a Laplace of scale b has std √2·b
+    stds = {t: spread * sigmas[t] * bounds[t] for t in plan.tables}
     z = NormalDist().inv_cdf(0.5 + float(confidence) / 2.0)
     masks = metric_masks(l)
     rows = []
@@ -381,10 +470,15 @@ def plan_measurement(metrics, *, epsilon, delta=None, n=None, group_sizes=None, 
             per_group.append((d, noise, samp))
         for g, (d, noise, samp) in enumerate(per_group):
             rows.append((m, g, d, z * math.sqrt(noise), z * math.sqrt(noise + samp)))
-        # the difference of the two groups whose figures are the most uncertain (independent cells)
+        # the difference of the two groups whose figures are the most uncertain (independent cells); with public
+        # margins group 1's noise is minus group 0's: the noise of N − pD moves the two rates in opposite
+        # directions, variance var_noise·(1/D₀ + 1/D₁)²
         worst = sorted(per_group, key=lambda v: v[1] + v[2])[-2:]
-        rows.append((m, "difference", min(v[0] for v in worst), z * math.sqrt(sum(v[1] for v in worst)),
-                     z * math.sqrt(sum(v[1] + v[2] for v in worst))))
+        noise = sum(v[1] for v in worst)
+        if plan.public_margins and m != "count" and all(t in COUNT_TABLES for t in coeff):
+            noise = var_noise * (1.0 / per_group[0][0] + 1.0 / per_group[1][0]) ** 2
+        rows.append((m, "difference", min(v[0] for v in worst), z * math.sqrt(noise),
+                     z * math.sqrt(noise + sum(v[2] for v in worst))))
     widths = pd.DataFrame(rows, columns=["metric", "figure", "rows", "noise", "half_width"])
     widths = widths.set_index(["metric", "figure"])
     return MeasurementForecast(plan, epsilon, delta, sigmas, stds, widths)
@@ -393,7 +487,7 @@ def plan_measurement(metrics, *, epsilon, delta=None, n=None, group_sizes=None, 
 def epsilon_for_width(metric, half_width, *, figure="difference", metrics=None, delta=None, n=None,
                       group_sizes=None, group_shares=None, classes=(0, 1), privacy_unit="sensitive",
                       accountant="pld", positive_rate=None, score_range=(0.0, 1.0), confidence=0.95,
-                      sampling=True) -> float:
+                      sampling=True, mechanism="auto") -> float:
     """The smallest ε at which :func:`plan_measurement` forecasts ``half_width`` for ``(metric, figure)``
     (``metrics``: everything measured at once, default ``[metric]``).
 
@@ -401,10 +495,16 @@ def epsilon_for_width(metric, half_width, *, figure="difference", metrics=None, 
     width is reached at ``σ = √(((h/z)² − sampling variance)/V)``; ε is that Gaussian's on the accountant (the frame's
     calibration returns this σ back, up to its tolerance). A width the sampling alone exceeds is refused.
     """
+    if check_mechanism(mechanism) == "auto":  # the mechanism of the smaller ε (auto's choice there, as a rule)
+        return min(epsilon_for_width(metric, half_width, figure=figure, metrics=metrics, delta=delta, n=n,
+                                     group_sizes=group_sizes, group_shares=group_shares, classes=classes,
+                                     privacy_unit=privacy_unit, accountant=accountant, positive_rate=positive_rate,
+                                     score_range=score_range, confidence=confidence, sampling=sampling,
+                                     mechanism=m) for m in ("gaussian", "laplace"))
     names = [metric] if metrics is None else list(dict.fromkeys([metric] + list(metrics)))
     common = {"delta": delta, "n": n, "group_sizes": group_sizes, "group_shares": group_shares, "classes": classes,
               "privacy_unit": privacy_unit, "accountant": accountant, "positive_rate": positive_rate,
-              "score_range": score_range, "confidence": confidence, "sampling": sampling}
+              "score_range": score_range, "confidence": confidence, "sampling": sampling, "mechanism": mechanism}
     ref = plan_measurement(names, epsilon=1.0, **common)
     row = ref.widths.loc[(metric, figure)]
     z = NormalDist().inv_cdf(0.5 + float(confidence) / 2.0)
@@ -414,6 +514,8 @@ def epsilon_for_width(metric, half_width, *, figure="difference", metrics=None, 
     if not target > var_sampling:
         raise ValueError(f"a half-width of {half_width:g} is out of reach at any epsilon: the sampling of the rows "
                          f"alone gives {z * math.sqrt(var_sampling):.3g}; measure more rows or ask for a wider one")
+    if ref.plan.mechanism == "laplace":  # the noise variance is V/ε² exactly (σ_t = Δ/(w_t·ε))
+        return float(math.sqrt(var_noise / (target - var_sampling)))
     w = dict(ref.plan.weights)
     sigma_ref = min(math.sqrt(w[t]) * s for t, s in ref.noise_multipliers.items())  # the one-Gaussian σ at ε = 1
     sigma = sigma_ref * math.sqrt((target - var_sampling) / var_noise)

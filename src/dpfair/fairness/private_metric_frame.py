@@ -1,12 +1,14 @@
 """A differentially private ``MetricFrame``: per-group metrics from a few noisy tables of counts or sums.
 
-:class:`PrivateMetricFrame` releases, once and with Gaussian noise, the tables its
+:class:`PrivateMetricFrame` releases, once and with Gaussian or Laplace noise (``mechanism``), the tables its
 :class:`~dpfair.fairness.measurement_plan.MeasurementPlan` chooses for the requested metrics — the counts
 ``[g, y, ŷ]`` (k public groups × l classes × l classes), or the marginals ``[g, ŷ]``, ``[g, y]``, ``[g]`` where
 they give the same figures with less noise, and the per-group sums of a bounded score for ``mean_prediction``
 and ``brier_score`` — through dpfair's release path: a :class:`~dpfair.privacy.PrivacyPlan` with one Gaussian
 part per table, σ calibrated once for one Gaussian at (ε, δ) and split ``σ_t = σ/√w_t`` (the composition is
-that one Gaussian; checked on the accountant), :class:`~dpfair.privacy.Release` s drawing from one fresh
+that one Gaussian; checked on the accountant) — or one Laplace part per table with shares ``ε_t`` of ε,
+``Σ ε_t = ε`` (``mechanism="auto"`` picks the mechanism of smaller predicted noise from public inputs; see
+:mod:`~dpfair.fairness.measurement_plan`) — :class:`~dpfair.privacy.Release` s drawing from one fresh
 :class:`~dpfair.privacy.SecretRandom`, recorded on one :class:`~dpfair.privacy.PrivacyLedger`. Every figure it
 reports (fairlearn's metric names, ``.overall``, ``.by_group``, ``.difference()``, ``.ratio()``, the intervals and
 the flags) is computed from the released tables alone: post-processing, no further privacy cost.
@@ -21,6 +23,12 @@ table:
   (g', ...), distance √2 = 2·bound: ``bound = 1/√2`` (noise std σ/√2); a sum's value v ≤ c moves likewise:
   ``bound = c/√2``. Scores are clipped to the public ``score_range = (lo, hi)`` and shifted to ``[0, hi − lo]``
   (c = hi − lo); squared errors ``(score − y)²`` lie in ``[0, c]`` with c their largest value on that range.
+- Laplace: the same moves in L1 (the accountant's ``LaplaceDpEvent(σ)`` covers L1 distance ``bound`` under
+  add/remove, ``2·bound`` under replace-one, noise scale ``σ·bound``, std ``√2·σ·bound``): ``bound = c`` under
+  both units.
+- Two groups under ``"sensitive"``: y and ŷ are public, so the count tables' totals over groups are public;
+  only group 0's slice is released and group 1's is the public total less it. One change of s moves the slice
+  by 1 (L1 and L2): ``bound = ½``. A model whose predictions read s must be measured under ``"record"``.
 
 Intervals: a parametric bootstrap on the released tables. Each replicate (a) draws the rows again when
 ``sampling=True`` (the interval then targets the population value; ``False``: the exact value on these rows):
@@ -28,7 +36,8 @@ for every group a multinomial of its noisy total over the cells ``[y, ŷ]`` of `
 (the released counts, or a table built from the released marginals), each released count table moving by that
 draw's deviation from its expectation, and each score sum by a normal deviation of variance ``n_g·m(c − m)``
 (Bhatia–Davis's bound on the variance of values in ``[0, c]`` of mean m: conservative); and (b) adds a fresh
-Gaussian of each table's own noise std to every released value. The metric is recomputed and the interval is
+Gaussian (or Laplace) of each table's own noise std to every released value (with public margins, group 1's
+draw is minus group 0's, as in the release). The metric is recomputed and the interval is
 the percentile one at ``confidence``. The bootstrap draws from a public generator seeded by ``random_state`` and
 reads released values only (post-processing: no privacy cost). A group whose noisy denominator for a metric is
 below ``5 ×`` its noise std, or whose interval is wider than 0.5 (a rate's; a mean's: half its range), is
@@ -55,6 +64,7 @@ from dpfair.fairness.measurement_plan import (
     SQUARED,
     MeasurementPlan,
     cells,
+    check_mechanism,
     metric_masks,
     read,
 )
@@ -115,12 +125,16 @@ class PrivateMetricFrame:
     sampling : whether the intervals include the sampling of rows (population value) or only the noise.
     y_score : one score per person (a probability of the positive class, ...), clipped to ``score_range``.
     score_range : the public range ``(lo, hi)`` of the scores.
+    mechanism : ``"auto"`` (the mechanism of smaller predicted noise variance, from public inputs), ``"gaussian"``
+        or ``"laplace"``.
 
     What it holds after construction: ``n_``, the number of rows (public); ``measurement_plan_``, the
     :class:`~dpfair.fairness.measurement_plan.MeasurementPlan` (tables, readings, weights); ``noisy_tables_``,
-    each released table by name (floats, before clipping); ``noise_multipliers_`` and ``noise_stds_``, each
-    table's σ_t and noise std per cell (``σ_t·bound_t``); ``noise_multiplier_``, σ, the multiplier of the one
-    Gaussian the release is equivalent to (``(Σ σ_t⁻²)^(-1/2)``; σ_t itself for a one-table plan);
+    each released table by name (floats, before clipping; with public margins group 1's rows are the public
+    totals less group 0's); ``mechanism_``, the mechanism used; ``noise_multipliers_`` and ``noise_stds_``, each
+    table's σ_t and noise std per cell (``σ_t·bound_t``, Laplace ``√2·σ_t·bound_t``); ``noise_multiplier_``, σ, the
+    multiplier of the one Gaussian the release is equivalent to (``(Σ σ_t⁻²)^(-1/2)``; Laplace: the one Laplace
+    spending the same pure ε, ``(Σ σ_t⁻¹)⁻¹``; σ_t itself for a one-table plan);
     ``noise_std_``, the largest noise std of a released count (every count cell's when one count table is
     released); ``noisy_table_``, a table ``[group, y, ŷ]``: the released full table when the plan releases it,
     otherwise built from the released marginals (each group's total, the inverse-variance mean of the marginals'
@@ -133,7 +147,7 @@ class PrivateMetricFrame:
 
     def __init__(self, metrics, y_true, y_pred, sensitive_features, *, groups=None, classes=(0, 1), epsilon,
                  delta=None, privacy_unit="sensitive", accountant="pld", confidence=0.95, n_bootstrap=1000,
-                 random_state=None, sampling=True, y_score=None, score_range=(0.0, 1.0)):
+                 random_state=None, sampling=True, y_score=None, score_range=(0.0, 1.0), mechanism="auto"):
         names = [metrics] if isinstance(metrics, str) else list(metrics)
         if not names:
             raise ValueError("metrics is empty; name at least one of " + ", ".join(METRICS))
@@ -143,6 +157,7 @@ class PrivateMetricFrame:
             raise ValueError(f"unknown metric {unknown[0]!r}; choose among {', '.join(METRICS + SCORE_METRIC_NAMES)}")
         self.metrics = list(dict.fromkeys(names))
         self.epsilon = check_epsilon(epsilon, budget=True)
+        self.mechanism = check_mechanism(mechanism)
         unit = check_privacy_unit(privacy_unit)
         self.privacy_unit = unit.value
         if not 0.0 < float(confidence) < 1.0:
@@ -195,8 +210,10 @@ class PrivateMetricFrame:
         # ---- the plan: public inputs only ----
         available = COUNT_TABLES if y_pred is not None else (LABELS, GROUPS)
         available = available + tuple(SCORE_METRICS[m] for m in scored)
-        plan = MeasurementPlan.choose(self.metrics, l, tables=available)
+        plan = MeasurementPlan.choose(self.metrics, l, tables=available).using(
+            self.mechanism, epsilon=self.epsilon, delta=self.delta_, unit=unit, groups=k, accountant=accountant)
         self.measurement_plan_ = plan
+        self.mechanism_ = plan.mechanism
         self.privacy_plan_ = plan.privacy_plan()
         sigmas = plan.noise_multipliers(self.epsilon, self.delta_, unit, accountant)
         bounds = plan.bounds(unit, self.score_range)
@@ -220,15 +237,22 @@ class PrivateMetricFrame:
         self.privacy_ledger_ = PrivacyLedger(unit)
         secret = SecretRandom(("PrivateMetricFrame", random_state))
         self.noisy_tables_, self.noise_multipliers_, self.noise_stds_ = {}, {}, {}
+        spread = math.sqrt(2.0) if plan.mechanism == "laplace" else 1.0  # a Laplace of scale b has std √2·b
         for t in plan.tables:
             release = Release(self.privacy_plan_[t], sigmas[t], secret, self.privacy_ledger_)
-            self.noisy_tables_[t] = release.noisy_sum(exact[t], bound=bounds[t])
+            if plan.public_margins and t in COUNT_TABLES:
+                # group 0's slice released; group 1's is the public total (over groups: y, ŷ only) less it
+                first = release.noisy_sum(exact[t][0], bound=bounds[t])
+                self.noisy_tables_[t] = np.stack([first, exact[t].sum(axis=0) - first])
+            else:
+                self.noisy_tables_[t] = release.noisy_sum(exact[t], bound=bounds[t])
             self.noise_multipliers_[t] = float(sigmas[t])
-            self.noise_stds_[t] = float(release.noise_scale(bounds[t]))
+            self.noise_stds_[t] = float(spread * release.noise_scale(bounds[t]))
         exact_cube = cube if math.isinf(self.epsilon) and y_pred is not None else None
         del cube, exact, g, yt, yp
-        inverse = sum(v ** -2 for v in sigmas.values() if v > 0)
-        self.noise_multiplier_ = float(inverse ** -0.5) if inverse > 0 else 0.0
+        power = 1 if plan.mechanism == "laplace" else 2  # one Laplace spends Σ_t 1/σ_t; one Gaussian (Σ σ_t⁻²)^-½
+        inverse = sum(v ** -power for v in sigmas.values() if v > 0)
+        self.noise_multiplier_ = float(inverse ** (-1.0 / power)) if inverse > 0 else 0.0
         self.noise_std_ = max(self.noise_stds_[t] for t in plan.tables if t in COUNT_TABLES) \
             if any(t in COUNT_TABLES for t in plan.tables) else 0.0
         eps = self.privacy_ledger_.epsilon(self.delta_, accountant)
@@ -334,8 +358,17 @@ class PrivateMetricFrame:
                                                                else 0.0), 0.0, c)
                 var = np.nan_to_num(sizes * mean * (c - mean))
                 out[t] += np.sqrt(var) * rng.standard_normal((B, k))
+        laplace = self.measurement_plan_.mechanism == "laplace"
         for t, values in out.items():
-            values += self.noise_stds_[t] * rng.standard_normal(values.shape)
+            shape = values.shape
+            margins = self.measurement_plan_.public_margins and t in COUNT_TABLES
+            if margins:  # group 1's noise is minus group 0's (public totals)
+                shape = (B, 1) + values.shape[2:]
+            if laplace:
+                noise = rng.laplace(0.0, self.noise_stds_[t] / math.sqrt(2.0), shape)
+            else:
+                noise = self.noise_stds_[t] * rng.standard_normal(shape)
+            values += np.concatenate([noise, -noise], axis=1) if margins else noise
             np.clip(values, 0.0, None, out=values)
         return out
 
