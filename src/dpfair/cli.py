@@ -1388,8 +1388,8 @@ def cmd_measure(args) -> int:
     if math.isfinite(eps):
         protects = (f"each person's {columns['sensitive']}" if record["privacy_unit"] == "sensitive"
                     else "each person's whole row")
-        print(f"released with ε = {eps:.4g}, δ = {delta:.3g} ({protects}); noise std {frame.noise_std_:.3g} per "
-              f"count; intervals: {100 * frame.confidence:g} % "
+        print(f"released with ε = {eps:.4g}, δ = {delta:.3g} ({protects}); {record['mechanism'].capitalize()} noise, std "
+              f"{frame.noise_std_:.3g} per count; intervals: {100 * frame.confidence:g} % "
               + ("(privacy noise and sampling: the population's value)" if frame.sampling
                  else "(privacy noise: the exact value on these rows)"))
     else:
@@ -1403,7 +1403,8 @@ def cmd_measure(args) -> int:
         dp = record["demographic_parity_difference"]
         rows.append(("demographic parity difference", _figure(dp["value"], dp["interval"])))
     if "equalized_odds_difference" in record:
-        rows.append(("equalized odds difference", _figure(record["equalized_odds_difference"]["value"])))
+        eo = record["equalized_odds_difference"]
+        rows.append(("equalized odds difference", _figure(eo["value"], eo["interval"])))
     flagged = sorted({g for g, figures in record["by_group"].items() for f in figures.values() if f["flagged"]})
     if flagged:
         rows.append(("! too few people", f"{', '.join(flagged)}: not a confident figure at this ε (raise --epsilon "

@@ -3,7 +3,7 @@
 A lender or a regulator holds a table with one row per person: the true label, the model's prediction (from any
 system: a CSV another tool wrote) and the person's group. :func:`measure_file` reads those three columns and
 releases every figure through one :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame`: the table
-of counts group × label × prediction is released once with Gaussian noise, on a ledger, and each rate, difference,
+of counts group × label × prediction is released once with Laplace or Gaussian noise, on a ledger, and each rate, difference,
 ratio and interval is post-processing of it. :func:`predictions_of_model` makes the three columns from a dpfair
 model file and a table in the model's own schema (``dpfair measure --model M --data FILE``).
 
@@ -176,18 +176,19 @@ def measurement_record(frame: PrivateMetricFrame) -> dict:
               "by_group": groups, "aggregates": between,
               "interval": {"confidence": frame.confidence,
                            "target": "population" if frame.sampling else "rows",
-                           "method": "parametric bootstrap of the released table: fresh noise of the release's "
-                                     "std on every cell" + (" and the rows redrawn per group (multinomial)"
-                                                            if frame.sampling else ""),
+                           "method": "parametric bootstrap of the released tables: fresh noise of each table's "
+                                     f"own mechanism ({frame.mechanism_}) and scale on every count"
+                                     + (" and the rows redrawn per group (multinomial)" if frame.sampling else ""),
                            "replicates": frame.n_bootstrap},
-              "epsilon": eps, "delta": delta, "privacy_unit": frame.privacy_unit,
+              "epsilon": eps, "delta": delta, "privacy_unit": frame.privacy_unit, "mechanism": frame.mechanism_,
               "noise_multiplier": frame.noise_multiplier_, "noise_std": frame.noise_std_,
               "privacy_ledger": frame.privacy_ledger_.to_records()}
     if {"selection_rate"} <= set(frame.metrics):
         record["demographic_parity_difference"] = {"value": _float(frame.demographic_parity_difference),
                                                    "interval": _interval(*frame.demographic_parity_interval())}
     if {"true_positive_rate", "false_positive_rate"} <= set(frame.metrics):
-        record["equalized_odds_difference"] = {"value": _float(frame.equalized_odds_difference)}
+        record["equalized_odds_difference"] = {"value": _float(frame.equalized_odds_difference),
+                                               "interval": _interval(*frame.equalized_odds_interval())}
     return record
 
 

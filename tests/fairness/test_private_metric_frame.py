@@ -169,6 +169,27 @@ def test_noise_only_intervals_cover_the_exact_value():
     assert abs(covered / R - 0.95) <= COVERAGE_TOL
 
 
+def test_a_difference_of_zero_is_covered():
+    """Two groups with exactly equal rates: max − min of noisy rates is always > 0, so a percentile interval of it
+    never holds 0; the folded interval of the signed difference holds 0 whenever the signed one does (≈ 95 %)."""
+    y = np.tile([0, 0, 1, 1], 250)
+    p = np.tile([0, 1, 0, 1], 250)
+    s = np.repeat([0, 1], 500)  # each group: the same 125 rows in every cell, every rate equal
+    exact = PrivateMetricFrame(["selection_rate", "true_positive_rate"], y, p, s, epsilon=math.inf, n_bootstrap=1)
+    assert exact.demographic_parity_difference == 0.0 and exact.difference()["true_positive_rate"] == 0.0
+    covered = {"dp": 0, "tpr": 0}
+    for r in range(R):
+        frame = PrivateMetricFrame(["selection_rate", "true_positive_rate"], y, p, s, groups=[0, 1], epsilon=0.5,
+                                   n_bootstrap=200, random_state=r, sampling=False, mechanism="gaussian")
+        assert frame.demographic_parity_difference > 0.0  # the released figure is noisy
+        lo, hi = frame.demographic_parity_interval()
+        covered["dp"] += lo <= 0.0 <= hi
+        lo, hi = frame.difference_interval().loc["true_positive_rate"]
+        covered["tpr"] += lo <= 0.0 <= hi
+    for fraction in covered.values():
+        assert fraction / R >= 0.95 - COVERAGE_TOL
+
+
 def test_tiny_group_is_flagged():
     rng = np.random.default_rng(7)
     s = np.array(["big"] * 2000 + ["tiny"] * 5)

@@ -114,7 +114,7 @@ def evaluate(estimator, X, y, s=None, group_names=None, *, sensitive_features=No
     "noise_std", "privacy_ledger": its records, "event": its dp_accounting event (JSON), "intervals", "flags"}``:
     ``intervals`` holds the frame's intervals (rows and noise) of the per-group accuracies and, for two labels, of each notion's violation (the
     frame's between-groups difference interval of the rate it compares; equalized odds, the larger of two
-    differences, takes the larger low and the larger high ends of the TPR and FPR intervals); ``flags`` the
+    differences: the frame's ``equalized_odds_interval()``); ``flags`` the
     groups whose figures rest on too few people (the frame's flags), by metric, and under ``"notions"`` the
     notions whose violation compares such a figure. ``epsilon=inf`` computes the
     same figures from the exact table (no noise; labelled non-private).
@@ -180,6 +180,8 @@ def _private_evaluation(y, y_pred, s, group_names, *, epsilon, delta, privacy_un
         found["fairness"] = {notion: [max(float(differences.loc[m, "low"]) for m in NOTION_DIFFERENCES[notion]),
                                       max(float(differences.loc[m, "high"]) for m in NOTION_DIFFERENCES[notion])]
                              for notion in fairness if notion in NOTION_DIFFERENCES}
+        if "equalized_odds" in found["fairness"]:  # the larger of two differences, on every bootstrap replicate
+            found["fairness"]["equalized_odds"] = list(frame.equalized_odds_interval())
     if unit != "sensitive":
         overall = frame.overall_interval()
         found["error"] = [float(overall.loc["error", "low"]), float(overall.loc["error", "high"])]
