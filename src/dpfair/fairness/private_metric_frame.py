@@ -40,7 +40,7 @@ Gaussian (or Laplace) of each table's own noise std to every released value (wit
 draw is minus group 0's, as in the release). The metric is recomputed and the interval is
 the percentile one at ``confidence``. The bootstrap draws from a public generator seeded by ``random_state`` and
 reads released values only (post-processing: no privacy cost). A group whose noisy denominator for a metric is
-below ``5 ×`` its noise std, or whose interval is wider than 0.5 (a rate's; a mean's: half its range), is
+below ``FLAG_STDS = 7`` times its noise std, or whose interval is wider than 0.5 (a rate's; a mean's: half its range), is
 flagged rather than reported as confident.
 """
 
@@ -89,8 +89,11 @@ METRICS = ("count", "selection_rate", "true_positive_rate", "false_positive_rate
 SCORE_METRIC_NAMES = ("mean_prediction", "brier_score")
 _ALIASES = {"accuracy_score": "accuracy", "error_rate": "error", "brier_score_loss": "brier_score"}
 
-#: A metric's denominator is flagged when its noisy value is below this many noise standard deviations.
-FLAG_STDS = 5.0
+#: A metric's denominator is flagged when its noisy value is below this many noise standard deviations: 5, plus 2
+#: for the noise itself — a release whose noise pushed a small denominator up by 2 standard deviations is still
+#: flagged (with 5 alone, the releases that escaped the flag were exactly those whose noise had inflated the
+#: denominator, and their intervals were too narrow: results/measurement/).
+FLAG_STDS = 7.0
 #: ... or when the metric's interval is wider than this (a fraction of the range, for a mean score).
 FLAG_WIDTH = 0.5
 
