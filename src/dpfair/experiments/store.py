@@ -45,11 +45,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import dp_accounting as dpa
 from dp_accounting import NeighboringRelation
 
 from dpfair.privacy import epsilon_of
-from dpfair.privacy.accounting import event_from_json, replace_one_by_group_privacy, replace_one_equivalent
+from dpfair.privacy.accounting import (compose_releases, event_from_json, replace_one_by_group_privacy,
+                                       replace_one_equivalent)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -354,7 +354,9 @@ class ResultsStore:
         attribute a model used (conservatively: one data set name, one population). A release group counts
         its stored models (each model once; a group without one published nothing). Release groups compose
         on the PLD accountant: each group's event once, the groups as independent releases (each fit draws
-        its own secret generator), read at the largest δ of the groups composed. Per data set:
+        its own secret generator; equal events merged into self-compositions,
+        :func:`~dpfair.privacy.accounting.compose_releases`), read at the largest δ of the groups composed.
+        Per data set:
 
         - the **record** total (``ADD_OR_REMOVE_ONE``): every record-level release, whatever sensitive
           attribute its row declared;
@@ -543,7 +545,7 @@ def _total(dataset, attribute, record: list, own: list, uncovered: int) -> dict:
     conversion = ""
     if attribute is None:
         events = [g.event for g in record if g.event is not None]
-        eps = epsilon_of(dpa.ComposedDpEvent(events), delta, "record") if events else 0.0
+        eps = epsilon_of(compose_releases(events), delta, "record") if events else 0.0
         relation, protects = _ADD_REMOVE, RELATION_NAMES[_ADD_REMOVE]
         covers = ("everything released about these people under the record unit: every record-level model, "
                   "whatever sensitive attribute it declared")
@@ -572,7 +574,7 @@ def _replace_one_epsilon(exact: list, grouped: list, delta: float) -> float:
     """ε at ``delta`` under replace-one of ``exact`` (replace-one events) and ``grouped`` (add/remove events,
     converted by group privacy): one PLD if nothing needs group privacy, else each part at δ/2, ε added."""
     if not grouped:
-        return epsilon_of(dpa.ComposedDpEvent(exact), delta, "sensitive") if exact else 0.0
+        return epsilon_of(compose_releases(exact), delta, "sensitive") if exact else 0.0
     share = delta / 2.0 if exact else delta
-    eps = replace_one_by_group_privacy(dpa.ComposedDpEvent(grouped), share)
-    return eps + (epsilon_of(dpa.ComposedDpEvent(exact), delta - share, "sensitive") if exact else 0.0)
+    eps = replace_one_by_group_privacy(compose_releases(grouped), share)
+    return eps + (epsilon_of(compose_releases(exact), delta - share, "sensitive") if exact else 0.0)

@@ -298,6 +298,22 @@ def replace_one_by_group_privacy(event: dpa.DpEvent, delta: float, accountant: s
     return math.inf  # no δ' found (never seen): no guarantee claimed
 
 
+def compose_releases(events: Iterable[dpa.DpEvent]) -> dpa.DpEvent:
+    """The composition of independent releases ``events``, equal events merged into one self-composition.
+
+    Composition does not depend on the order of its parts, and k runs of one event are its k-fold
+    self-composition, so the result accounts exactly the same releases (each still counted once per
+    occurrence). The PLD accountant then convolves each distinct event with itself by powers (one FFT
+    self-convolution) instead of k times in sequence: a store of many release groups with equal plans
+    (every seed of a grid at one ε) costs a few compositions, not one per group.
+    """
+    counts: dict = {}  # by repr: a composed event holds a list, so events are not all hashable
+    for event in events:
+        first, k = counts.get(repr(event), (event, 0))
+        counts[repr(event)] = (first, k + 1)
+    return dpa.ComposedDpEvent([e if k == 1 else dpa.SelfComposedDpEvent(e, k) for e, k in counts.values()])
+
+
 @contextlib.contextmanager
 def absl_quiet():
     """dp_accounting's absl warnings off: RDP orders whose series does not converge are dropped (the bound
