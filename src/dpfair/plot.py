@@ -91,7 +91,7 @@ def _label(name: str, value) -> str:
 
 def tradeoff(results, x: str = "test_error", y: str = "violation", hue: str | None = "epsilon", *, by=None,
              spread: str | None = "std", pareto: bool = False, confidence: float = 0.95, n_bootstrap: int = 1000,
-             random_state=None, ax=None, **kwargs):
+             random_state=None, ax=None, legend: bool = True, **kwargs):
     """Trade-off curves: column ``y`` against column ``x``, one curve per value of ``hue``.
 
     ``results`` is a DataFrame (e.g. a sweep's ``models.csv`` from ``dpfair report --tables``, with
@@ -107,8 +107,9 @@ def tradeoff(results, x: str = "test_error", y: str = "violation", hue: str | No
     computes over runs) or ``None``. Without ``by`` every row is a point. Points are joined in
     order of ``by`` (else of ``x``). ``pareto=True`` joins only each curve's Pareto-optimal
     points (lower ``x`` and lower ``y`` are better; no other point of the curve beats them in
-    both) and draws the others as unjoined faded markers. ``kwargs`` go to ``ax.errorbar``
-    (``marker="o"`` and ``capsize=2`` unless given).
+    both) and draws the others as unjoined faded markers. ``legend=False`` leaves the legend to the
+    caller (who draws several calls on one axes). ``kwargs`` go to ``ax.errorbar`` (``marker="o"`` and
+    ``capsize=2`` unless given).
     """
     if spread not in SPREADS:
         raise ValueError(f"spread must be one of {list(SPREADS)}, got {spread!r}")
@@ -154,7 +155,7 @@ def tradeoff(results, x: str = "test_error", y: str = "violation", hue: str | No
             ax.plot(px[rest], py[rest], marker="o", linestyle="none", alpha=0.35, color=bars.lines[0].get_color())
     ax.set_xlabel(xc.rsplit(".", 1)[-1].replace("_", " "))
     ax.set_ylabel(yc.rsplit(".", 1)[-1].replace("_", " "))
-    if hue is not None:
+    if hue is not None and legend:
         ax.legend()
     return ax
 

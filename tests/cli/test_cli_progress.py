@@ -44,12 +44,14 @@ def store(tmp_path_factory):
     return store
 
 
-def test_report_shows_a_bar_per_section(store, tmp_path, capsys):
+def test_report_shows_a_bar_per_section_and_figure(store, tmp_path, capsys):
     assert main(["report", str(store.path), "--out", str(tmp_path / "r.html")]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith("report: ")
-    # one data set: the fronts, its section, the privacy totals, the published numbers
-    assert "report: 100%" in captured.err and "4/4" in captured.err and "section" in captured.err
+    # one data set of ERM models, which target no notion: the fronts, a trade-off plot per notion they were
+    # scored on (five), the per-group accuracies, the ledgers, the privacy totals, the published numbers
+    assert "report: 100%" in captured.err and "10/10" in captured.err and "step" in captured.err
+    assert "0/10" in captured.err and "0 steps" not in captured.err  # its total known from the start
 
 
 def test_quiet_silences_the_report(tmp_path, capsys):

@@ -97,6 +97,46 @@ def test_the_report_is_one_page_that_needs_nothing_else(store, report):
     assert text.count("<summary>release group ") == 4
 
 
+#: The largest figure a report may inline. Each is a 64-colour palette PNG (6 bits a pixel at most) cropped from a
+#: canvas of at most (6.4 + 2·0.8) × (4.2 + 2·0.8 + 0.9) inches at 90 dpi, 720 × 603 pixels: ≤ 318 kB before
+#: deflate, which shrinks lines and text on a white ground at least fourfold. The old full-colour PNGs were
+#: 30 to 70 kB; the bound is well under what one of them took.
+MAX_FIGURE_BYTES = 80_000
+
+
+def test_the_figures_are_small_palette_pngs_and_the_page_is_small(report):
+    import struct
+
+    text = report.read_text(encoding="utf-8")
+    page = _parse(text)
+    images = [a for t, a in page.tags if t == "img"]
+    assert images
+    for attrs in images:
+        png = base64.b64decode(attrs["src"].split(",", 1)[1])
+        width, height, depth, colour = struct.unpack(">IIBB", png[16:26])
+        assert colour == 3 and depth <= 8, (attrs["alt"], colour, depth)  # indexed colour: a palette image
+        assert (width, height) == (int(attrs["width"]), int(attrs["height"]))  # the page reserves their room
+        assert len(png) <= MAX_FIGURE_BYTES, (attrs["alt"], len(png))
+        assert width <= 720 and height <= 603  # at most the canvas: cropped, never scaled up
+    assert len(text.encode()) < 3 * MAX_FIGURE_BYTES + 120_000  # three figures and the tables of six models
+
+
+def test_the_report_shows_its_progress_unless_quiet(store, tmp_path, capsys):
+    from dpfair.progress import quiet
+
+    render_report(store, tmp_path / "r.html")
+    err = capsys.readouterr().err
+    # the fronts, one trade-off plot (compas, demographic parity, ε = 1), the per-group accuracies, the ledgers,
+    # the summary with the privacy totals, the published numbers
+    assert "report" in err and "6/6" in err, err
+    assert "African-American" not in err and "compas" not in err  # counts and time only, nothing from the store
+    with quiet():
+        render_report(store, tmp_path / "q.html")
+    assert capsys.readouterr().err == ""
+    render_report(store, tmp_path / "v.html", verbose=False)
+    assert capsys.readouterr().err == ""
+
+
 def test_published_numbers_beside_ours(report):
     text = report.read_text(encoding="utf-8")
     # PF-LD's non-private baseline on compas is printed (0.683 (0.011)); our tiny sweep is not its set-up

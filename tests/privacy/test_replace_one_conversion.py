@@ -100,3 +100,23 @@ def test_group_privacy_holds_at_the_delta_asked_for():
     assert epsilon_of(event, delta / (1 + math.exp(eps / 2)), "record") <= eps / 2 + 1e-12
     assert eps >= 2 * epsilon_of(event, delta, "record")
     assert math.isinf(replace_one_by_group_privacy(dpa.NonPrivateDpEvent(), delta))
+
+
+def test_equal_releases_compose_as_one_self_composition_with_the_same_epsilon():
+    """A store's totals compose many equal release groups (every seed of a grid at one ε) through
+    compose_releases: k equal events become one k-fold self-composition, which accounts the same releases."""
+    from dpfair.privacy.accounting import compose_releases
+
+    sigma, delta, k = 3.0, 1e-5, 9
+    gaussian = dpa.GaussianDpEvent(sigma)
+    sampled = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.1, dpa.GaussianDpEvent(1.2)), 50)
+    merged = compose_releases([gaussian] * k + [sampled, sampled])
+    assert merged == dpa.ComposedDpEvent([dpa.SelfComposedDpEvent(gaussian, k), dpa.SelfComposedDpEvent(sampled, 2)])
+    assert compose_releases([gaussian]) == dpa.ComposedDpEvent([gaussian])  # one release stays as it is
+    # k Gaussians of σ are one Gaussian of σ/√k: the closed form bounds the merged accounting from below
+    truth = _gaussian_epsilon(1.0, sigma / math.sqrt(k), delta)
+    merged_gaussians = epsilon_of(compose_releases([gaussian] * k), delta, "record")
+    assert truth <= merged_gaussians <= truth * 1.002 + 1e-4
+    # and the merged event's ε is the one-by-one composition's, within the PLD's discretisation
+    one_by_one = epsilon_of(dpa.ComposedDpEvent([gaussian] * k + [sampled, sampled]), delta, "record")
+    assert epsilon_of(merged, delta, "record") == pytest.approx(one_by_one, rel=2e-3)

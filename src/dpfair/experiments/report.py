@@ -1,7 +1,8 @@
 """One self-contained HTML page of a sweep's results (``dpfair report STORE --out report.html``).
 
 :func:`render_report` reads a results store (or its frame) and writes a single file that needs nothing
-else to display: the plots are PNG images inlined as base64 ``data:`` URIs, the style sheet is inline,
+else to display: the plots are palette PNG images (:data:`PNG_COLORS` colours at :data:`PNG_DPI` dots per
+inch) inlined as base64 ``data:`` URIs, the style sheet is inline,
 and there is no script, font or link to fetch. Every text taken from the store or the papers is
 HTML-escaped. The page holds:
 
@@ -51,6 +52,13 @@ CURVE_POINTS = 6
 
 #: At most this many models in a per-group accuracy plot (the non-private reference and the best points).
 MAX_GROUP_BARS = 8
+
+#: The figures' resolution (pixels per inch) and the colours of their palette PNG.
+PNG_DPI = 90
+PNG_COLORS = 64
+
+#: Inches of spare canvas around each figure, cropped away (:func:`_figure`).
+_SPARE = 0.8
 
 _REQUIRED = ("dataset", "method", "notion", "epsilon", "seed", "error", "violation")
 
@@ -115,19 +123,44 @@ def _table(header: list[str] | None, rows: list[list], numeric: set[int] = froze
 
 
 def _png(fig, alt: str) -> str:
-    """The figure as an inline PNG ``<img>`` (no file, no network)."""
+    """The figure as an inline PNG ``<img>`` (no file, no network): drawn once on the Agg canvas, cropped to
+    its ink (:func:`_figure` leaves room to spare around it) and stored as a :data:`PNG_COLORS`-colour palette
+    image (lines, markers and text on white need no more colours)."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba())[..., :3]
+    ink = (pixels < 250).any(axis=2)
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    if rows.size:
+        pad = round(0.1 * PNG_DPI)  # bbox_inches="tight"'s border
+        pixels = pixels[max(rows[0] - pad, 0):rows[-1] + pad + 1, max(cols[0] - pad, 0):cols[-1] + pad + 1]
+    # method 2: Pillow's fast octree (Image.Quantize.FASTOCTREE from Pillow 9.1; matplotlib 3.8 allows Pillow 8)
+    image = Image.fromarray(np.ascontiguousarray(pixels)).quantize(PNG_COLORS, method=2)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    image.save(buf, format="png", compress_level=6)
     data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
+    return (f'<img alt="{_e(alt)}" width="{image.width}" height="{image.height}" '
+            f'src="data:image/png;base64,{data}">')
 
 
-def _figure(width: float = 6.4, height: float = 4.2):
-    """A matplotlib Figure and Axes drawn on the Agg canvas, outside pyplot (no GUI, no global state)."""
+def _figure(width: float = 6.4, height: float = 4.2, below: float = 0.0):
+    """A matplotlib Figure and Axes drawn on the Agg canvas, outside pyplot (no GUI, no global state).
+
+    The axes sit where a ``width`` × ``height`` figure puts them (matplotlib's default margins), on a
+    canvas :data:`_SPARE` inches larger on every side (and ``below`` inches more under it, for a legend
+    there), so that labels, titles and legends past the usual figure fit; :func:`_png` crops to the ink.
+    One draw, where ``bbox_inches="tight"`` costs two."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height))
-    return fig, fig.subplots()
+    full_width, full_height = width + 2 * _SPARE, height + 2 * _SPARE + below
+    fig = Figure(figsize=(full_width, full_height), dpi=PNG_DPI)
+    ax = fig.add_axes(((_SPARE + 0.125 * width) / full_width, (_SPARE + below + 0.11 * height) / full_height,
+                       0.775 * width / full_width, 0.77 * height / full_height))
+    return fig, ax
 
 
 def _slug(text: str) -> str:
@@ -314,12 +347,13 @@ def _tradeoff_plot(curves: pd.DataFrame, references: pd.DataFrame, notion: str, 
 
     fig, ax = _figure()
     if not curves.empty:
-        tradeoff(curves, x="error", y="violation", hue="method", by="point", spread="std", pareto=True, ax=ax)
+        tradeoff(curves, x="error", y="violation", hue="method", by="point", spread="std", pareto=True, ax=ax,
+                 legend=False)
     column = f"fairness.{notion}"
     if not references.empty and column in references.columns and references[column].notna().any():
         refs = references.assign(reference=references["method"] + " (targets no notion)")
         tradeoff(refs, x="error", y=column, hue="reference", by="point", spread="std", ax=ax, marker="*",
-                 markersize=11, linestyle="none")
+                 markersize=11, linestyle="none", legend=False)
     if math.isfinite(base):
         ax.axvline(base, color="grey", linestyle="--", linewidth=0.8)
         for s in SLACKS:
@@ -327,7 +361,7 @@ def _tradeoff_plot(curves: pd.DataFrame, references: pd.DataFrame, notion: str, 
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
     ax.set_ylabel(f"{notion.replace('_', ' ')} violation")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=10, y=1.0)  # a fixed place: matplotlib's automatic one costs a layout pass
     return _png(fig, f"trade-off: {title}")
 
 
@@ -345,48 +379,61 @@ def _front_rows(points: pd.DataFrame, y: str, targets: str) -> list[list]:
             for r in points.to_dict("records")]
 
 
-def _tradeoffs(rows: pd.DataFrame, data_id: str, fronts, references_by_notion: dict) -> str:
-    """Per notion and ε of one data set: the plot, the Pareto fronts and the lowest violation within slack."""
+def _panels(rows: pd.DataFrame, references_by_notion: dict) -> list[tuple[str, float]]:
+    """The (notion, ε) of each trade-off plot of one data set: every targeted notion (else every notion with
+    references) at each ε of its models (else of the untargeted ones)."""
+    targeted = rows["notion"].map(lambda n: not _absent(n)).astype(bool)
+    notions = sorted(rows.loc[targeted, "notion"].unique()) or sorted(references_by_notion)
+    panels = []
+    for notion in notions:
+        source = rows.loc[targeted & rows["notion"].eq(notion), "epsilon"]
+        if source.empty:
+            source = rows.loc[~targeted, "epsilon"]
+        panels += [(notion, eps) for eps in sorted(source.unique(), key=lambda v: (math.isnan(v), v))]
+    return panels
+
+
+def _tradeoffs(rows: pd.DataFrame, data_id: str, fronts, references_by_notion: dict, bar) -> str:
+    """Per notion and ε of one data set: the plot, the Pareto fronts and the lowest violation within slack
+    (``bar`` advanced by one step per plot)."""
     targeted = rows[rows["notion"].map(lambda n: not _absent(n))]
     untargeted = rows[rows["notion"].map(_absent)]
-    notions = sorted(targeted["notion"].unique()) or sorted(references_by_notion)
     base = rows["_base"].iloc[0]
     missing = "" if math.isfinite(base) else f" (no {_e(BASE_METHOD)} run of this data set)"
     parts = [(f"<p>Non-private reference ({_e(BASE_METHOD)}): mean error {_e(_num(base))}{missing}; the plots mark "
               f"it (dashed) and base + slack for slack = {_e(', '.join(f'{s:g}' for s in SLACKS))} (dotted).</p>")]
-    for notion in notions:
+    for notion, eps in _panels(rows, references_by_notion):
         curves_all = targeted[targeted["notion"] == notion]
-        source = curves_all if not curves_all.empty else untargeted
-        for eps in sorted(source["epsilon"].unique(), key=lambda v: (math.isnan(v), v)):
-            same = _same_epsilon(eps)
-            # boolean masks as bool: an empty object-dtype mask would select columns, not rows
-            curves = curves_all[curves_all["epsilon"].map(same).astype(bool)]
-            refs = untargeted[untargeted["epsilon"].map(lambda e, same=same: same(e) or not _private(e)).astype(bool)]
-            anchor = f"{data_id}-{_slug(notion)}-{_slug(_eps(eps))}"
-            title = f"{rows['data'].iloc[0]} · {notion.replace('_', ' ')} · {_eps(eps)}"
-            parts.append(f'<h3 id="{_e(anchor)}">{_e(notion.replace("_", " "))}, {_e(_eps(eps))}</h3>')
-            parts.append(_tradeoff_plot(curves, refs, notion, title, base))
-            keys = set(curves["point"])
-            front = fronts.front[fronts.front["point"].isin(keys)]
-            ref_front = references_by_notion.get(notion)
-            table = _front_rows(front, "violation", notion)
-            if ref_front is not None:
-                table += _front_rows(ref_front.front[ref_front.front["point"].isin(set(refs["point"]))],
-                                     f"fairness.{notion}", "none")
-            parts.append("<p>Pareto-optimal points (mean ± std [min, max] over seeds):</p>"
-                         + _table(["method", "targets", "hyper-parameters", "error", f"{notion} violation", "seeds"],
-                                  table, {3, 4, 5}))
-            best = fronts.best[fronts.best["data"].eq(rows["data"].iloc[0]) & fronts.best["notion"].eq(notion)
-                               & fronts.best["epsilon"].map(same) & fronts.best["method"].isin(set(curves["method"]))]
-            best_rows = [[b["method"], f"{b['slack']:g}", _num(b["threshold"]),
-                          _params(b.get("params")) if b["feasible"] else "none within the slack",
-                          _num(b["error"]) if b["feasible"] else "—", _num(b["violation"]) if b["feasible"] else "—"]
-                         for b in best.to_dict("records")]
-            if best_rows:
-                parts.append("<p>Lowest violation at error ≤ base + slack (chosen by test scores: a comparison of "
-                             "methods, not a private model selection):</p>"
-                             + _table(["method", "slack", "error ≤", "hyper-parameters", "error",
-                                       f"{notion} violation"], best_rows, {1, 2, 4, 5}))
+        same = _same_epsilon(eps)
+        # boolean masks as bool: an empty object-dtype mask would select columns, not rows
+        curves = curves_all[curves_all["epsilon"].map(same).astype(bool)]
+        refs = untargeted[untargeted["epsilon"].map(lambda e, same=same: same(e) or not _private(e)).astype(bool)]
+        anchor = f"{data_id}-{_slug(notion)}-{_slug(_eps(eps))}"
+        title = f"{rows['data'].iloc[0]} · {notion.replace('_', ' ')} · {_eps(eps)}"
+        parts.append(f'<h3 id="{_e(anchor)}">{_e(notion.replace("_", " "))}, {_e(_eps(eps))}</h3>')
+        parts.append(_tradeoff_plot(curves, refs, notion, title, base))
+        keys = set(curves["point"])
+        front = fronts.front[fronts.front["point"].isin(keys)]
+        ref_front = references_by_notion.get(notion)
+        table = _front_rows(front, "violation", notion)
+        if ref_front is not None:
+            table += _front_rows(ref_front.front[ref_front.front["point"].isin(set(refs["point"]))],
+                                 f"fairness.{notion}", "none")
+        parts.append("<p>Pareto-optimal points (mean ± std [min, max] over seeds):</p>"
+                     + _table(["method", "targets", "hyper-parameters", "error", f"{notion} violation", "seeds"],
+                              table, {3, 4, 5}))
+        best = fronts.best[fronts.best["data"].eq(rows["data"].iloc[0]) & fronts.best["notion"].eq(notion)
+                           & fronts.best["epsilon"].map(same) & fronts.best["method"].isin(set(curves["method"]))]
+        best_rows = [[b["method"], f"{b['slack']:g}", _num(b["threshold"]),
+                      _params(b.get("params")) if b["feasible"] else "none within the slack",
+                      _num(b["error"]) if b["feasible"] else "—", _num(b["violation"]) if b["feasible"] else "—"]
+                     for b in best.to_dict("records")]
+        if best_rows:
+            parts.append("<p>Lowest violation at error ≤ base + slack (chosen by test scores: a comparison of "
+                         "methods, not a private model selection):</p>"
+                         + _table(["method", "slack", "error ≤", "hyper-parameters", "error",
+                                   f"{notion} violation"], best_rows, {1, 2, 4, 5}))
+        bar.update()
     return "".join(parts)
 
 
@@ -401,20 +448,21 @@ def _groups(rows: pd.DataFrame, fronts) -> str:
     chosen = list(dict.fromkeys([*rows.loc[rows["method"] == BASE_METHOD, "point"], *keys]))[:MAX_GROUP_BARS]
     parts = ["<h3>Accuracy per group</h3>"]
     if chosen:
-        fig, ax = _figure()
+        fig, ax = _figure(below=0.2 + 0.17 * math.ceil(len(chosen) / 2))  # the legend's rows under the axes
         group_accuracy(rows[rows["point"].isin(chosen)], label="model", ax=ax)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2)
         ax.set_title(f"{rows['data'].iloc[0]}: {BASE_METHOD} and each method's lowest violation within "
-                     f"slack {SLACKS[0]:g} (± std over seeds)", fontsize=9)
+                     f"slack {SLACKS[0]:g} (± std over seeds)", fontsize=9, y=1.0)
         parts.append(_png(fig, f"per-group accuracy, {rows['data'].iloc[0]}"))
-    accuracy = pd.DataFrame(list(rows["per_group_accuracy"]), index=rows.index)
+    accuracy = pd.DataFrame(list(rows["per_group_accuracy"]), index=rows.index).apply(pd.to_numeric,
+                                                                                      errors="coerce")
     groups = [str(g) for g in accuracy.columns]
-    table = []
-    for _, g in rows.groupby("point", sort=False):
-        acc = accuracy.loc[g.index]
-        table.append([g["model"].iloc[0], len(g)] + [
-            _spread(acc[c].mean(), acc[c].std(ddof=1), acc[c].min(), acc[c].max(), acc[c].notna().sum())
-            for c in acc.columns])
+    by_point = accuracy.groupby(rows["point"], sort=False)
+    stats = {name: by_point.agg(name) for name in ("mean", "std", "min", "max", "count")}  # std: ddof=1
+    points = rows.groupby("point", sort=False)["model"].agg(["first", "size"])
+    table = [[points.at[p, "first"], int(points.at[p, "size"])] + [
+        _spread(stats["mean"].at[p, c], stats["std"].at[p, c], stats["min"].at[p, c], stats["max"].at[p, c],
+                stats["count"].at[p, c]) for c in accuracy.columns] for p in points.index]
     parts.append(f"<details><summary>Per-group accuracy of every point ({len(table)})</summary>"
                  + _table(["model", "seeds", *groups], table, set(range(1, 2 + len(groups)))) + "</details>")
     return "".join(parts)
@@ -438,23 +486,40 @@ def _ledgers(rows: pd.DataFrame) -> str:
         except ValueError as exc:  # e.g. a pure ε-DP ledger (δ = 0), which has no (ε, δ) curve to draw
             plots.append(f"<p class=\"note\">{_e(method)}, {_e(_eps(eps))}: no ε curve ({_e(exc)})</p>")
             continue
-        ax.set_title(f"{method}, {_eps(eps)} (seed {first['seed']}): ε = {first['epsilon_spent']:.3g}", fontsize=9)
+        ax.set_title(f"{method}, {_eps(eps)} (seed {first['seed']}): ε = {first['epsilon_spent']:.3g}", fontsize=9,
+                     y=1.0)
         plots.append(_png(fig, f"privacy spent, {method} {_eps(eps)}"))
-    groups = []
     by = "release_id" if "release_id" in rows.columns else "point"
-    for release, g in rows.groupby(by, sort=True):
-        models = [[r["model"], r["seed"], _num(r.get("epsilon_spent")), _num(r.get("delta_spent"), 3),
-                   r.get("privacy_unit") if not _absent(r.get("privacy_unit")) else "—"] for r in g.to_dict("records")]
-        ledgers = {json.dumps(x, sort_keys=True): x for x in g["ledger"]}
+    columns = [c for c in (by, "method", "notion", "epsilon", "seed", "params", "epsilon_spent", "delta_spent",
+                           "privacy_unit", "ledger") if c in rows.columns]
+    releases: dict = {}
+    for r in rows[columns].to_dict("records"):
+        releases.setdefault(r[by], []).append(r)
+    entries_of: dict = {}  # each distinct ledger's entries, read once
+    groups = []
+    for release in sorted(releases):
+        g = releases[release]
+        # the models of the group, those with the same seed and privacy spent on one row
+        same: dict = {}
+        for r in g:
+            unit = r.get("privacy_unit") if not _absent(r.get("privacy_unit")) else "—"
+            key = (r["seed"], _num(r.get("epsilon_spent")), _num(r.get("delta_spent"), 3), unit)
+            short = " · ".join(x for x in (None if _absent(r.get("notion")) else r["notion"],
+                                           None if _params(r.get("params")) == "—" else _params(r["params"])) if x)
+            same.setdefault(key, []).append(short or "—")
+        models = [["; ".join(names), *key] for key, names in same.items()]
         entries = []
-        for ledger in ledgers.values():
-            for e in PrivacyLedger.from_json(ledger).to_records():
-                entries.append([e["label"], e["mechanism"], _num(e["noise_multiplier"]),
-                                _num(e["sampling_probability"]), e["count"]])
-        summary = (f"release group {release}: {g['method'].iloc[0]}, {_eps(g['epsilon'].iloc[0])}, "
-                   f"seed {g['seed'].iloc[0]}, {len(g)} model{'s' if len(g) > 1 else ''}")
+        for ledger in {json.dumps(r["ledger"], sort_keys=True): r["ledger"] for r in g}.items():
+            if ledger[0] not in entries_of:
+                entries_of[ledger[0]] = [[e["label"], e["mechanism"], _num(e["noise_multiplier"]),
+                                          _num(e["sampling_probability"]), e["count"]]
+                                         for e in PrivacyLedger.from_json(ledger[1]).to_records()]
+            entries += entries_of[ledger[0]]
+        summary = (f"release group {release}: {g[0]['method']}, {_eps(g[0]['epsilon'])}, "
+                   f"seed {g[0]['seed']}, {len(g)} model{'s' if len(g) > 1 else ''}")
         groups.append(f"<details><summary>{_e(summary)}</summary>"
-                      + _table(["model", "seed", "ε spent (this model)", "δ", "privacy unit"], models, {1, 2, 3})
+                      + _table(["models (notion · hyper-parameters)", "seed", "ε spent (each model)", "δ",
+                                "privacy unit"], models, {1, 2, 3})
                       + _table(["release", "mechanism", "noise multiplier σ", "sampling rate q", "count"],
                                entries, {2, 3, 4}) + "</details>")
     return ("<h3>Privacy ledgers</h3><p class=\"note\">Each model's own ledger (the releases of its training, with "
@@ -537,18 +602,34 @@ def render_report(store_or_frame, out_path, *, title: str | None = None, tables=
     failures, gives a page that says so and lists the failures. ``tables``: a folder to
     write :func:`write_tables`' tables into as well, from the same reading of the store.
 
-    ``verbose``: show a progress bar on stderr (:mod:`dpfair.progress`), one step per section: the fronts,
-    each data set (its plots and ledgers' ε curves), the privacy totals, the published numbers. It prints
-    counts of sections and the time taken, nothing read from the store.
+    ``verbose``: show a progress bar on stderr (:mod:`dpfair.progress`; ``dpfair --quiet`` silences it): the
+    fronts, then per data set each trade-off plot, the per-group accuracies and the ledgers (with their ε
+    curves), then the summary with the privacy totals and the published numbers, one step each. It prints
+    counts of steps and the time taken, nothing read from the store.
     """
     out = Path(out_path)
     if out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a folder; pass a file path such as {str(out / 'report.html')!r}")
     frame, store, where = _load(store_or_frame)
     rows = _prepare(frame)
-    with progress(3 + rows["data"].nunique(), "report", "section", enabled=verbose) as bar:
+    with progress(_steps(rows), "report", "step", enabled=verbose) as bar:
         page = _page(rows, store, where, title, tables, bar)
     return _write(out, page)
+
+
+def _reference_notions(rows: pd.DataFrame) -> list[str]:
+    """The notions whose violations the models that target none have (their reference fronts)."""
+    untargeted = rows["notion"].map(_absent).astype(bool)
+    return [n for n in sorted({c.split(".", 1)[1] for c in rows.columns
+                               if isinstance(c, str) and c.startswith("fairness.")})
+            if rows.loc[untargeted, f"fairness.{n}"].notna().any()]
+
+
+def _steps(rows: pd.DataFrame) -> int:
+    """The report's progress steps: the fronts; per data set one per trade-off plot, the per-group accuracies and
+    the ledgers; the summary with the privacy totals; the published numbers."""
+    references = dict.fromkeys(_reference_notions(rows))
+    return 3 + sum(len(_panels(g, references)) + 2 for _, g in rows.groupby("data", sort=True))
 
 
 def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar) -> str:
@@ -562,18 +643,21 @@ def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar)
     notions = sorted({c.split(".", 1)[1] for c in rows.columns if isinstance(c, str) and c.startswith("fairness.")})
     untargeted = rows[rows["notion"].map(_absent)]
     references = {n: frontier(untargeted, by=("data", "method", "epsilon"), y=f"fairness.{n}", base=0.0)
-                  for n in notions if untargeted[f"fairness.{n}"].notna().any()}
+                  for n in _reference_notions(rows)}
+    by_data = list(rows.groupby("data", sort=True))
     bar.update()
 
     sections, nav, anchors = [], [], {}
-    for i, (data, g) in enumerate(rows.groupby("data", sort=True)):
+    for i, (data, g) in enumerate(by_data):
         data_id = f"data-{i}-{_slug(data)}"
         nav.append(f'<li><a href="#{_e(data_id)}">{_e(data)}</a> ({len(g)} models)</li>')
-        body = _tradeoffs(g, data_id, fronts, references)
+        body = _tradeoffs(g, data_id, fronts, references, bar)
         for anchor, text in re.findall(r'<h3 id="([^"]+)">([^<]+)</h3>', body):
             notion = next((n for n in notions if anchor.startswith(f"{data_id}-{_slug(n)}-")), None)
             anchors.setdefault((g["dataset"].iloc[0], notion), []).append((anchor, f"{data}: {html.unescape(text)}"))
-        sections.append(f'<h2 id="{_e(data_id)}">{_e(data)}</h2>' + body + _groups(g, fronts) + _ledgers(g))
+        groups = _groups(g, fronts)
+        bar.update()
+        sections.append(f'<h2 id="{_e(data_id)}">{_e(data)}</h2>' + body + groups + _ledgers(g))
         bar.update()
     summary, totals, failures = _summary(rows, store, where), _totals(store), _failures(store)
     bar.update()

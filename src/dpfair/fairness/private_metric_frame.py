@@ -468,8 +468,8 @@ class PrivateMetricFrame:
         """Each metric's between-groups difference interval: rows the metrics, columns ``low``, ``high``.
 
         Two groups: the percentile interval of the signed difference (second group − first) on the bootstrap
-        replicates, folded onto |difference| (``[0, max |end|]`` when it holds 0): it covers |d| whenever it covers
-        d, so a difference near 0 — where max − min of noisy rates is biased upward and its own percentile
+        replicates, folded onto the absolute difference (``[0, max |end|]`` when it holds 0): it covers ``|d|``
+        whenever it covers ``d``, so a difference near 0 — where max − min of noisy rates is biased upward and its own percentile
         interval would exclude 0 — is covered too. More groups: the percentile interval of max − min."""
         return pd.DataFrame([self._difference_interval(m) for m in self.metrics], index=self.metrics,
                             columns=["low", "high"])
