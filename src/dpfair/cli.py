@@ -245,15 +245,17 @@ def _spent(est, what: str = "fit") -> str:
     return f"the {what} spent ε = {eps:.6g} all the same" if math.isfinite(eps) else ""
 
 
-def _result_path(args, kind: str = "", companions: tuple[str, ...] = ()) -> tuple[Path, ...]:
-    """``(out, *companions)``: the JSON result path (``--out``, or a stamped name under ``dpfair-runs/``)
-    and the files written beside it (its name with each suffix in ``companions``); none may exist unless
-    ``--overwrite`` (checked again when written: :func:`_write_result`). A stamped name is not checked here: a
-    taken one is never replaced, the result goes to the next free name when written."""
+def _result_path(args, kind: str = "", companions: tuple[str, ...] = (), name: str | None = None) -> tuple[Path, ...]:
+    """``(out, *companions)``: the JSON result path (``--out``, or a stamped name under ``dpfair-runs/``:
+    ``name`` or ``DATASET-METHOD[-kind]-seedSEED``, then the time) and the files written beside it (its name with
+    each suffix in ``companions``); none may exist unless ``--overwrite`` (checked again when written:
+    :func:`_write_result`). A stamped name is not checked here: a taken one is never replaced, the result goes to
+    the next free name when written."""
     if args.out is None:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         tag = f"-{kind}" if kind else ""
-        out = Path("dpfair-runs") / f"{args.dataset}-{args.method}{tag}-seed{args.seed}-{stamp}.json"
+        name = name or f"{args.dataset}-{args.method}{tag}-seed{args.seed}"
+        out = Path("dpfair-runs") / f"{name}-{stamp}.json"
     else:
         out = Path(args.out)
     return _writable(out, ".json", args.overwrite or args.out is None, companions)
@@ -916,12 +918,7 @@ def cmd_audit_release(args) -> int:
                          "record (its unit is sensitive)")
     if args.buckets < 2:
         raise ValueError(f"--buckets must be >= 2, got {args.buckets}")
-    if args.out is None:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = Path("dpfair-runs") / f"release-{args.mechanism}-audit-{stamp}.json"
-    else:
-        out = Path(args.out)
-    (out,) = _writable(out, ".json", args.overwrite or args.out is None)  # a stamped name: see _result_path
+    (out,) = _result_path(args, name=f"release-{args.mechanism}-audit")
     report = audit_release(mechanism, epsilon=args.epsilon, delta=args.delta, unit=args.unit, runs=args.releases,
                            confidence=args.confidence, accountant=args.accountant, buckets=args.buckets)
     summary = {**report.to_dict(), "audit": "release primitive"}
@@ -951,14 +948,8 @@ def cmd_audit_measurement(args) -> int:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence}")
     if args.rows < 0:
         raise ValueError(f"--rows must be >= 0 (0: the whole test part), got {args.rows}")
-    metrics = list(MEASUREMENT_METRICS) if args.metrics is None else [m.strip() for m in args.metrics.split(",")
-                                                                      if m.strip()]
-    if args.out is None:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = Path("dpfair-runs") / f"{args.dataset}-measurement-audit-seed{args.seed}-{stamp}.json"
-    else:
-        out = Path(args.out)
-    (out,) = _writable(out, ".json", args.overwrite or args.out is None)  # a stamped name: see _result_path
+    metrics = list(MEASUREMENT_METRICS) if args.metrics is None else [m for m in _comma_list(args.metrics) if m]
+    (out,) = _result_path(args, name=f"{args.dataset}-measurement-audit-seed{args.seed}")
     data, options = _load_data(args)
     # the table audited: the test part's people, with the predictions of a model the auditor fits on (a public
     # random subset of 5,000 rows of) the train part: any model will do, the guarantee holds for every table;
@@ -1358,12 +1349,7 @@ def cmd_measure(args) -> int:
                              f"{ {'--label': 'true label', '--prediction': 'prediction', '--sensitive': 'group'}[missing[0]] })")
         if args.model_data is not None:
             raise ValueError("--data goes with --model (rows to predict); with --predictions, drop --data")
-    if args.out is None:
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        out = Path("dpfair-runs") / f"measure-{Path(source).name.split('.')[0]}-{stamp}.json"
-    else:
-        out = Path(args.out)
-    (out,) = _writable(out, ".json", args.overwrite or args.out is None)
+    (out,) = _result_path(args, name=f"measure-{Path(source).name.split('.')[0]}")
     options = dict(epsilon=args.epsilon, delta=args.delta, privacy_unit=args.unit, confidence=args.confidence,
                    n_bootstrap=args.bootstrap, random_state=args.seed, intervals=args.intervals,
                    metrics=_comma_list(args.metrics) or DEFAULT_METRICS, positive=args.positive)
@@ -1417,8 +1403,7 @@ def cmd_measure(args) -> int:
 def _measure_model(args, options: dict):
     """``dpfair measure --model M --data FILE``: the model predicts the rows of FILE (read through its schema),
     then they are measured with the schema's public group and class lists."""
-    from dpfair.fairness.private_metric_frame import PrivateMetricFrame
-    from dpfair.measurement import predictions_of_model
+    from dpfair.measurement import measure_rows, predictions_of_model
     from dpfair.persistence import load_provenance
 
     est = _load_model(args.model)
@@ -1426,16 +1411,8 @@ def _measure_model(args, options: dict):
     if provenance.get("schema") is None:
         raise ValueError(f"{args.model} records no table schema (trained on a built-in data set): predict its rows "
                          "with `dpfair predict --out FILE` and measure them with --predictions FILE")
-    rows = predictions_of_model(est, provenance["schema"], args.model_data)
-    classes = rows["classes"]
-    if options.pop("positive") is not None:
-        positive = str(args.positive)
-        if positive not in classes:
-            raise ValueError(f"--positive {positive!r} is not one of the model's classes {', '.join(classes)}")
-        classes = [c for c in classes if c != positive] + [positive]
-    target = options.pop("intervals")
-    frame = PrivateMetricFrame(options.pop("metrics"), rows["y_true"], rows["y_pred"], rows["group"],
-                               groups=rows["groups"], classes=classes, sampling=target == "population", **options)
+    rows, groups, classes = predictions_of_model(est, provenance["schema"], args.model_data)
+    frame = measure_rows(rows, groups=groups, classes=classes, **options)
     schema = provenance["schema"]
     return frame, {"label": schema["label"], "prediction": f"{_method_name(est)} model {args.model}",
                    "sensitive": schema["sensitive"]}

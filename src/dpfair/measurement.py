@@ -24,8 +24,8 @@ from dpfair.datasets import Schema, read_table, read_with_schema
 from dpfair.fairness.private_metric_frame import PrivateMetricFrame
 from dpfair.fairness.scorers import predict_with_groups
 
-__all__ = ["DEFAULT_METRICS", "INTERVAL_TARGETS", "measure_file", "measurement_record", "predictions_of_model",
-           "read_predictions"]
+__all__ = ["DEFAULT_METRICS", "INTERVAL_TARGETS", "measure_file", "measure_rows", "measurement_record",
+           "predictions_of_model", "read_predictions"]
 
 #: The figures ``dpfair measure`` reports when ``--metrics`` is not given (the noisy group size, and the rates
 #: behind demographic parity, equalized odds and accuracy parity).
@@ -100,19 +100,18 @@ def _classes(classes, positive, rows: pd.DataFrame) -> list[str]:
     return classes
 
 
-def measure_file(path, *, label: str, prediction: str, sensitive: str, epsilon: float, groups=None, classes=None,
-                 positive=None, metrics=DEFAULT_METRICS, delta: float | None = None,
-                 privacy_unit: str = "sensitive", accountant: str = "pld", confidence: float = 0.95,
-                 n_bootstrap: int = 1000, random_state=None, intervals: str = "population") -> PrivateMetricFrame:
-    """The private metric frame of the predictions in ``path`` (:func:`read_predictions`).
+def measure_rows(rows: pd.DataFrame, *, epsilon: float, groups=None, classes=None, positive=None,
+                 metrics=DEFAULT_METRICS, intervals: str = "population", **frame_options) -> PrivateMetricFrame:
+    """The private metric frame of ``rows`` (columns ``y_true``, ``y_pred``, ``group``, as text:
+    :func:`read_predictions`, or :func:`predictions_of_model`'s).
 
     ``groups``: the public group list (required at a finite ``epsilon``); ``classes``: the public label list
     (default ``0, 1`` when the labels are 0/1), ``positive`` names the positive class (default: the last).
-    ``intervals``: one of :data:`INTERVAL_TARGETS`. The other arguments are the frame's.
+    ``intervals``: one of :data:`INTERVAL_TARGETS`. ``frame_options``: the frame's other arguments (``delta``,
+    ``privacy_unit``, ``accountant``, ``confidence``, ``n_bootstrap``, ``random_state``).
     """
     if intervals not in INTERVAL_TARGETS:
         raise ValueError(f"intervals must be one of {', '.join(INTERVAL_TARGETS)}, got {intervals!r}")
-    rows = read_predictions(path, label=label, prediction=prediction, sensitive=sensitive)
     if groups is None:
         if math.isfinite(float(epsilon)):
             raise ValueError("declare the groups with --groups A,B,... (the list of groups is public, not read off "
@@ -122,15 +121,22 @@ def measure_file(path, *, label: str, prediction: str, sensitive: str, epsilon: 
     classes = _classes(classes, positive, rows)
     return PrivateMetricFrame(list(metrics), rows["y_true"].to_numpy(), rows["y_pred"].to_numpy(),
                               rows["group"].to_numpy(), groups=groups, classes=classes, epsilon=epsilon,
-                              delta=delta, privacy_unit=privacy_unit, accountant=accountant, confidence=confidence,
-                              n_bootstrap=n_bootstrap, random_state=random_state,
-                              sampling=intervals == "population")
+                              sampling=intervals == "population", **frame_options)
 
 
-def predictions_of_model(estimator, schema, data_path) -> dict:
-    """``{"y_true", "y_pred", "group", "groups", "classes"}`` of a fitted dpfair estimator on the rows of
-    ``data_path`` read through ``schema`` (the model's, a :class:`~dpfair.datasets.Schema` or its dict): labels,
-    predictions and groups as the schema's names, and its declared (public) group and class lists."""
+def measure_file(path, *, label: str, prediction: str, sensitive: str, epsilon: float,
+                 **options) -> PrivateMetricFrame:
+    """The private metric frame of the predictions in ``path``: its columns ``label``, ``prediction`` and
+    ``sensitive`` (:func:`read_predictions`), measured by :func:`measure_rows` (``options``: its arguments)."""
+    rows = read_predictions(path, label=label, prediction=prediction, sensitive=sensitive)
+    return measure_rows(rows, epsilon=epsilon, **options)
+
+
+def predictions_of_model(estimator, schema, data_path) -> tuple[pd.DataFrame, list, list]:
+    """``(rows, groups, classes)`` of a fitted dpfair estimator on the rows of ``data_path`` read through
+    ``schema`` (the model's, a :class:`~dpfair.datasets.Schema` or its dict): ``rows`` as :func:`measure_rows`
+    takes them (labels, predictions and groups as the schema's names), and the schema's declared (public) group
+    and class lists."""
     schema = schema if isinstance(schema, Schema) else Schema.from_dict(schema, where="the model's schema")
     frame = read_with_schema(data_path, schema)
     for role in ("label", "sensitive"):
@@ -148,8 +154,8 @@ def predictions_of_model(estimator, schema, data_path) -> dict:
     predicted = np.asarray(predict_with_groups(estimator, X, s)).astype(np.int64)
     classes = np.asarray(schema.classes, dtype=object)
     groups = np.asarray(schema.groups, dtype=object)
-    return {"y_true": classes[y], "y_pred": classes[predicted], "group": groups[s],
-            "groups": list(schema.groups), "classes": list(schema.classes)}
+    rows = pd.DataFrame({"y_true": classes[y], "y_pred": classes[predicted], "group": groups[s]})
+    return rows, list(schema.groups), list(schema.classes)
 
 
 def _interval(low, high) -> list[float | None]:

@@ -46,6 +46,7 @@ flagged rather than reported as confident.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -440,7 +441,12 @@ class PrivateMetricFrame:
     @property
     def intervals(self) -> pd.DataFrame:
         """Per group, each metric's ``(low, high)`` percentile interval at ``confidence`` (columns
-        ``(metric, "low"/"high")``), from the bootstrap of the module docstring."""
+        ``(metric, "low"/"high")``), from the bootstrap of the module docstring (computed once: the released
+        tables and the replicates do not change; each call returns a copy)."""
+        return self._interval_table.copy()
+
+    @functools.cached_property
+    def _interval_table(self) -> pd.DataFrame:
         cols = {}
         for m in self.metrics:
             lo, hi = self._quantiles(self._values(self._boot, m))
