@@ -183,7 +183,11 @@ def test_same_seed_same_model_only_when_the_noise_is_replayed(datasets, replay):
     X, y, s = datasets[2]
     fit = lambda r: PrivateDemographicsClassifier(epsilon=2.0, difference_bound=0.05, random_state=r,  # noqa: E731
                                                   max_iter=3).fit(X, y, s)
-    assert not np.array_equal(fit(4).predict_proba(X), fit(4).predict_proba(X))  # the coins are secret
+    # the coins are secret: fits with one seed differ. Two fits can still agree when both noisy tables leave the
+    # constraint slack (the reduction then returns the plain classifier): 1 pair in 40 did, so among four fits
+    # all agree with probability about 0.025³ ≈ 2e-5
+    first = fit(4).predict_proba(X)
+    assert not all(np.array_equal(first, fit(4).predict_proba(X)) for _ in range(3))
     with replay(0):
         a, b, c = fit(4), fit(4), fit(5)
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
