@@ -64,7 +64,7 @@ SAMPLES = (
     Sample("info", CLI, "dpfair info compas.pt", setup=_COMPAS),
     Sample("predict", CLI, "dpfair predict compas.pt --out predictions.csv", setup=_COMPAS),
     Sample("measure", CLI, "dpfair measure --predictions predictions.csv --label y_true --prediction y_pred "
-                           "--sensitive group --groups 0,1 --epsilon 1 --out measure.json",
+                           "--sensitive group --groups African-American,Caucasian --epsilon 1 --out measure.json",
            setup=f"{_COMPAS} && dpfair predict compas.pt --out predictions.csv"),
     Sample("membership", AUDITS, "dpfair audit membership --method erm --model mlp --dataset synthetic --option "
                                  "n_samples=800 --option n_features=50 --param epochs=100 --shadow 16 --quiet",

@@ -1212,8 +1212,9 @@ def cmd_predict(args) -> int:
         import pandas as pd
 
         proba = predict_with_groups(est, X, s, "predict_proba")
+        names = np.asarray(data.group_names, dtype=object)  # the groups by name, as `dpfair measure --groups` takes
         table = pd.DataFrame({"row": np.arange(len(y)), "y_true": y, "y_pred": predict_with_groups(est, X, s),
-                              "group": s})
+                              "group": names[s]})
         for j, c in enumerate(est.classes_):
             table[f"proba_{c}"] = proba[:, j]
         text = table.to_csv(index=False)

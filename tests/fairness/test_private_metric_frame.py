@@ -438,8 +438,8 @@ def test_laplace_plan_of_several_tables_spends_at_most_epsilon(unit, accountant)
     plan = frame.measurement_plan_
     assert len(plan.tables) == 2 and plan.mechanism == "laplace" and not plan.public_margins
     assert frame.privacy_plan_.matches(frame.privacy_ledger_, frame.noise_multipliers_)
-    eps, _ = frame.privacy_spent_
-    assert 0.97 <= eps <= 1.0
+    eps, delta = frame.privacy_spent_
+    assert 0.97 <= eps <= 1.0 + 1e-12 and delta == 0.0  # pure DP: claimed at δ = 0
     # pure composition: ε_t = Δ/σ_t (Δ = 2 replace-one, 1 add/remove) add up to ε (up to the accountant's slack)
     pure = 2.0 if unit == "sensitive" else 1.0
     assert sum(pure / v for v in frame.noise_multipliers_.values()) == pytest.approx(1.0, rel=0.02)
@@ -488,3 +488,45 @@ def test_public_margin_slice_sensitivity(order):
     for mechanism in ("gaussian", "laplace"):
         plan = MeasurementPlan.single_table(RATES).using(mechanism, unit="sensitive", groups=2)
         assert dist == pytest.approx(2 * plan.bounds("sensitive")[FULL]) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("spread", [0.0, 0.1])
+def test_more_than_two_groups_difference_interval_covers(spread):
+    """Three groups, selection rates 0.3, 0.3 + spread/2, 0.3 + spread (true positive rates alike): the percentile
+    interval of max − min covers a spread of 0 in about 1 % of releases (max − min of noisy rates is never near 0);
+    the pairs' simultaneous lower bound covers it, and a spread away from 0, in ≥ 95 % (conservative)."""
+    rows = []
+    for g, rate in enumerate((0.3, 0.3 + spread / 2, 0.3 + spread)):
+        for y in (0, 1):
+            ones = round(300 * rate)
+            rows += [(g, y, 1)] * ones + [(g, y, 0)] * (300 - ones)
+    s, y, p = (np.array(c) for c in zip(*rows))
+    metrics = ["selection_rate", "true_positive_rate", "false_positive_rate"]
+    exact = PrivateMetricFrame(metrics, y, p, s, epsilon=math.inf, n_bootstrap=1)
+    truth = {"dp": exact.demographic_parity_difference, "eo": exact.equalized_odds_difference}
+    assert truth["dp"] == pytest.approx(spread, abs=0.005)
+    covered = {"dp": 0, "eo": 0}
+    for r in range(R):
+        frame = PrivateMetricFrame(metrics, y, p, s, groups=[0, 1, 2], epsilon=0.5, n_bootstrap=200,
+                                   random_state=r, sampling=False)
+        for name, (lo, hi) in (("dp", frame.demographic_parity_interval()), ("eo", frame.equalized_odds_interval())):
+            assert 0.0 <= lo <= hi
+            covered[name] += lo <= truth[name] <= hi
+    for fraction in covered.values():
+        assert fraction / R >= 0.95 - COVERAGE_TOL
+
+
+def test_two_groups_equalized_odds_of_zero_is_covered():
+    """Two groups, every rate equal: the equalized-odds interval (a bound on each rate's absolute difference
+    below) holds 0 in ≥ 95 % of releases, where the percentile interval of max(|ΔTPR|, |ΔFPR|) never would."""
+    y = np.tile([0, 0, 1, 1], 250)
+    p = np.tile([0, 1, 0, 1], 250)
+    s = np.repeat([0, 1], 500)
+    covered = 0
+    for r in range(R):
+        frame = PrivateMetricFrame(["true_positive_rate", "false_positive_rate"], y, p, s, groups=[0, 1],
+                                   epsilon=0.5, n_bootstrap=200, random_state=r, sampling=False)
+        lo, hi = frame.equalized_odds_interval()
+        assert frame.equalized_odds_difference > 0.0
+        covered += lo <= 0.0 <= hi
+    assert covered / R >= 0.95 - COVERAGE_TOL

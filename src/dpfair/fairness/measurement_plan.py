@@ -303,7 +303,7 @@ class MeasurementPlan:
         if math.isinf(epsilon):
             return {t: 0.0 for t in self.tables}
         if self.mechanism == "laplace":  # σ_t = Δ/ε_t, Δ the L1 distance in bounds (2 replace-one, 1 add/remove)
-            pure = 2.0 if check_privacy_unit(unit) is PrivacyUnit.SENSITIVE else 1.0
+            pure = _l1_distance(unit)
             plan, scale = self.privacy_plan(), 1.0
             for i in range(40):
                 sigmas = {t: scale * pure / (w * epsilon) for t, w in self.weights}
@@ -322,6 +322,14 @@ class MeasurementPlan:
             sigma *= 1.0 + 1e-4 * 2 ** i  # steps of 0.01 %, doubling
         raise RuntimeError("the split plan stays above epsilon; report this")  # pragma: no cover
 
+    def pure_epsilon(self, sigmas: dict, unit) -> float | None:
+        """A Laplace plan's pure ε: ``Σ_t Δ/σ_t`` (table t's Laplace of scale ``σ_t·bound_t`` on a table that one
+        person moves by at most ``Δ·bound_t`` in L1 is ``Δ/σ_t``-DP; basic composition), so the release is
+        (ε, 0)-DP; ``None`` for a Gaussian plan (δ > 0)."""
+        if self.mechanism != "laplace":
+            return None
+        return float(sum(math.inf if v == 0 else _l1_distance(unit) / v for v in sigmas.values()))
+
     def bounds(self, unit, score_range=(0.0, 1.0)) -> dict[str, float]:
         """Each table's ``bound`` (module docstring): ``c`` under ``"record"``; under ``"sensitive"`` ``c/√2``
         (Gaussian: L2 distance √2·c) or ``c`` (Laplace: L1 distance 2c), and ``c/2`` for a count table released
@@ -334,6 +342,12 @@ class MeasurementPlan:
         scale = {SCORES: hi - lo, SQUARED: max(lo * lo, hi * hi, (lo - 1) ** 2, (hi - 1) ** 2)}
         margin = 0.5 if sensitive and self.public_margins else base
         return {t: (margin if t in COUNT_TABLES else base) * scale.get(t, 1.0) for t in self.tables}
+
+
+def _l1_distance(unit) -> float:
+    """Δ, the L1 distance between neighbours' tables in units of ``bound``: 2 under replace-one (the sensitive
+    unit: a count leaves one cell and enters another), 1 under add/remove."""
+    return 2.0 if check_privacy_unit(unit) is PrivacyUnit.SENSITIVE else 1.0
 
 
 def check_mechanism(mechanism) -> str:

@@ -145,7 +145,8 @@ class PrivateMetricFrame:
     totals, spread over ``[y, ŷ]`` as the product of the released y and ŷ shares, uniform over a dimension none
     releases) — post-processing, for display and the bootstrap's rows, not what the metrics read; ``table_``,
     ``noisy_table_`` with negative counts clipped to 0; and ``privacy_plan_`` (one part per table),
-    ``privacy_ledger_`` (one entry per table), ``privacy_spent_``, as on a private estimator. The metrics read
+    ``privacy_ledger_`` (one entry per table), ``privacy_spent_``, as on a private estimator (a Laplace plan's is
+    ``(ε, 0)``: pure DP). The metrics read
     the released tables (negative values clipped to 0) as ``measurement_plan_.readings`` say.
     """
 
@@ -260,7 +261,10 @@ class PrivateMetricFrame:
         self.noise_std_ = max(self.noise_stds_[t] for t in plan.tables if t in COUNT_TABLES) \
             if any(t in COUNT_TABLES for t in plan.tables) else 0.0
         eps = self.privacy_ledger_.epsilon(self.delta_, accountant)
-        self.privacy_spent_ = (eps, self.delta_ if math.isfinite(eps) else 0.0)
+        pure = plan.pure_epsilon(sigmas, unit)
+        # a Laplace plan is pure DP: (Σ_t ε_t, 0), a stronger claim than the accountant's ε at δ
+        self.privacy_spent_ = (pure, 0.0) if pure is not None and math.isfinite(self.epsilon) else \
+            (eps, self.delta_ if math.isfinite(eps) else 0.0)
 
         # ---- post-processing of the released tables only ----
         self._bounds = bounds
@@ -462,21 +466,53 @@ class PrivateMetricFrame:
         """The interval of a metric's between-groups difference (see :meth:`difference_interval`)."""
         values = self._values(self._boot, metric)
         if values.shape[-1] != 2:
-            lo, hi = self._quantiles(_between(values, "difference"))
-            return float(lo), float(hi)
+            return self._spread_interval([metric])
         lo, hi = (float(v) for v in self._quantiles(values[..., 1] - values[..., 0]))
         if not (math.isfinite(lo) and math.isfinite(hi)):
             return math.nan, math.nan
         ends = sorted((abs(lo), abs(hi)))
         return (0.0 if lo <= 0.0 <= hi else ends[0]), ends[1]
 
+    def _spread_interval(self, metrics) -> tuple[float, float]:
+        """The interval of θ = max over ``metrics`` of (max − min over groups).
+
+        θ is the largest ``|d_ij|`` over the pairs of groups i < j of every metric, ``d_ij = r_i − r_j``. Lower
+        end: ``max_ij (|d̂_ij| − c·sd_ij)`` (at least 0), with ``d̂`` the released differences, ``sd_ij`` their
+        bootstrap standard deviations and c the ``1 − α/2`` quantile over the replicates of
+        ``max_ij |d*_ij − d̂_ij| / sd_ij`` (simultaneous over the pairs: when every ``|d_ij|`` is above its bound,
+        so is θ ≥ each of them). Upper end: the ``1 − α/2`` percentile of θ on the replicates (max − min of noisy
+        rates is biased upward, so this end errs wide). Coverage ≥ 1 − α up to the bootstrap's error, and
+        conservative: the percentile interval of θ alone misses a θ near 0 almost always (max − min of noisy
+        rates is never near 0; results/measurement/)."""
+        alpha = 1.0 - self.confidence
+        k = len(self.groups_)
+        i, j = np.triu_indices(k, 1)
+        hat = np.concatenate([self._values(self._tables, m)[i] - self._values(self._tables, m)[j] for m in metrics])
+        boot = [self._values(self._boot, m) for m in metrics]
+        pairs = np.concatenate([b[:, i] - b[:, j] for b in boot], axis=1)
+        theta = np.max(np.stack([_between(b, "difference") for b in boot]), axis=0)
+        keep = np.isfinite(hat)
+        if not keep.any() or not np.isfinite(theta).any():
+            return math.nan, math.nan
+        hat, pairs = hat[keep], pairs[:, keep]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a pair with no finite replicate
+            sd = np.nanstd(pairs, axis=0)
+            sd = np.where(sd > 0, sd, np.finfo(float).tiny)
+            z = np.nanmax(np.abs(pairs - hat) / sd, axis=1)
+            c = float(np.nanquantile(z, 1.0 - alpha / 2.0))
+            low = max(0.0, float(np.max(np.abs(hat) - c * sd)))
+            high = float(np.nanquantile(theta, 1.0 - alpha / 2.0))
+        return low, max(low, high)
+
     def difference_interval(self) -> pd.DataFrame:
         """Each metric's between-groups difference interval: rows the metrics, columns ``low``, ``high``.
 
         Two groups: the percentile interval of the signed difference (second group − first) on the bootstrap
         replicates, folded onto the absolute difference (``[0, max |end|]`` when it holds 0): it covers ``|d|``
-        whenever it covers ``d``, so a difference near 0 — where max − min of noisy rates is biased upward and its own percentile
-        interval would exclude 0 — is covered too. More groups: the percentile interval of max − min."""
+        whenever it covers ``d``, so a difference near 0 — where max − min of noisy rates is biased upward and its
+        own percentile interval would exclude 0 — is covered too. More groups: simultaneous bounds on the pairs'
+        differences below, the percentile of max − min above (``_spread_interval``; conservative)."""
         return pd.DataFrame([self._difference_interval(m) for m in self.metrics], index=self.metrics,
                             columns=["low", "high"])
 
@@ -485,12 +521,11 @@ class PrivateMetricFrame:
         return self._difference_interval("selection_rate")
 
     def equalized_odds_interval(self) -> tuple[float, float]:
-        """The interval of :attr:`equalized_odds_difference`: the percentile interval of the larger of the true
-        and false positive rates' differences, recomputed on every bootstrap replicate."""
-        eo = np.maximum(_between(self._values(self._boot, "true_positive_rate"), "difference"),
-                        _between(self._values(self._boot, "false_positive_rate"), "difference"))
-        lo, hi = self._quantiles(eo)
-        return float(lo), float(hi)
+        """The interval of :attr:`equalized_odds_difference`, the larger of the true and false positive rates'
+        differences: a simultaneous lower bound on every pair's absolute difference of both rates, and the
+        percentile of the larger difference on the replicates above (``_spread_interval``; with two groups too,
+        where the percentile interval of the larger of two absolute differences misses 0 as max − min does)."""
+        return self._spread_interval(["true_positive_rate", "false_positive_rate"])
 
 
 def _score_range(score_range) -> tuple[float, float]:
