@@ -491,7 +491,7 @@ class PrivateMetricFrame:
         boot = [self._values(self._boot, m) for m in metrics]
         pairs = np.concatenate([b[:, i] - b[:, j] for b in boot], axis=1)
         theta = np.max(np.stack([_between(b, "difference") for b in boot]), axis=0)
-        keep = np.isfinite(hat)
+        keep = np.isfinite(hat) & np.isfinite(pairs).any(axis=0)  # pairs with a released value and replicates
         if not keep.any() or not np.isfinite(theta).any():
             return math.nan, math.nan
         hat, pairs = hat[keep], pairs[:, keep]
