@@ -170,3 +170,49 @@ def test_cli_certify_bad_input_is_one_line(tmp_path, capsys, argv, match):
     err = capsys.readouterr().err
     assert code == 2 and match in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.json").exists()
+
+
+def _pm1_rows(n=2000, d=8, seed=3):
+    """±1 rows (every norm is √d, a public constant of the encoding), as CelebA's attributes."""
+    rng = np.random.default_rng(seed)
+    s = rng.integers(0, 2, n)
+    X = np.where(rng.random((n, d)) < 0.5 + 0.2 * s[:, None], 1.0, -1.0)
+    y = (X @ np.linspace(1, -0.5, d) + 0.5 * s + rng.normal(scale=1.0, size=n) > 0).astype(int)
+    return X, y, s
+
+
+def test_a_public_row_norm_certifies_the_rows_unscaled_as_rescaled_rows_scaled_back():
+    # R = √d leaves ±1 rows as they are; the same certificate follows from the rows scaled to norm 1 with
+    # μ' = μ/d (then v* = √d w*, σ' = √d σ, margins equal, L' = L/√d): scaling is a change of units.
+    X, y, s = _pm1_rows()
+    d, mu = X.shape[1], 1.0
+    root = math.sqrt(d)
+    kw = {"classes": 2, "groups": 2}
+    raw = OutputPerturbationClassifier(epsilon=1.0, l2_regularization=mu, norm_bound=root, **kw)
+    unit = OutputPerturbationClassifier(epsilon=1.0, l2_regularization=mu / d, norm_bound=1.0, **kw)
+    raw.fit(X[:1500], y[:1500], sensitive_features=s[:1500])
+    unit.fit(X[:1500] / root, y[:1500], sensitive_features=s[:1500])
+    # σ scales with Λ/μ: √d/μ against 1/(μ/d); the solver's 2τ/μ term (τ = 1e-10) is below 1e-6 of it
+    assert unit.noise_std_ == pytest.approx(root * raw.noise_std_, rel=1e-6)
+    _, norms = raw.certificate_inputs(X[1500:])
+    assert np.allclose(norms, root, rtol=1e-12)  # no row rescaled: L = ‖x‖ = √d
+    ref_raw = OutputPerturbationClassifier(epsilon=math.inf, l2_regularization=mu, norm_bound=root, **kw)
+    ref_unit = OutputPerturbationClassifier(epsilon=math.inf, l2_regularization=mu / d, norm_bound=1.0, **kw)
+    ref_raw.fit(X[:1500], y[:1500], sensitive_features=s[:1500])
+    ref_unit.fit(X[:1500] / root, y[:1500], sensitive_features=s[:1500])
+    assert np.allclose(ref_unit.coef_, root * ref_raw.coef_, rtol=1e-8)
+    radius = output_perturbation_radius(raw.noise_std_, raw.n_params_, 0.99)
+    a = certify(ref_raw, X[1500:], y[1500:], s[1500:], distance=radius).to_dict()
+    b = certify(ref_unit, X[1500:] / root, y[1500:], s[1500:], distance=root * radius).to_dict()
+    for notion in CERTIFIED_NOTIONS:
+        assert 0 < a[f"bound.{notion}"] < 1
+        for key in ("bound", "chernoff", "markov"):
+            assert b[f"{key}.{notion}"] == pytest.approx(a[f"{key}.{notion}"], rel=1e-6)
+
+
+@pytest.mark.parametrize("bad", [0.0, -6.0, float("nan")])
+def test_a_bad_public_row_norm_is_one_line(bad):
+    X, y, s = _pm1_rows(n=200)
+    with pytest.raises(ValueError, match="norm_bound") as info:
+        OutputPerturbationClassifier(epsilon=1.0, norm_bound=bad, classes=2, groups=2).fit(X, y, sensitive_features=s)
+    assert len(str(info.value).splitlines()) == 1
