@@ -13,8 +13,12 @@ noise): the benchmark measures the report's work, not a method.
 Measured: ``dpfair report STORE --out page.html --tables DIR`` in a fresh interpreter (what a user waits
 for, imports included; its progress bar to /dev/null), and :func:`~dpfair.experiments.report.render_report` in this process
 (after one warm-up render of a small store, so imports are paid), each ``--repeats`` times, in wall and CPU
-seconds (the machine may be shared: CPU time is the steadier figure); the page's size,
-its number of figures and the largest one. Writes ``results/speed/report_speed.csv`` and ``.md``. Run from
+seconds (the machine may be shared: CPU time is the steadier figure; it counts the processes that draw the
+figures too); the page's size,
+its number of figures and the largest one. ``--before SRC`` also times the command from another source folder
+(e.g. ``git archive HEAD src | tar -x -C /tmp/before``, then ``--before /tmp/before/src``), alternating with this
+one in each repeat, so that both meet the same load. Before each command, a fresh interpreter times the command's
+imports alone (:data:`IMPORTS`) and says which of :data:`HEAVY` they load. Writes ``results/speed/report_speed.csv`` and ``.md``. Run from
 the repository root: ``python benchmarks/report_speed.py``; ``--keep STORE`` also keeps the store.
 """
 
@@ -122,6 +126,12 @@ def build_store(path: Path, seed: int = 0):
     return store
 
 
+#: Modules `dpfair report` has no use for (it trains and predicts nothing), and what the command imports.
+HEAVY = ("torch", "sklearn")
+IMPORTS = ("import dpfair.cli, dpfair.experiments.report, dpfair.experiments.store, dpfair.plot, dpfair.privacy\n"
+           f"import sys; print(', '.join(m for m in {HEAVY!r} if m in sys.modules) or 'none')")
+
+
 def _child_cpu() -> float:
     """CPU seconds (user + system) of this process's finished children: less sensitive to load than wall time."""
     import resource
@@ -146,6 +156,8 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "results" / "speed"))
     parser.add_argument("--name", default="report_speed", help="file name of the tables (without .csv/.md)")
     parser.add_argument("--keep", help="also keep the synthetic store at this path")
+    parser.add_argument("--before", help="also time the command from this source folder, alternating with this one")
+    parser.add_argument("--note", help="a paragraph to end the Markdown with (what --before / --src hold)")
     parser.add_argument("--src", help="run dpfair from this source folder (e.g. `git archive` of the commit before "
                                       "into /tmp/before, then --src /tmp/before/src) instead of the installed one")
     args = parser.parse_args()
@@ -167,20 +179,35 @@ def main() -> None:
         n = len(store.frame())
         # warm-up: the imports (matplotlib, dp_accounting) a long-running process has already paid
         render_report(store.frame().head(30), tmp / "warm.html", verbose=False)
+        command = [sys.executable, "-m", "dpfair.cli", "report", str(store.path), "--out", str(tmp / "cli.html"),
+                   "--tables", str(tmp / "tables"), "--overwrite"]
+        runs = [("dpfair report (fresh process, --tables)", "imports of dpfair report (fresh process)", None)]
+        if args.before:
+            before = str(Path(args.before).resolve())
+            runs.append((f"dpfair report from {args.before} (before)",
+                         f"imports of dpfair report from {args.before} (before)", {**os.environ, "PYTHONPATH": before}))
         for repeat in range(args.repeats):
-            t0, c0 = time.perf_counter(), _child_cpu()
-            subprocess.run([sys.executable, "-m", "dpfair.cli", "report", str(store.path), "--out",
-                            str(tmp / "cli.html"), "--tables", str(tmp / "tables"), "--overwrite"], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            rows.append({"what": "dpfair report (fresh process, --tables)", "repeat": repeat, "models": n,
-                         "seconds": round(time.perf_counter() - t0, 2), "cpu_seconds": round(_child_cpu() - c0, 2),
-                         **page_sizes(tmp / "cli.html")})
-            t0, c0 = time.perf_counter(), time.process_time()
+            for what, imports, env in runs:  # the command's imports alone, then the whole command
+                t0, c0 = time.perf_counter(), _child_cpu()
+                done = subprocess.run([sys.executable, "-c", IMPORTS], check=True, env=env, capture_output=True,
+                                      text=True)
+                rows.append({"what": imports,
+                             "repeat": repeat, "models": n, "seconds": round(time.perf_counter() - t0, 2),
+                             "cpu_seconds": round(_child_cpu() - c0, 2), "page_kb": "", "figures": "",
+                             "largest_figure_kb": "", "loaded": done.stdout.strip().splitlines()[-1]})
+                t0, c0 = time.perf_counter(), _child_cpu()
+                subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                rows.append({"what": what, "repeat": repeat, "models": n,
+                             "seconds": round(time.perf_counter() - t0, 2),
+                             "cpu_seconds": round(_child_cpu() - c0, 2), **page_sizes(tmp / "cli.html"),
+                             "loaded": ""})
+            t0, c0 = time.perf_counter(), time.process_time() + _child_cpu()  # its figure-drawing workers too
             render_report(store, tmp / "lib.html", verbose=False)
             rows.append({"what": "render_report (in process)", "repeat": repeat, "models": n,
-                         "seconds": round(time.perf_counter() - t0, 2), "cpu_seconds": round(time.process_time() - c0, 2),
-                         **page_sizes(tmp / "lib.html")})
-            print(rows[-2], rows[-1], flush=True)
+                         "seconds": round(time.perf_counter() - t0, 2),
+                         "cpu_seconds": round(time.process_time() + _child_cpu() - c0, 2),
+                         **page_sizes(tmp / "lib.html"), "loaded": ""})
+            print(*rows[-2 * len(runs) - 1:], sep="\n", flush=True)
     info = machine_info(load)
     table = pd.DataFrame(rows)
     out = Path(args.out)
@@ -188,13 +215,19 @@ def main() -> None:
     table.to_csv(out / f"{args.name}.csv", index=False)
     lines = [f"# `dpfair report` on a {n}-row store", "",
              f"Synthetic store built in {build_s:.1f} s by `python benchmarks/report_speed.py"
-             + (f" --src {args.src}" if args.src else "") + "` (its docstring says what it holds); dpfair from "
+             + (f" --src {args.src}" if args.src else "") + (f" --before {args.before}" if args.before else "")
+             + "` (its docstring says what it holds); dpfair from "
              f"`{Path(dpfair.__file__).parent}`. Page size and figures are of the page written.", "",
              *(f"- {k}: {v}" for k, v in info.items()), "",
-             "| what | repeat | models | wall s | CPU s | page KB | figures | largest figure KB |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |",
+             ("\"imports of\" rows: a fresh interpreter importing what the command imports before it reads the store "
+              f"(`{IMPORTS.splitlines()[0]}`); \"heavy modules loaded\": which of {', '.join(HEAVY)} it left in "
+              "`sys.modules`."), "",
+             "| what | repeat | models | wall s | CPU s | page KB | figures | largest figure KB | heavy modules loaded |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
              *(f"| {r['what']} | {r['repeat']} | {r['models']} | {r['seconds']} | {r['cpu_seconds']} | {r['page_kb']} | "
-               f"{r['figures']} | {r['largest_figure_kb']} |" for r in rows)]
+               f"{r['figures']} | {r['largest_figure_kb']} | {r['loaded']} |" for r in rows)]
+    if args.note:
+        lines += ["", args.note]
     (out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {out / args.name}.csv and .md")
 

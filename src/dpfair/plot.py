@@ -22,7 +22,6 @@ from collections.abc import Mapping
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from sklearn.exceptions import NotFittedError
 
 from dpfair.fairness.group_table import DIFFERENCE, OVERALL, STATISTICS, bootstrap_mean_interval
 from dpfair.fairness.tradeoff import pareto_front
@@ -263,6 +262,8 @@ def privacy_spent(estimator_or_ledger, delta: float | None = None, *, points: in
         ledger = getattr(estimator_or_ledger, "privacy_ledger_", None)
         if not isinstance(ledger, PrivacyLedger):
             if hasattr(estimator_or_ledger, "fit"):
+                from sklearn.exceptions import NotFittedError  # sklearn loads only for this error
+
                 raise NotFittedError(f"{type(estimator_or_ledger).__name__} is not fitted; call fit first")
             raise ValueError(f"estimator_or_ledger must be a fitted dpfair estimator or a PrivacyLedger, "
                              f"got {type(estimator_or_ledger).__name__}")

@@ -137,6 +137,49 @@ def test_the_report_shows_its_progress_unless_quiet(store, tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_figures_drawn_by_workers_make_the_same_page(store, tmp_path, monkeypatch):
+    """The worker processes that draw the figures change nothing: the page equals one drawn in this process."""
+    from dpfair.experiments import report as report_module
+
+    def page(path):
+        text = render_report(store, path, verbose=False).read_text(encoding="utf-8")
+        return re.sub(r"on \d{4}-\d\d-\d\d \d\d:\d\d UTC", "", text)  # the time it was written
+
+    drawn_by_workers = page(tmp_path / "workers.html")
+    monkeypatch.setattr(report_module, "DRAW_WORKERS", 0)
+    assert page(tmp_path / "here.html") == drawn_by_workers
+    assert "\x00" not in drawn_by_workers  # every placeholder filled
+
+
+#: Packages `dpfair report` has no use for: it reads stored ledgers and scores, and trains and predicts nothing.
+UNNEEDED = ("torch", "sklearn", "fairlearn", "numba")
+
+
+def test_the_report_command_imports_neither_torch_nor_sklearn(store, tmp_path):
+    """`dpfair report` in a fresh interpreter, figures, tables and privacy totals included, loads none of
+    :data:`UNNEEDED` (torch alone took about 5 s of a 15 s report); then the names it left unloaded still import."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.html"
+    script = ("import json, sys\nfrom dpfair.cli import main\n"
+              f"code = main(['report', {str(store.path)!r}, '--quiet', '--out', {str(out)!r}, '--tables', "
+              f"{str(tmp_path / 'tables')!r}])\n"
+              f"print(json.dumps([code, sorted(m for m in {UNNEEDED!r} if m in sys.modules)]))\n"
+              "from dpfair.privacy import PrivacyBudget, PrivacyPlan, Release, SecretRandom, neighbours\n"
+              "from dpfair.experiments import evaluate, frontier, run_sweep, SweepSpec\n"
+              "from dpfair.fairness import error_scorer, predict_with_groups\n"
+              "assert callable(evaluate) and callable(frontier)  # the functions, not their modules\n"
+              "print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    code, loaded = json.loads(done.stdout.splitlines()[-2])
+    assert code == 0 and out.is_file() and (tmp_path / "tables" / "best.md").is_file()
+    assert loaded == [], f"dpfair report imported {loaded}"
+    assert done.stdout.splitlines()[-1] == "True"  # the lazy names did load their modules
+
+
 def test_published_numbers_beside_ours(report):
     text = report.read_text(encoding="utf-8")
     # PF-LD's non-private baseline on compas is printed (0.683 (0.011)); our tiny sweep is not its set-up

@@ -4,15 +4,32 @@
 :class:`SweepSpec` (a TOML file), :func:`run_sweep` and :class:`ResultsStore` run a resumable sweep
 into SQLite (``dpfair sweep``); :func:`frontier` draws its Pareto fronts and :func:`render_report` its
 HTML report (``dpfair report``).
+
+The names of the runner, sweep, spec, store and report are imported on first use (``from dpfair.experiments
+import run_sweep``), so that importing the report and the store (``dpfair report``) does not load torch; the
+functions named like their modules (``evaluate``, ``frontier``) are imported here, so that the name is the function.
 """
 
 from dpfair.experiments.evaluate import INEQUALITY_INDICES, evaluate
 from dpfair.experiments.frontier import Frontier, frontier
-from dpfair.experiments.report import render_report
-from dpfair.experiments.runner import GridResult, run_grid
-from dpfair.experiments.spec import SweepSpec, shipped_specs
-from dpfair.experiments.store import ResultsStore
-from dpfair.experiments.sweep import SweepSummary, run_sweep
 
 __all__ = ["INEQUALITY_INDICES", "Frontier", "GridResult", "ResultsStore", "SweepSpec", "SweepSummary", "evaluate",
            "frontier", "render_report", "run_grid", "run_sweep", "shipped_specs"]
+
+#: The module of each name.
+_LAZY = {"render_report": "report", "GridResult": "runner", "run_grid": "runner", "SweepSpec": "spec",
+         "shipped_specs": "spec", "ResultsStore": "store", "SweepSummary": "sweep", "run_sweep": "sweep"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -21,7 +21,7 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from dpfair.fairness import accuracy_inequality, fairness_summary, get_notion, notion_names, predict_with_groups
+from dpfair.fairness import accuracy_inequality, fairness_summary, get_notion, notion_names
 from dpfair.fairness.inequality import accuracy_inequality_indices
 
 #: FairDP's inequality indices of the per-group accuracies, by key in :func:`evaluate`'s result.
@@ -124,6 +124,8 @@ def evaluate(estimator, X, y, s=None, group_names=None, *, sensitive_features=No
     X, s = _groups(estimator, X, s if s is not None else sensitive_features)
     y = np.asarray(y)
     s = np.asarray(s)
+    from dpfair.fairness.scorers import predict_with_groups  # sklearn, loaded on first evaluation
+
     y_pred = predict_with_groups(estimator, X, s)
     if epsilon is None:
         inequality = accuracy_inequality(y, y_pred, s)

@@ -54,6 +54,41 @@ method targets, ε or δ given to a sweep without a private method, a value of t
 [true]``), a name that is not a plain file name (it names the default store), and every hyper-parameter
 point of ``[grid.M]`` × ``[params.M]`` that method M's own
 :meth:`~dpfair.algorithms.base.FairEstimator.check_hyperparameters` refuses.
+
+A reproduction spec may describe the paper's figure it reproduces, so that ``dpfair reproduce NAME`` redraws
+it in the paper's layout and judges each cell against the paper's numbers
+(:mod:`dpfair.experiments.paper_figure`)::
+
+    [figure]
+    paper = "pf-ld"                    # the key of its published/*.toml file (the numbers to judge against)
+    source = "Figure 5"                # where in the paper
+    title = "PF-LD with missing sensitive values, Bank"
+    kind = "curve"                     # curve: y over x, one line per series; tradeoff: y against x, one
+                                       #   point per hyper-parameter point (a front per series)
+    x = "epsilon"                      # curve: a column; tradeoff: a metric
+    y = ["accuracy", "violation"]      # metrics: accuracy (1 − error), error, violation (the panel's or the
+                                       #   row's notion), fairness.NOTION; one subplot each per panel
+    x_scale = "log"                    # or "linear" (default)
+    rows = ["dataset"]                 # panel rows and columns: columns of the rows (dataset, preset,
+    cols = ["notion"]                  #   method, notion, epsilon, a hyper-parameter, a loader option)
+    series = "missing_sensitive"       # one line (curve) or front (tradeoff) per value of this column
+    baseline = "erm"                   # optional: a non-private method drawn as the reference line
+    tolerance = 0.02                   # |ours − published| within it: reproduced
+    tolerance_source = "issue 31"      # where the tolerance comes from
+    note = "..."                       # why a cell without a published number cannot be judged
+    defaults = {missing_sensitive = 0.0}   # a column's value for rows that do not set it
+    with = ["dp-fermi-baselines"]      # optional: shipped specs whose rows the figure draws too
+    fixed = {primal_clip = 10.0}       # optional: hyper-parameters the paper's numbers fix; a run with
+                                       #   another value (its method's default where unset) matches none
+
+    [[figure.explain]]                 # optional: the measured reason of a gap beyond the tolerance, for
+    method = "erm"                     #   the cells of this method (and, where given, data set, notion and
+    dataset = "bank"                   #   metric: accuracy, error or violation); cite the measurement
+    why = "..."
+
+Every key but ``with``, ``defaults``, ``fixed``, ``explain``, ``rows``, ``cols``, ``baseline`` and ``x_scale`` is
+required; a wrong
+one is refused with one line naming the key and the fix.
 """
 
 from __future__ import annotations
@@ -82,6 +117,13 @@ _SWEEP_KEYS = {"name", "datasets", "methods", "epsilon", "seeds", "presets", "no
                "description", "eval_epsilon"}
 _DATASET_KEYS = {"name", "sensitive", "preset", "options"}
 _TABLE_KEYS = {"name", "data", "schema", "test_data", "sensitive"}
+_FIGURE_REQUIRED = {"paper", "source", "title", "kind", "x", "y", "series", "tolerance", "tolerance_source", "note"}
+_FIGURE_KEYS = _FIGURE_REQUIRED | {"x_scale", "rows", "cols", "baseline", "defaults", "with", "fixed", "explain"}
+_EXPLAIN_KEYS = {"method", "dataset", "notion", "metric", "why"}
+#: Columns of a model row a figure may facet or draw by (besides hyper-parameters and loader options).
+FIGURE_COLUMNS = ("dataset", "preset", "method", "notion", "epsilon")
+#: Metrics a figure may draw (besides ``fairness.NOTION``).
+FIGURE_METRICS = ("accuracy", "error", "violation")
 #: A sweep's name: it names the default store ``dpfair-runs/<name>.sqlite``, so it is a plain file name.
 _NAME = re.compile(r"[^\W_][\w.+-]*")
 
@@ -165,6 +207,30 @@ class Point:
         return (self.data, self.seed, self.test_size, self.method, self.notion, self.eval_epsilon)
 
 
+@dataclass(frozen=True)
+class FigureSpec:
+    """The paper's figure a reproduction spec redraws (its ``[figure]`` table; see the module's text)."""
+
+    paper: str
+    source: str
+    title: str
+    kind: str
+    x: str
+    y: tuple
+    series: str
+    tolerance: float
+    tolerance_source: str
+    note: str
+    x_scale: str = "linear"
+    rows: tuple = ()
+    cols: tuple = ()
+    baseline: str | None = None
+    defaults: tuple = ()  # sorted (column, value) pairs
+    with_specs: tuple = ()
+    fixed: tuple = ()  # sorted (hyper-parameter, value) pairs
+    explain: tuple = ()  # dicts: method, dataset, notion, metric (None: any) and why
+
+
 @dataclass
 class SweepSpec:
     """A parsed sweep specification (see the module docstring for the TOML format)."""
@@ -181,6 +247,7 @@ class SweepSpec:
     params: dict[str, dict] = field(default_factory=dict)
     description: str = ""
     eval_epsilon: float | None = None
+    figure: FigureSpec | None = None
 
     @classmethod
     def from_dict(cls, raw: dict, where: str = "spec", base: str | Path | None = None) -> SweepSpec:
@@ -189,10 +256,10 @@ class SweepSpec:
         from dpfair.algorithms import METHODS
         from dpfair.datasets import list_datasets, presets_of
 
-        unknown_tables = sorted(set(raw) - {"sweep", "grid", "params"})
+        unknown_tables = sorted(set(raw) - {"sweep", "grid", "params", "figure"})
         if unknown_tables:
-            raise ValueError(f"{where}: unknown table [{unknown_tables[0]}]; a spec has [sweep], [grid.METHOD] and "
-                             "[params.METHOD]")
+            raise ValueError(f"{where}: unknown table [{unknown_tables[0]}]; a spec has [sweep], [grid.METHOD], "
+                             "[params.METHOD] and optionally [figure]")
         sweep = raw.get("sweep")
         if not isinstance(sweep, dict):
             raise ValueError(f"{where}: no [sweep] table; it needs at least name, datasets and methods")
@@ -302,6 +369,8 @@ class SweepSpec:
                    notions=notions, delta=None if delta is None else float(delta),
                    test_size=None if test_size is None else float(test_size), grids=tables["grid"],
                    params=tables["params"], description=description, eval_epsilon=eval_epsilon)
+        if "figure" in raw:
+            spec.figure = _figure_spec(raw["figure"], spec, where)
         if not spec.points():  # the checks above leave no way to it; kept as the rule they serve
             raise ValueError(f"{where}: the spec trains no model; check its datasets, methods, seeds, epsilon, notions")
         return spec
@@ -544,3 +613,95 @@ def _check_params(cls, values: dict, where: str) -> None:
                              "not per method")
         if key not in valid:
             raise ValueError(f"{where}: {cls.__name__} has no hyper-parameter {key!r}; valid: {', '.join(valid)}")
+
+
+def _figure_spec(raw, spec: SweepSpec, where: str) -> FigureSpec:
+    """The ``[figure]`` table, checked against the spec: its columns are the sweep's (a hyper-parameter of its
+    grids or params, a loader option of its data sets), its metrics known, its baseline a method it runs."""
+    from dpfair.algorithms import METHODS
+    from dpfair.fairness.notions import notion_names
+
+    at = f"{where}: [figure]"
+    if not isinstance(raw, dict):
+        raise ValueError(f"{at} must be a table of keys (see dpfair.experiments.spec)")
+    unknown = sorted(set(raw) - _FIGURE_KEYS)
+    if unknown:
+        raise ValueError(f"{at}: unknown key {unknown[0]!r}; valid: {', '.join(sorted(_FIGURE_KEYS))}")
+    missing = sorted(_FIGURE_REQUIRED - set(raw))
+    if missing:
+        raise ValueError(f"{at} needs {missing[0]!r} (required: {', '.join(sorted(_FIGURE_REQUIRED))})")
+    for key in ("paper", "source", "title", "kind", "x", "series", "tolerance_source", "note", "x_scale", "baseline"):
+        if key in raw and not (isinstance(raw[key], str) and raw[key].strip()):
+            raise ValueError(f"{at}: {key} must be a non-empty string, got {raw[key]!r}")
+    if raw["kind"] not in ("curve", "tradeoff"):
+        raise ValueError(f"{at}: kind must be 'curve' (y over x per series) or 'tradeoff' (y against x), got "
+                         f"{raw['kind']!r}")
+    if raw.get("x_scale", "linear") not in ("linear", "log"):
+        raise ValueError(f"{at}: x_scale must be 'linear' or 'log', got {raw['x_scale']!r}")
+    tolerance = raw["tolerance"]
+    if not (_is_number(tolerance) and 0 < tolerance < 1):
+        raise ValueError(f"{at}: tolerance must be a number in (0, 1) (an absolute difference), got {tolerance!r}")
+    from dpfair.experiments.papers import load_papers
+
+    papers = [p.key for p in load_papers()]
+    if raw["paper"] not in papers:
+        raise ValueError(f"{at}: paper {raw['paper']!r} has no published numbers; valid: {', '.join(papers)}")
+    notions = notion_names()
+    metrics = set(FIGURE_METRICS) | {f"fairness.{n}" for n in notions}
+    y = _as_list(raw["y"])
+    if not y or not all(isinstance(m, str) and m in metrics for m in y):
+        raise ValueError(f"{at}: y must list metrics among {', '.join(FIGURE_METRICS)}, fairness.NOTION; got "
+                         f"{raw['y']!r}")
+    knobs = ({k for grid in spec.grids.values() for k in grid} | {k for p in spec.params.values() for k in p}
+             | {k for d in spec.datasets for k, _ in d.options})
+    defaults = raw.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise ValueError(f"{at}: defaults must be a table, column = value, got {defaults!r}")
+    columns = set(FIGURE_COLUMNS) | knobs | set(defaults)
+    for key in ("rows", "cols"):
+        value = _as_list(raw.get(key, []))
+        if not all(isinstance(c, str) for c in value):
+            raise ValueError(f"{at}: {key} must be a list of column names, got {raw[key]!r}")
+    for key, value in [("series", raw["series"]), *[(k, c) for k in ("rows", "cols") for c in _as_list(raw.get(k, []))],
+                       *[("defaults", c) for c in defaults], *([("x", raw["x"])] if raw["kind"] == "curve" else [])]:
+        if value not in columns or (key == "defaults" and value not in knobs):
+            valid = sorted(knobs) if key == "defaults" else sorted(columns)
+            raise ValueError(f"{at}: {key} {value!r} is not a column of this sweep's rows; valid: {', '.join(valid)}")
+    if raw["kind"] == "tradeoff" and raw["x"] not in metrics:
+        raise ValueError(f"{at}: a tradeoff's x is a metric ({', '.join(FIGURE_METRICS)}, fairness.NOTION), got "
+                         f"{raw['x']!r}")
+    baseline = raw.get("baseline")
+    if baseline is not None and (baseline not in spec.methods or capabilities(METHODS[baseline]).private):
+        raise ValueError(f"{at}: baseline {baseline!r} must be a non-private method the sweep runs; its methods: "
+                         f"{', '.join(spec.methods)}")
+    fixed = raw.get("fixed", {})
+    valid = {k for m in spec.methods for k in METHODS[m]().get_params()}
+    if not isinstance(fixed, dict) or not all(k in valid for k in fixed):
+        bad = next((k for k in fixed if k not in valid), fixed) if isinstance(fixed, dict) else fixed
+        raise ValueError(f"{at}: fixed must be a table of the sweep's methods' hyper-parameters, got {bad!r}")
+    explain = raw.get("explain", [])
+    if not isinstance(explain, list):
+        raise ValueError(f"{at}: explain must be an array of tables, [[figure.explain]], got {explain!r}")
+    for i, entry in enumerate(explain):
+        bad = (sorted(set(entry) - _EXPLAIN_KEYS)
+               + [k for k in ("method", "why") if not (isinstance(entry.get(k), str) and entry[k].strip())]
+               + [k for k in ("dataset", "notion", "metric") if k in entry and not isinstance(entry[k], str)]
+               if isinstance(entry, dict) else ["the entry"])
+        if not bad and entry.get("metric", "accuracy") not in FIGURE_METRICS:
+            bad = ["metric"]
+        if not bad and entry["method"] not in spec.methods:
+            bad = ["method"]
+        if bad:
+            raise ValueError(f"{at}: explain entry {i + 1} needs method (one of the sweep's) and why, and may set "
+                             f"dataset, notion and metric ({', '.join(FIGURE_METRICS)}); fix {bad[0]!r}")
+    companions = _as_list(raw.get("with", []))
+    shipped = shipped_specs()
+    for name in companions:
+        if name not in shipped or name == spec.name:
+            raise ValueError(f"{at}: with names {name!r}, not another shipped spec; valid: "
+                             f"{', '.join(n for n in shipped if n != spec.name)}")
+    return FigureSpec(raw["paper"], raw["source"], raw["title"], raw["kind"], raw["x"], tuple(y), raw["series"],
+                      float(tolerance), raw["tolerance_source"], raw["note"], raw.get("x_scale", "linear"),
+                      tuple(_as_list(raw.get("rows", []))), tuple(_as_list(raw.get("cols", []))), baseline,
+                      tuple(sorted(defaults.items())), tuple(companions), tuple(sorted(fixed.items())),
+                      tuple({k: entry.get(k) for k in sorted(_EXPLAIN_KEYS)} for entry in explain))

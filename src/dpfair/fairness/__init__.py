@@ -19,7 +19,8 @@
   (:class:`MeasurementPlan`), and choosing ε before touching data (:func:`plan_measurement`,
   :func:`epsilon_for_width`); imported on first use too;
 * :mod:`~dpfair.fairness.scorers`: scorers for ``GridSearchCV`` / ``cross_validate`` that receive s by
-  metadata routing (:func:`error_scorer`, :func:`violation_scorer`, :func:`fairness_scorer`).
+  metadata routing (:func:`error_scorer`, :func:`violation_scorer`, :func:`fairness_scorer`); imported on first
+  use, so that reading results (``dpfair report``) does not load sklearn.
 """
 
 from dpfair.fairness.bias_variance import bias_variance_terms, clipping_bias, mean_excess_norm, noise_variance
@@ -60,14 +61,6 @@ from dpfair.fairness.notions import (
     get_notion,
     notion_names,
     register_notion,
-)
-from dpfair.fairness.scorers import (
-    FairScorer,
-    MissingGroupsError,
-    error_scorer,
-    fairness_scorer,
-    predict_with_groups,
-    violation_scorer,
 )
 
 __all__ = [
@@ -119,10 +112,13 @@ __all__ = [
 ]
 
 #: Names imported on first use (``from dpfair.fairness import PrivateMetricFrame``): their modules load the privacy
-#: accountant, which the rest of the package (and ``dpfair methods``) must not pay for.
+#: accountant or sklearn, which the rest of the package (and ``dpfair methods``, ``dpfair report``) must not pay for.
 _LAZY = {"PrivateMetricFrame": "dpfair.fairness.private_metric_frame",
          "MeasurementPlan": "dpfair.fairness.measurement_plan", "plan_measurement": "dpfair.fairness.measurement_plan",
-         "epsilon_for_width": "dpfair.fairness.measurement_plan"}
+         "epsilon_for_width": "dpfair.fairness.measurement_plan",
+         # the scorers import sklearn, which reading results (``dpfair report``) does not need
+         **dict.fromkeys(("FairScorer", "MissingGroupsError", "error_scorer", "fairness_scorer", "predict_with_groups",
+                          "violation_scorer"), "dpfair.fairness.scorers")}
 
 
 def __getattr__(name: str):

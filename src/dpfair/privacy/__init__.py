@@ -1,4 +1,10 @@
-"""Differential privacy: privacy units, accounting, plans and calibration, secret randomness, releases, budgets."""
+"""Differential privacy: privacy units, accounting, plans and calibration, secret randomness, releases, budgets.
+
+The accountant (:mod:`~dpfair.privacy.accounting`) and the privacy units load with the package; the names whose
+modules need torch (mechanisms, secret randomness, neighbours, and calibration, plans and budgets, which build
+on the mechanisms) are imported on first use (``from dpfair.privacy import Release``), so that reading a ledger
+(``dpfair report``) does not pay for torch.
+"""
 
 from dpfair.privacy.accounting import (
     ACCOUNTANTS,
@@ -9,24 +15,6 @@ from dpfair.privacy.accounting import (
     epsilon_of,
     make_accountant,
 )
-from dpfair.privacy.budget import PrivacyBudget
-from dpfair.privacy.calibration import (
-    calibrate_noise,
-    dpsgd_event,
-    epsilon_for_noise,
-    noise_for_epsilon,
-)
-from dpfair.privacy.mechanisms import (
-    Release,
-    gaussian_event,
-    keep_probability,
-    laplace_event,
-    pure_dp_event,
-    randomized_response_event,
-)
-from dpfair.privacy.plan import Part, PrivacyPlan, ledger_totals
-from dpfair.privacy.randomness import SecretRandom, noise_is_reproducible, reproducible_noise
-from dpfair.privacy.sensitivity import max_neighbour_distance, neighbours
 from dpfair.privacy.units import PrivacyUnit, check_privacy_unit, check_public_features, relation_of
 
 __all__ = [
@@ -37,3 +25,33 @@ __all__ = [
     "max_neighbour_distance", "neighbours", "PrivacyUnit", "check_privacy_unit", "check_public_features",
     "relation_of",
 ]
+
+#: Names imported on first use, by module: these modules import torch.
+_LAZY = {
+    **dict.fromkeys(("PrivacyBudget",), "dpfair.privacy.budget"),
+    **dict.fromkeys(("calibrate_noise", "dpsgd_event", "epsilon_for_noise", "noise_for_epsilon"),
+                    "dpfair.privacy.calibration"),
+    **dict.fromkeys(("Release", "gaussian_event", "keep_probability", "laplace_event", "pure_dp_event",
+                     "randomized_response_event"), "dpfair.privacy.mechanisms"),
+    **dict.fromkeys(("Part", "PrivacyPlan", "ledger_totals"), "dpfair.privacy.plan"),
+    **dict.fromkeys(("SecretRandom", "noise_is_reproducible", "reproducible_noise"), "dpfair.privacy.randomness"),
+    **dict.fromkeys(("max_neighbour_distance", "neighbours"), "dpfair.privacy.sensitivity"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    if f"{__name__}.{name}" in _LAZY.values():  # `dpfair.privacy.plan` before anything imported it
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
