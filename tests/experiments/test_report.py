@@ -185,6 +185,9 @@ def test_published_numbers_beside_ours(report):
     # PF-LD's non-private baseline on compas is printed (0.683 (0.011)); our tiny sweep is not its set-up
     assert "0.683 (0.011)" in text
     assert "no matching run (needs data set compas, preset pf-ld, sensitive sex, 2 groups, method erm" in text
+    # numbers without a run of the same set-up are hidden from the table and counted
+    assert re.search(r"\d+ published numbers of these data sets with no run of the same set-up in this store "
+                     r"\(hidden\)", text)
     assert "Z → none" in text and "dpfair has no such method" in text
 
 
@@ -256,9 +259,10 @@ def test_every_published_number_is_quoted_from_its_paper():
     assert reported["epsilon"].isna().all()
 
 
-def _rows(method, errors, violations, *, preset="pf-ld", epsilon=math.nan, notion=None, groups=2):
+def _rows(method, errors, violations, *, preset="pf-ld", epsilon=math.nan, notion=None, groups=2, options=None):
     names = ["Female", "Male", "Other", "x", "y"][:groups]
     return [{"dataset": "compas", "preset": preset, "sensitive": None, "method": method, "notion": notion,
+             "options": dict(options or {}),
              "epsilon": epsilon, "seed": seed, "params": {"lam": 1.0} if method == "pf-ld" else {},
              "error": e, "fairness.demographic_parity": v, "per_group_accuracy": dict.fromkeys(names, 1 - e)}
             for seed, (e, v) in enumerate(zip(errors, violations, strict=True))]
@@ -271,6 +275,7 @@ def test_published_numbers_match_rows_by_data_set_preset_method_epsilon_and_noti
         _rows("erm", [0.30, 0.32], [0.10, 0.20])
         + _rows("erm", [0.5], [0.5], preset=None)  # another set-up: not the paper's
         + _rows("erm", [0.5], [0.5], groups=3)  # three groups: not PF-LD's compas
+        + _rows("erm", [0.5], [0.5], options={"missing_sensitive": 0.4})  # a set-up the paper does not name
         + _rows("pf-ld", [0.35, 0.37, 0.39], [0.02, 0.04, 0.06], epsilon=1.0, notion="demographic_parity")
         + _rows("pf-ld", [0.5], [0.5], epsilon=3.0, notion="demographic_parity")  # another ε
         + _rows("pf-ld", [0.5], [0.5], epsilon=1.0, notion="equalized_odds"))  # targets another notion

@@ -319,11 +319,9 @@ def _paper(fig, papers=None):
 
 
 def _like_with_like(number: dict, rows: pd.DataFrame, fixed: tuple = ()) -> pd.Series:
-    """:func:`~dpfair.experiments.papers.matching_rows`, and the set-up knobs it cannot see in a models.csv: no
-    loader option the paper does not name (missing sensitive values, another grouping), the number of groups
-    from the ``n_groups`` option (the presets' sensitive attributes are binary unless it is set), and the
-    hyper-parameters the paper fixes (the figure's ``fixed``; a row that does not set one has its method's
-    default)."""
+    """:func:`~dpfair.experiments.papers.matching_rows` (data set, preset, method, notion, ε, groups, no loader
+    option the paper does not name), and the hyper-parameters the paper fixes (the figure's ``fixed``; a row
+    that does not set one has its method's default)."""
     from dpfair.algorithms import METHODS
 
     mask = matching_rows(number, rows)
@@ -332,10 +330,6 @@ def _like_with_like(number: dict, rows: pd.DataFrame, fixed: tuple = ()) -> pd.S
             params = METHODS[row["method"]]().get_params() if row["method"] in METHODS else {}
             return knob not in params or row["params"].get(knob, params[knob]) == value
         mask &= rows[["method", "params"]].apply(agrees, axis=1).astype(bool)
-    extra = rows["options"].map(lambda o: not {k: v for k, v in o.items() if k != "n_groups"})
-    mask &= extra
-    if not _absent(number.get("groups")) and "per_group_accuracy" not in rows.columns:
-        mask &= rows["options"].map(lambda o: int(o.get("n_groups", 2)) == int(number["groups"]))
     return mask
 
 

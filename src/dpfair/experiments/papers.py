@@ -36,7 +36,9 @@ A number matches the rows of the same data set and preset, method (the paper's n
 ``[paper.methods]``), ε (a number without ε matches the non-private rows), number of groups and sensitive
 attribute where it names them (a row without a sensitive attribute takes its preset's, which is the
 paper's), and notion (a row that targets a notion must target the number's; one that targets none, as
-``erm``, is measured on it). Our value is the mean over the seeds of each matching hyper-parameter
+``erm``, is measured on it), and no loader option the paper does not name (rows with missing sensitive
+values or another grouping are another set-up; ``n_groups`` gives the number of groups where the rows carry
+no per-group figures). Our value is the mean over the seeds of each matching hyper-parameter
 point: ``accuracy`` is 1 − error, ``error`` the error, ``violation`` the row's ``fairness.<notion>``.
 """
 
@@ -203,6 +205,11 @@ def matching_rows(number: pd.Series | dict, frame: pd.DataFrame) -> pd.Series:
         mask &= frame["notion"].map(_absent) | (frame["notion"] == n["notion"])
     if not _absent(n.get("groups")) and "per_group_accuracy" in frame.columns:
         mask &= frame["per_group_accuracy"].map(len) == int(n["groups"])
+    if "options" in frame.columns:  # a loader option other than the grouping: a set-up the paper does not name
+        options = frame["options"].map(lambda o: o if isinstance(o, dict) else {})
+        mask &= options.map(lambda o: not {k for k in o if k != "n_groups"})
+        if not _absent(n.get("groups")) and "per_group_accuracy" not in frame.columns:
+            mask &= options.map(lambda o: int(o.get("n_groups", 2)) == int(n["groups"]))
     if not _absent(n.get("sensitive")) and "sensitive" in frame.columns:
         mask &= frame["sensitive"].map(_absent) | (frame["sensitive"] == n["sensitive"])
     return mask

@@ -612,7 +612,9 @@ def _published(frame: pd.DataFrame, anchors: dict) -> str:
               "(<code>dpfair/experiments/published/*.toml</code>, each number with its quote). "
               "<span class=\"withheld\">withheld</span>: the paper's copy holds the number back on purpose, so "
               "that a reproduction is judged blind. Ours: mean ± std [min, max] over seeds of each matching "
-              "hyper-parameter point (same data set, preset, method, ε, notion).</p>")]
+              "hyper-parameter point (same data set, preset, method, ε, notion, groups, and no data set option the "
+              "paper does not name), one row per point; numbers without a matching run are hidden and "
+              "counted.</p>")]
     def covers(paper):  # papers with numbers or figures of the store's data sets first
         return not ({n["dataset"] for n in paper.numbers} | {d for f in paper.figures for d in f.get("dataset", ())}
                     ) & datasets
@@ -630,21 +632,30 @@ def _published(frame: pd.DataFrame, anchors: dict) -> str:
             parts.append(f"<p class=\"note\">No run of its data sets ({_e(', '.join(covered) or 'none named')}) "
                          "in this store.</p>")
         if not numbers.empty:
-            rows = []
+            rows, unmatched = [], []
             for r in beside_ours(numbers, frame).to_dict("records"):
                 published = ("html", '<span class="withheld">withheld</span>') if r["status"] == "withheld" else (
                     f"{_num(r['value'])}" + ("" if _absent(r["spread"]) else f" ({_num(r['spread'])})"))
+                method = f"{r['paper_method']} → {r['method'] if not _absent(r['method']) else 'none'}"
+                if not r["n_seeds"]:  # no run of this set-up: hidden from the table, counted and listed below
+                    unmatched.append([r["source"], r["paper_dataset"], "—" if _absent(r["notion"]) else r["notion"],
+                                      method, _eps(r["epsilon"]), r["metric"], published, r["note"]])
+                    continue
                 params = "" if _params(r["params"]) == "—" else f"; {_params(r['params'])}"
                 ours = (_spread(r["ours"], r["ours_std"], r["ours_min"], r["ours_max"], r["n_seeds"])
-                        + f" ({r['n_seeds']} seed{'s' if r['n_seeds'] > 1 else ''}{params})"
-                        if r["n_seeds"] else r["note"])
+                        + f" ({r['n_seeds']} seed{'s' if r['n_seeds'] > 1 else ''}{params})")
                 where = f"{r['paper_dataset']} ({r['preset']})" if not _absent(r["preset"]) else r["paper_dataset"]
                 quote = ("html", f"<details><summary>{_e(r['source'])}</summary><pre>{_e(r['quote'])}</pre></details>")
-                rows.append([quote, where, "—" if _absent(r["notion"]) else r["notion"],
-                             f"{r['paper_method']} → {r['method'] if not _absent(r['method']) else 'none'}",
+                rows.append([quote, where, "—" if _absent(r["notion"]) else r["notion"], method,
                              _eps(r["epsilon"]), r["metric"], published, ours])
-            parts.append(_table(["source", "data set", "notion", "method (paper → dpfair)", "privacy", "metric",
-                                 "published", "ours"], rows))
+            if rows:
+                parts.append(_table(["source", "data set", "notion", "method (paper → dpfair)", "privacy", "metric",
+                                     "published", "ours"], rows))
+            if unmatched:
+                parts.append(f"<details><summary>{len(unmatched)} published number{'s' if len(unmatched) > 1 else ''}"
+                             f" of these data sets with no run of the same set-up in this store (hidden)</summary>"
+                             + _table(["source", "data set", "notion", "method (paper → dpfair)", "privacy",
+                                       "metric", "published", "why"], unmatched) + "</details>")
         for f in figures:
             links = [f'<a href="#{_e(a)}">{_e(text)}</a>' for (dataset, notion), found in anchors.items()
                      if dataset in f.get("dataset", ()) and (f.get("notion") in (None, notion))
