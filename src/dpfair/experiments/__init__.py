@@ -12,6 +12,7 @@ functions named like their modules (``evaluate``, ``frontier``) are imported her
 
 from dpfair.experiments.evaluate import INEQUALITY_INDICES, evaluate
 from dpfair.experiments.frontier import Frontier, frontier
+from dpfair.lazy_exports import lazy_exports
 
 __all__ = ["INEQUALITY_INDICES", "Frontier", "GridResult", "ResultsStore", "SweepSpec", "SweepSummary", "evaluate",
            "frontier", "render_report", "run_grid", "run_sweep", "shipped_specs"]
@@ -21,15 +22,4 @@ _LAZY = {"render_report": "report", "GridResult": "runner", "run_grid": "runner"
          "shipped_specs": "spec", "ResultsStore": "store", "SweepSummary": "sweep", "run_sweep": "sweep"}
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-        globals()[name] = value  # later look-ups skip this function
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, {k: f"{__name__}.{v}" for k, v in _LAZY.items()}, globals())

@@ -23,7 +23,12 @@
   use, so that reading results (``dpfair report``) does not load sklearn.
 """
 
-from dpfair.fairness.bias_variance import bias_variance_terms, clipping_bias, mean_excess_norm, noise_variance
+from dpfair.fairness.bias_variance import (
+    bias_variance_terms,
+    clipping_bias,
+    mean_excess_norm,
+    noise_variance,
+)
 from dpfair.fairness.ermi import conditional_ermi, ermi
 from dpfair.fairness.group_fairness import (
     FairnessCoefficients,
@@ -62,6 +67,7 @@ from dpfair.fairness.notions import (
     notion_names,
     register_notion,
 )
+from dpfair.lazy_exports import lazy_exports
 
 __all__ = [
     "CONVENTIONS",
@@ -121,9 +127,4 @@ _LAZY = {"PrivateMetricFrame": "dpfair.fairness.private_metric_frame",
                           "violation_scorer"), "dpfair.fairness.scorers")}
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -6,6 +6,7 @@ on the mechanisms) are imported on first use (``from dpfair.privacy import Relea
 (``dpfair report``) does not pay for torch.
 """
 
+from dpfair.lazy_exports import lazy_exports
 from dpfair.privacy.accounting import (
     ACCOUNTANTS,
     LedgerEntry,
@@ -15,7 +16,12 @@ from dpfair.privacy.accounting import (
     epsilon_of,
     make_accountant,
 )
-from dpfair.privacy.units import PrivacyUnit, check_privacy_unit, check_public_features, relation_of
+from dpfair.privacy.units import (
+    PrivacyUnit,
+    check_privacy_unit,
+    check_public_features,
+    relation_of,
+)
 
 __all__ = [
     "ACCOUNTANTS", "LedgerEntry", "PLDAccountant", "PrivacyBudget", "PrivacyLedger", "RDPAccountant", "epsilon_of",
@@ -39,19 +45,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # later look-ups skip this function
-        return value
-    if f"{__name__}.{name}" in _LAZY.values():  # `dpfair.privacy.plan` before anything imported it
-        import importlib
-
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
