@@ -66,8 +66,9 @@ name = "slow"
 datasets = ["compas"]
 methods = ["dp-sgd"]
 epsilon = [1.0]
-seeds = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
-"""
+seeds = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
+         29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39]
+"""  # far more runs than fit before the interrupt (with 10, a loaded machine once finished them all first)
 
 
 @pytest.mark.parametrize("backend", ["local", pytest.param("dask", marks=[needs_dask, pytest.mark.slow])])

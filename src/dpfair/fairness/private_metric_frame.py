@@ -38,7 +38,8 @@ draw's deviation from its expectation, and each score sum by a normal deviation 
 (Bhatia–Davis's bound on the variance of values in ``[0, c]`` of mean m: conservative); and (b) adds a fresh
 Gaussian (or Laplace) of each table's own noise std to every released value (with public margins, group 1's
 draw is minus group 0's, as in the release). The metric is recomputed and the interval is
-the percentile one at ``confidence``. The bootstrap draws from a public generator seeded by ``random_state`` and
+the percentile one at ``confidence`` (a difference between groups, which max − min of noisy rates biases upward:
+the folded or simultaneous-pairs interval of :meth:`PrivateMetricFrame.difference_interval`). The bootstrap draws from a public generator seeded by ``random_state`` and
 reads released values only (post-processing: no privacy cost). A group whose noisy denominator for a metric is
 below ``FLAG_STDS = 7`` times its noise std, or whose interval is wider than 0.5 (a rate's; a mean's: half its range), is
 flagged rather than reported as confident.
