@@ -71,6 +71,14 @@ seeds = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 2
 """  # far more runs than fit before the interrupt (with 10, a loaded machine once finished them all first)
 
 
+def _as_from_a_terminal() -> None:
+    """The sweep starts as a terminal starts it: SIGINT at its default and unblocked. A child inherits an ignored or
+    blocked SIGINT across exec, and this test process may carry either from an earlier test in it (a Dask worker's
+    set-up run on its main thread ignores SIGINT), which made the sweep deaf to the interrupt (CI, once each way)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 @pytest.mark.parametrize("backend", ["local", pytest.param("dask", marks=[needs_dask, pytest.mark.slow])])
 def test_ctrl_c_of_a_sweep_is_one_line_and_leaves_no_worker(tmp_path, backend):
     """SIGINT to the whole process group, as a terminal's Ctrl-C sends it, once the workers train."""
@@ -78,7 +86,8 @@ def test_ctrl_c_of_a_sweep_is_one_line_and_leaves_no_worker(tmp_path, backend):
     store = tmp_path / "runs.sqlite"
     sweep = subprocess.Popen([sys.executable, "-m", "dpfair.cli", "sweep", str(tmp_path / "slow.toml"), "--store",
                               str(store), "--backend", backend, "--workers", "2", "--quiet"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             preexec_fn=_as_from_a_terminal)
     try:
         me = psutil.Process(sweep.pid)
         if backend == "local":  # while the workers start (importing torch): before, each printed a traceback
