@@ -170,9 +170,10 @@ class _Drawers:
 
     @staticmethod
     def _result(future, fig, alt: str) -> str:
-        """The worker's image, or the figure drawn here when the worker died or failed (the page is the same)."""
+        """The worker's image, or the figure drawn here when the worker died, failed or took over
+        :data:`DRAW_TIMEOUT` seconds (the page is the same)."""
         try:
-            return future.result()
+            return future.result(timeout=DRAW_TIMEOUT)
         except Exception:  # noqa: BLE001 - a broken pool, a pickling error: draw it in this process instead
             return _draw(fig, alt)
 
@@ -180,6 +181,9 @@ class _Drawers:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
+
+#: Seconds a report waits for one figure from its worker before drawing it here instead (bounded time).
+DRAW_TIMEOUT = 120.0
 
 #: At most this many processes draw a report's figures (:class:`_Drawers`); the report builds them in its own.
 DRAW_WORKERS = 2
