@@ -151,6 +151,46 @@ def test_figures_drawn_by_workers_make_the_same_page(store, tmp_path, monkeypatc
     assert "\x00" not in drawn_by_workers  # every placeholder filled
 
 
+class _StuckInAWorker:
+    """A figure drawer that never returns in a forked worker (a module-level function: the pool pickles it by
+    name) and draws normally in the test's process."""
+    parent = None
+    draw = None
+
+    @staticmethod
+    def draw_or_hang(fig, alt):
+        import os
+        import time
+
+        while os.getpid() != _StuckInAWorker.parent:
+            time.sleep(1.0)
+        return _StuckInAWorker.draw(fig, alt)
+
+
+def test_a_stuck_figure_worker_costs_at_most_the_timeout(store, tmp_path, monkeypatch):
+    """A worker that never returns its figure: the report waits :data:`DRAW_TIMEOUT` for it, stops the workers,
+    draws every figure in its own process, and leaves no worker behind; the page is the one drawn here."""
+    import multiprocessing
+    import os
+
+    from dpfair.experiments import report as report_module
+
+    def page(path):
+        text = render_report(store, path, verbose=False).read_text(encoding="utf-8")
+        return re.sub(r"on \d{4}-\d\d-\d\d \d\d:\d\d UTC", "", text)
+
+    monkeypatch.setattr(report_module, "DRAW_WORKERS", 0)
+    drawn_here = page(tmp_path / "here.html")
+    monkeypatch.setattr(report_module, "DRAW_WORKERS", 2)
+    monkeypatch.setattr(report_module, "DRAW_TIMEOUT", 0.5)
+    monkeypatch.setattr(_StuckInAWorker, "parent", os.getpid())
+    monkeypatch.setattr(_StuckInAWorker, "draw", staticmethod(report_module._draw))
+    monkeypatch.setattr(report_module, "_draw", _StuckInAWorker.draw_or_hang)
+    before = {p.pid for p in multiprocessing.active_children()}
+    assert page(tmp_path / "stuck.html") == drawn_here
+    assert not [p for p in multiprocessing.active_children() if p.pid not in before]
+
+
 #: Packages `dpfair report` has no use for: it reads stored ledgers and scores, and trains and predicts nothing.
 UNNEEDED = ("torch", "sklearn", "fairlearn", "numba")
 

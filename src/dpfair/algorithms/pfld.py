@@ -15,8 +15,11 @@ the notion's partition (:meth:`dpfair.fairness.notions.Notion.partition`); ``h_i
 The Lagrangian dual (the paper's Algorithm 1) alternates a primal step on a minibatch,
 ``θ ← θ − η ∇_θ [L(θ) + Σ_g λ_g |μ_g(θ) − μ_c(g)(θ)|]``, and, once per epoch, a dual step on the
 whole data, ``λ_g ← max(0, λ_g + s_λ (|μ_g(θ) − μ_c(g)(θ)| − τ_g))``: dual ascent for the constraints
-``|μ_g − μ_c| ≤ τ_g`` (``dual_tolerance``; τ = 0 is the paper's equality, where λ only grows). The
-subgradient of ``|·|`` uses the sign ``ξ_g`` of the violation released by the latest dual step.
+``|μ_g − μ_c| ≤ τ_g`` (``dual_tolerance``; τ = 0 targets the paper's equality, where λ only grows). The
+subgradient of ``|·|`` uses the sign ``ξ_g`` of the violation released by the latest dual step. The noise is on
+the released group sums, so the step uses ``|v + Z|``; the paper's Eq. (13) adds it outside, ``|v| + Z``, which
+is unbiased for ``|v|`` but releases no sign and lets noise lower λ. Both spend the same budget (``|·|`` is
+1-Lipschitz); with τ = 0 ours raises λ on noise alone, which is what the tolerance below is for.
 
 Why a tolerance by default: the dual step sees each group's mean through noise (that of the dual
 release, ``σ_d C_d /√2`` on the sum, and that of the released count ñ_g it is divided by; both public),

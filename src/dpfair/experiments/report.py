@@ -148,6 +148,8 @@ class _Drawers:
         except AttributeError:  # not Linux
             cpus = os.cpu_count() or 1
         workers = min(DRAW_WORKERS, cpus - 1)
+        # this process's children before the pool: the ones after are its workers (:meth:`_stop_workers`)
+        self.children_before = {p.pid for p in multiprocessing.active_children()}
         if workers >= 1 and "fork" in multiprocessing.get_all_start_methods():
             self.pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
@@ -168,14 +170,28 @@ class _Drawers:
             return page
         return re.sub(f"\x00{self.mark} (\\d+)\x00", lambda m: images[int(m.group(1))], page)
 
-    @staticmethod
-    def _result(future, fig, alt: str) -> str:
+    def _result(self, future, fig, alt: str) -> str:
         """The worker's image, or the figure drawn here when the worker died, failed or took over
-        :data:`DRAW_TIMEOUT` seconds (the page is the same)."""
+        :data:`DRAW_TIMEOUT` seconds (the page is the same). A worker that overran is stopped with the others,
+        so the figures still queued fail at once and are drawn here too, and closing waits for nobody."""
+        import concurrent.futures
+
         try:
             return future.result(timeout=DRAW_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            self._stop_workers()
+            return _draw(fig, alt)
         except Exception:  # noqa: BLE001 - a broken pool, a pickling error: draw it in this process instead
             return _draw(fig, alt)
+
+    def _stop_workers(self) -> None:
+        """Kill the pool's worker processes (this process's children started since the pool was made)."""
+        import multiprocessing
+
+        for child in multiprocessing.active_children():
+            if child.pid not in self.children_before:
+                child.kill()
+                child.join(timeout=5.0)
 
     def close(self) -> None:
         if self.pool is not None:
