@@ -220,6 +220,21 @@ def test_options_come_back_from_points_csv():
     assert list(out["options"]) == [{}, {}, {"missing_sensitive": 0.6}, {"missing_sensitive": 0.6}]
 
 
+def test_models_csv_carries_the_loader_options(tmp_path):
+    """`report --tables` writes each model's loader options, so `reproduce --from models.csv` needs no points.csv."""
+    from dpfair.experiments.report import write_tables
+
+    models = pd.DataFrame([_model("pf-ld", 1.0, s, 0.2 + 0.1 * s, 0.1, options=o, params={})
+                           for s, o in ((0, None), (1, None), (0, {"missing_sensitive": 0.6}),
+                                        (1, {"missing_sensitive": 0.6}))])
+    models["violation"] = models["fairness.demographic_parity"]
+    write_tables(models, tmp_path)
+    (tmp_path / "points.csv").unlink()
+    back = read_models(tmp_path / "models.csv")
+    assert sorted(map(json.loads, back["options"]), key=len) == [{}, {}, {"missing_sensitive": 0.6},
+                                                                  {"missing_sensitive": 0.6}]
+
+
 def test_cli_writes_the_files_and_refuses_to_overwrite(tmp_path, capsys):
     spec = SweepSpec.load("pf-ld-fig4")
     frame = pd.DataFrame(_rows(spec)).drop(columns="options")

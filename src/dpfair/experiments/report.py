@@ -801,14 +801,14 @@ def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar)
 
 
 #: The per-model columns :func:`write_tables` keeps (metrics flattened; the ledgers stay in the store).
-MODEL_COLUMNS = ("sweep", "dataset", "preset", "sensitive", "method", "notion", "epsilon", "delta", "seed", "params",
+MODEL_COLUMNS = ("sweep", "dataset", "preset", "sensitive", "options", "method", "notion", "epsilon", "delta", "seed", "params",
                  "error", "violation", "epsilon_spent", "delta_spent", "wall_s", "fit_s", "commit_hash",
                  "eval_private", "eval_epsilon")
 
 
 def write_tables(store_or_frame, folder) -> list[Path]:
-    """Write a store's results as small tables into ``folder``: ``models.csv`` (one row per model, every
-    notion's violation, a column per hyper-parameter), ``points.csv`` (each hyper-parameter point averaged
+    """Write a store's results as small tables into ``folder``: ``models.csv`` (one row per model, its data set's
+    loader options as JSON, every notion's violation, a column per hyper-parameter), ``points.csv`` (each hyper-parameter point averaged
     over its seeds, with the spread and the Pareto flag) and ``best.csv`` / ``best.md`` (the lowest violation within each slack of
     the non-private error), for committing beside a report. Returns the paths written."""
     rows = _prepare(_load(store_or_frame)[0])
@@ -822,6 +822,9 @@ def _write_tables(rows: pd.DataFrame, fronts, folder: Path) -> list[Path]:
     for name in names:  # one column per hyper-parameter (lam, tolerance, ...), for plotting straight from the CSV
         models[name] = models["params"].map(lambda p, name=name: p.get(name))
     models["params"] = models["params"].map(lambda p: json.dumps(p, sort_keys=True))
+    if "options" in models.columns:  # the data sets' loader options, as JSON ({} where none is set)
+        models["options"] = models["options"].map(
+            lambda o: json.dumps(o if isinstance(o, dict) else {}, sort_keys=True))
     points = fronts.points.drop(columns=[c for c in ("point", "config") if c in fronts.points.columns])
     points = points.map(lambda v: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
     best = fronts.best.map(lambda v: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
