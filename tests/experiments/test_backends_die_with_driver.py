@@ -73,8 +73,10 @@ seeds = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 2
 
 def _as_from_a_terminal() -> None:
     """The sweep starts as a terminal starts it: SIGINT at its default and unblocked. A child inherits an ignored or
-    blocked SIGINT across exec, and this test process may carry either from an earlier test in it (a Dask worker's
-    set-up run on its main thread ignores SIGINT), which made the sweep deaf to the interrupt (CI, once each way)."""
+    blocked SIGINT across exec, and this test process may carry either: a suite started in the background of a
+    non-interactive shell (``cmd &`` without job control) runs with SIGINT ignored, and so does every process it
+    starts (a probe of every test's before and after found none that changes it). That made the sweep deaf to the
+    interrupt (CI, twice)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
