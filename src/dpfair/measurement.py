@@ -84,10 +84,13 @@ def _classes(classes, positive, rows: pd.DataFrame) -> list[str]:
     """The public class list with the positive class last. Left out: ``0, 1`` when every label and prediction is 0
     or 1 (a check of the rows against a public default, not a list read off them)."""
     if classes is None:
-        seen = set(rows["y_true"]) | set(rows["y_pred"])
-        if not seen <= {"0", "1"}:
+        if not set(rows["y_true"]) <= {"0", "1"}:
             raise ValueError("the labels are not 0/1: declare them with --classes NEG,POS (the public list of labels; "
                              "the positive class last, or name it with --positive)")
+        if not set(rows["y_pred"]) <= {"0", "1"}:
+            raise ValueError("the predictions are not 0/1 labels: give predicted labels (scores or probabilities "
+                             "thresholded at your decision cut-off first), or declare the labels with --classes "
+                             "NEG,POS")
         classes = ["0", "1"]
     classes = _public_list(classes, "classes", "--classes")
     if len(classes) < 2:

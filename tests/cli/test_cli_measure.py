@@ -129,6 +129,30 @@ def test_unknown_columns_and_undeclared_labels_are_refused(predictions, capsys):
     assert code == 2 and "name the rows once" in err
 
 
+@pytest.mark.parametrize("name, content, message", [
+    ("semi.csv", "y;p;s\n1;1;a\n0;0;b\n", "seems ';'-separated and a .csv file is read comma-separated; save it "
+                                           "comma-separated"),
+    ("tabs.csv", "y\tp\ts\n1\t1\ta\n0\t0\tb\n", "seems tab-separated and a .csv file is read comma-separated; "
+                                                   "name the file .tsv"),
+    ("commas.tsv", "y,p,s\n1,1,a\n0,0,b\n", "seems ','-separated and a .tsv file is read tab-separated; name the "
+                                             "file .csv"),
+    ("utf16.csv", "y,p,s\n1,1,a\n0,0,b\n".encode("utf-16"), "not UTF-8 text"),
+    ("scores.csv", "y,p,s\n1,0.7,a\n0,0.2,b\n1,0.9,a\n0,0.4,b\n", "the predictions are not 0/1 labels"),
+    ("labels.csv", "y,p,s\n2,1,a\n0,0,b\n", "the labels are not 0/1"),
+    ("one.csv", "y,p,s\n1,1,a\n", "the default delta 1/n² is 1 for 1 row(s); pass delta (--delta) below 1"),
+])
+def test_a_users_file_that_cannot_be_measured_is_one_line_naming_the_fix(tmp_path, capsys, name, content, message):
+    """A file from another system, saved the way spreadsheets save them: the error says what is wrong and the fix."""
+    path = tmp_path / name
+    path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    code, _, err = _cli(capsys, "measure", "--predictions", path, "--label", "y", "--prediction", "p",
+                        "--sensitive", "s", "--groups", "a,b", "--epsilon", "1", "--quiet", "--out",
+                        tmp_path / "r.json")
+    assert code == 2 and message in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "r.json").exists()
+
+
 def test_measure_a_model_trained_on_a_users_table(tmp_path, capsys):
     """`--model M --data FILE`: the model predicts the rows first; the schema's groups and classes are used."""
     rng = np.random.default_rng(1)

@@ -70,7 +70,10 @@ def read_table(path, *, text_columns=()) -> pd.DataFrame:
             frame = pd.read_parquet(path, engine="pyarrow")
         else:
             frame = pd.read_csv(path, sep="\t" if kind == "tsv" else ",", dtype=dict.fromkeys(text_columns, str))
-    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text (a spreadsheet's UTF-16 or Latin-1 export?); save it as UTF-8 "
+                         "CSV") from None
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
         if str(exc).startswith(f"{path}:"):
             raise
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -78,7 +81,24 @@ def read_table(path, *, text_columns=()) -> pd.DataFrame:
     names = list(frame.columns)
     if not all(isinstance(n, str) for n in names):
         raise ValueError(f"{path}: column names must be strings (a header row), got {names[:5]}")
+    if kind != "parquet" and len(names) == 1:
+        _check_separator(path, kind, names[0])
     return frame
+
+
+#: Separators a one-column header may hide, and what each is called in the error.
+_SEPARATORS = {";": "';'", "\t": "tab", "|": "'|'", ",": "','"}
+
+
+def _check_separator(path: Path, kind: str, header: str) -> None:
+    """A CSV or TSV read as one column whose header holds another separator: one line naming it and the fix."""
+    own, read_as = ("\t", "a .tsv file is read tab-separated") if kind == "tsv" else (",", "a .csv file is read "
+                                                                                          "comma-separated")
+    for sep, name in _SEPARATORS.items():
+        if sep != own and sep in header:
+            fix = {"\t": "name the file .tsv", ",": "name the file .csv"}.get(sep, "save it comma-separated (.csv)")
+            raise ValueError(f"{path}: one column {header[:60]!r}: the file seems {name}-separated and {read_as}; "
+                             f"{fix}")
 
 
 def _round_outward(lo: float, hi: float, integer: bool) -> tuple[float, float]:

@@ -211,6 +211,9 @@ class PrivateMetricFrame:
         self.n_ = n  # public, as everywhere in dpfair (the guide's privacy model)
         self.delta_ = 1.0 / n ** 2 if delta is None else float(delta)
         if not 0.0 < self.delta_ < 1.0:
+            if delta is None:  # n = 1: the default 1/n² is 1
+                raise ValueError(f"the default delta 1/n² is {self.delta_:g} for {n} row(s); pass delta (--delta) "
+                                 "below 1 (or measure more rows)")
             raise ValueError(f"delta must lie strictly between 0 and 1, got {delta!r}; 1/n² is a common choice")
 
         # ---- the plan: public inputs only ----
