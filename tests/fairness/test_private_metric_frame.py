@@ -530,3 +530,16 @@ def test_two_groups_equalized_odds_of_zero_is_covered():
         assert frame.equalized_odds_difference > 0.0
         covered += lo <= 0.0 <= hi
     assert covered / R >= 0.95 - COVERAGE_TOL
+
+
+def test_intervals_that_would_exhaust_memory_are_refused_before_any_release():
+    """10,000 declared groups × 1,000 replicates: one line naming the replicates that fit, and no noise drawn."""
+    groups = [f"g{i}" for i in range(10_000)]
+    y = np.tile([0, 1], 10)
+    s = np.array(groups[:20], dtype=object)
+    with pytest.raises(ValueError, match=r"10000 groups × 2 classes over 1000 replicates need about 2\.4 GiB.*"
+                                         r"n_bootstrap \(--bootstrap\) to 838 or fewer, or merge groups"):
+        PrivateMetricFrame(["selection_rate"], y, y, sensitive_features=s, epsilon=1.0, groups=groups)
+    frame = PrivateMetricFrame(["selection_rate"], y, y, sensitive_features=s, epsilon=1.0, groups=groups[:20],
+                               n_bootstrap=50)
+    assert frame.by_group.shape == (20, 1)

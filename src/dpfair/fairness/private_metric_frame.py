@@ -99,6 +99,11 @@ FLAG_STDS = 7.0
 #: ... or when the metric's interval is wider than this (a fraction of the range, for a mean score).
 FLAG_WIDTH = 0.5
 
+#: The most memory the intervals' replicates may take (bytes): about eight float64 arrays of B × k × l² entries
+#: (the replicate tables, their noise, the rows redrawn) for B replicates, k groups and l classes. Beyond it the
+#: frame refuses before any release, naming the fix, rather than exhaust the machine.
+MAX_REPLICATE_BYTES = 2 * 1024**3
+
 
 def _between(values: np.ndarray, how: str) -> np.ndarray:
     """fairlearn's between-groups aggregates over the last axis (groups): difference = max − min,
@@ -215,6 +220,13 @@ class PrivateMetricFrame:
                 raise ValueError(f"the default delta 1/n² is {self.delta_:g} for {n} row(s); pass delta (--delta) "
                                  "below 1 (or measure more rows)")
             raise ValueError(f"delta must lie strictly between 0 and 1, got {delta!r}; 1/n² is a common choice")
+
+        need = 64 * self.n_bootstrap * k * l * l
+        if need > MAX_REPLICATE_BYTES:
+            raise ValueError(f"the intervals of {k} groups × {l} classes over {self.n_bootstrap} replicates need about "
+                             f"{need / 1024**3:.1f} GiB (at most {MAX_REPLICATE_BYTES / 1024**3:g}); lower n_bootstrap "
+                             f"(--bootstrap) to {max(1, MAX_REPLICATE_BYTES // (64 * k * l * l))} or fewer, or merge "
+                             "groups")
 
         # ---- the plan: public inputs only ----
         available = COUNT_TABLES if y_pred is not None else (LABELS, GROUPS)
