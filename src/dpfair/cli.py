@@ -1316,9 +1316,16 @@ def _measurement_table(record: dict) -> list[list[str]]:
     agg = record["aggregates"]
     table.append(["everyone", *(_figure(agg[m]["overall"], agg[m]["overall_interval"], m == "count")
                                 for m in metrics)])
-    table.append(["difference", *("" if m == "count" else _figure(agg[m]["difference"], agg[m]["difference_interval"])
+    def marked(m, text):  # a between-groups figure that includes a flagged group
+        return text + (" !" if agg[m]["flagged_groups"] else "")
+
+    table.append(["difference", *("" if m == "count" else marked(m, _figure(agg[m]["difference"],
+                                                                          agg[m]["difference_interval"]))
                                   for m in metrics)])
-    table.append(["ratio", *("" if m == "count" else _figure(agg[m]["ratio"]) for m in metrics)])
+    table.append(["ratio", *("" if m == "count" else marked(m, _figure(agg[m]["ratio"])) for m in metrics)])
+    if any(agg[m]["flagged_groups"] for m in metrics if m != "count"):
+        table.append(["difference, unflagged groups",
+                      *("" if m == "count" else _figure(agg[m]["difference_unflagged"]) for m in metrics)])
     return table
 
 
@@ -1386,16 +1393,17 @@ def cmd_measure(args) -> int:
     for row in table:
         print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     rows = []
-    if "demographic_parity_difference" in record:
-        dp = record["demographic_parity_difference"]
-        rows.append(("demographic parity difference", _figure(dp["value"], dp["interval"])))
-    if "equalized_odds_difference" in record:
-        eo = record["equalized_odds_difference"]
-        rows.append(("equalized odds difference", _figure(eo["value"], eo["interval"])))
+    for key, name in (("demographic_parity_difference", "demographic parity difference"),
+                      ("equalized_odds_difference", "equalized odds difference")):
+        if key in record:
+            figure = record[key]
+            rows.append((name, _figure(figure["value"], figure["interval"])
+                         + (f" !  (unflagged groups: {_figure(figure['value_unflagged'])})"
+                            if figure["flagged_groups"] else "")))
     flagged = sorted({g for g, figures in record["by_group"].items() for f in figures.values() if f["flagged"]})
     if flagged:
         rows.append(("! too few people", f"{', '.join(flagged)}: not a confident figure at this ε (raise --epsilon "
-                                         "or merge small groups)"))
+                                         "or merge small groups); a difference marked ! includes them"))
     rows.append(("result", str(out)))
     _print_table(rows)
     return 0

@@ -178,7 +178,11 @@ def measurement_record(frame: PrivateMetricFrame) -> dict:
     difference, difference_iv, ratio = frame.difference(), frame.difference_interval(), frame.ratio()
     between = {m: {"overall": _float(overall[m]), "overall_interval": _interval(*overall_iv.loc[m]),
                    "difference": _float(difference[m]), "difference_interval": _interval(*difference_iv.loc[m]),
-                   "ratio": _float(ratio[m])} for m in frame.metrics}
+                   "ratio": _float(ratio[m]),
+                   # the flagged groups whose figure enters the difference (an undefined one does not)
+                   "flagged_groups": [str(g) for g in flags.index[flags[m] & np.isfinite(by_group[m].to_numpy(
+                       dtype=float))]],
+                   "difference_unflagged": _spread(by_group[m][~flags[m]])} for m in frame.metrics}
     eps, delta = frame.privacy_spent_
     record = {"metrics": list(frame.metrics), "groups": [str(g) for g in frame.groups_],
               "classes": [str(c) for c in frame.classes_], "positive_class": str(frame.classes_[-1]),
@@ -194,11 +198,28 @@ def measurement_record(frame: PrivateMetricFrame) -> dict:
               "privacy_ledger": frame.privacy_ledger_.to_records()}
     if {"selection_rate"} <= set(frame.metrics):
         record["demographic_parity_difference"] = {"value": _float(frame.demographic_parity_difference),
-                                                   "interval": _interval(*frame.demographic_parity_interval())}
+                                                   "interval": _interval(*frame.demographic_parity_interval()),
+                                                   **_unflagged(between, ("selection_rate",))}
     if {"true_positive_rate", "false_positive_rate"} <= set(frame.metrics):
         record["equalized_odds_difference"] = {"value": _float(frame.equalized_odds_difference),
-                                               "interval": _interval(*frame.equalized_odds_interval())}
+                                               "interval": _interval(*frame.equalized_odds_interval()),
+                                               **_unflagged(between, ("true_positive_rate", "false_positive_rate"))}
     return record
+
+
+def _spread(values: pd.Series) -> float | None:
+    """max − min of the finite values (None with fewer than two): a difference over the groups given."""
+    finite = values[np.isfinite(values.to_numpy(dtype=float))]
+    return float(finite.max() - finite.min()) if len(finite) >= 2 else None
+
+
+def _unflagged(between: dict, metrics: tuple) -> dict:
+    """The groups flagged for any of ``metrics`` and the largest of their differences over the unflagged groups
+    (post-processing of released figures: what a reader who drops the flagged ones computes)."""
+    flagged = sorted({g for m in metrics for g in between[m]["flagged_groups"]})
+    spreads = [between[m]["difference_unflagged"] for m in metrics]
+    return {"flagged_groups": flagged,
+            "value_unflagged": None if None in spreads else max(spreads)}
 
 
 def _float(value) -> float | None:

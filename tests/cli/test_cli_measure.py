@@ -175,3 +175,25 @@ def test_measure_a_model_trained_on_a_users_table(tmp_path, capsys):
     code, _, err = _cli(capsys, "measure", "--model", tmp_path / "r.pt", "--data", tmp_path / "t.csv",
                         "--groups", "a,b", "--epsilon", "2")
     assert code == 2 and "drop --groups" in err
+
+
+def test_a_difference_that_includes_a_flagged_group_says_so_and_gives_the_one_without(tmp_path, capsys):
+    """A declared group with nobody in it: its noisy rates are anything, so every difference that includes one is
+    marked ``!`` and printed again over the unflagged groups (post-processing of the released figures)."""
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"y": rng.integers(0, 2, 3000), "p": rng.integers(0, 2, 3000),
+                          "s": rng.choice(["a", "b"], 3000)})
+    frame.to_csv(tmp_path / "p.csv", index=False)
+    code, out, err = _cli(capsys, "measure", "--predictions", tmp_path / "p.csv", "--label", "y", "--prediction", "p",
+                          "--sensitive", "s", "--groups", "a,b,nobody", "--epsilon", "1", "--quiet", "--bootstrap",
+                          "200", "--out", tmp_path / "m.json")
+    assert code == 0, err
+    record = json.loads((tmp_path / "m.json").read_text())
+    dp = record["demographic_parity_difference"]
+    assert dp["flagged_groups"] == ["nobody"]
+    rates = [record["by_group"][g]["selection_rate"]["value"] for g in ("a", "b")]
+    assert dp["value_unflagged"] == pytest.approx(max(rates) - min(rates))
+    assert record["aggregates"]["selection_rate"]["flagged_groups"] == ["nobody"]
+    line = next(row for row in out.splitlines() if "demographic parity difference" in row)
+    assert "!" in line and f"(unflagged groups: {dp['value_unflagged']:.3f})" in line
+    assert "a difference marked ! includes them" in out
