@@ -801,16 +801,17 @@ def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar)
 
 
 #: The per-model columns :func:`write_tables` keeps (metrics flattened; the ledgers stay in the store).
-MODEL_COLUMNS = ("sweep", "dataset", "preset", "sensitive", "options", "method", "notion", "epsilon", "delta", "seed", "params",
-                 "error", "violation", "epsilon_spent", "delta_spent", "wall_s", "fit_s", "commit_hash",
+MODEL_COLUMNS = ("sweep", "dataset", "preset", "sensitive", "options", "method", "notion", "epsilon", "delta", "seed",
+                 "params", "error", "violation", "epsilon_spent", "delta_spent", "wall_s", "fit_s", "commit_hash",
                  "eval_private", "eval_epsilon")
 
 
 def write_tables(store_or_frame, folder) -> list[Path]:
     """Write a store's results as small tables into ``folder``: ``models.csv`` (one row per model, its data set's
-    loader options as JSON, every notion's violation, a column per hyper-parameter), ``points.csv`` (each hyper-parameter point averaged
-    over its seeds, with the spread and the Pareto flag) and ``best.csv`` / ``best.md`` (the lowest violation within each slack of
-    the non-private error), for committing beside a report. Returns the paths written."""
+    loader options as JSON, every notion's violation, a column per hyper-parameter), ``points.csv`` (each
+    hyper-parameter point averaged over its seeds, with the spread and the Pareto flag) and ``best.csv`` /
+    ``best.md`` (the lowest violation within each slack of the non-private error), for committing beside a report.
+    Returns the paths written."""
     rows = _prepare(_load(store_or_frame)[0])
     return _write_tables(rows, frontier(rows, by=FRONT_BY, slack=SLACKS), Path(folder))
 
