@@ -1360,7 +1360,8 @@ def cmd_measure(args) -> int:
     (out,) = _result_path(args, name=f"measure-{Path(source).name.split('.')[0]}")
     options = dict(epsilon=args.epsilon, delta=args.delta, privacy_unit=args.unit, confidence=args.confidence,
                    n_bootstrap=args.bootstrap, random_state=args.seed, intervals=args.intervals,
-                   metrics=_comma_list(args.metrics) or DEFAULT_METRICS, positive=args.positive)
+                   metrics=_comma_list(args.metrics) or DEFAULT_METRICS, positive=args.positive,
+                   secure_mode=args.secure)
     if args.model is None:
         frame = measure_file(args.predictions, label=args.label, prediction=args.prediction,
                              sensitive=args.sensitive, groups=_comma_list(args.groups),
@@ -1382,8 +1383,9 @@ def cmd_measure(args) -> int:
     if math.isfinite(eps):
         protects = (f"each person's {columns['sensitive']}" if record["privacy_unit"] == "sensitive"
                     else "each person's whole row")
-        print(f"released with ε = {eps:.4g}, δ = {delta:.3g} ({protects}); {record['mechanism'].capitalize()} noise, std "
-              f"{frame.noise_std_:.3g} per count; intervals: {100 * frame.confidence:g} % "
+        drawn = " (exact, on a grid, secure mode)" if record["secure_mode"] else ""
+        print(f"released with ε = {eps:.4g}, δ = {delta:.3g} ({protects}); {record['mechanism'].capitalize()} noise"
+              f"{drawn}, std {frame.noise_std_:.3g} per count; intervals: {100 * frame.confidence:g} % "
               + ("(privacy noise and sampling: the population's value)" if frame.sampling
                  else "(privacy noise: the exact value on these rows)"))
     else:
@@ -1748,6 +1750,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates of the intervals (default 1000)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the intervals' bootstrap (public randomness; the privacy noise is always fresh)")
+    p.add_argument("--secure", action="store_true",
+                   help="draw the noise exactly on a grid from the OS's CSPRNG, not in floating point (whose low bits "
+                        "can betray a small count); slightly more noise")
     _add_output_arguments(p)
     p.set_defaults(func=cmd_measure)
 

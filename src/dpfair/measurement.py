@@ -111,7 +111,7 @@ def measure_rows(rows: pd.DataFrame, *, epsilon: float, groups=None, classes=Non
     ``groups``: the public group list (required at a finite ``epsilon``); ``classes``: the public label list
     (default ``0, 1`` when the labels are 0/1), ``positive`` names the positive class (default: the last).
     ``intervals``: one of :data:`INTERVAL_TARGETS`. ``frame_options``: the frame's other arguments (``delta``,
-    ``privacy_unit``, ``accountant``, ``confidence``, ``n_bootstrap``, ``random_state``).
+    ``privacy_unit``, ``accountant``, ``confidence``, ``n_bootstrap``, ``random_state``, ``secure_mode``).
     """
     if intervals not in INTERVAL_TARGETS:
         raise ValueError(f"intervals must be one of {', '.join(INTERVAL_TARGETS)}, got {intervals!r}")
@@ -194,6 +194,7 @@ def measurement_record(frame: PrivateMetricFrame) -> dict:
                                      + (" and the rows redrawn per group (multinomial)" if frame.sampling else ""),
                            "replicates": frame.n_bootstrap},
               "epsilon": eps, "delta": delta, "privacy_unit": frame.privacy_unit, "mechanism": frame.mechanism_,
+              "secure_mode": frame.secure_mode,
               "noise_multiplier": frame.noise_multiplier_, "noise_std": frame.noise_std_,
               "privacy_ledger": frame.privacy_ledger_.to_records()}
     if {"selection_rate"} <= set(frame.metrics):

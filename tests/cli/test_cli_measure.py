@@ -197,3 +197,13 @@ def test_a_difference_that_includes_a_flagged_group_says_so_and_gives_the_one_wi
     line = next(row for row in out.splitlines() if "demographic parity difference" in row)
     assert "!" in line and f"(unflagged groups: {dp['value_unflagged']:.3f})" in line
     assert "a difference marked ! includes them" in out
+
+
+@pytest.mark.secret_noise  # secure noise comes from the OS CSPRNG and cannot be seeded
+def test_secure_noise_is_one_flag_and_says_so(predictions, capsys):
+    code, out, err = _cli(capsys, *BASE, "--predictions", predictions / "decisions.csv", "--epsilon", "1", *GROUPS,
+                          "--secure", "--out", predictions / "secure.json", "--overwrite")
+    assert code == 0, err
+    assert "Laplace noise (exact, on a grid, secure mode)" in out
+    record = json.loads((predictions / "secure.json").read_text())
+    assert record["secure_mode"] is True and record["epsilon"] == 1.0 and record["delta"] == 0.0

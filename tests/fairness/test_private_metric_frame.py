@@ -543,3 +543,29 @@ def test_intervals_that_would_exhaust_memory_are_refused_before_any_release():
     frame = PrivateMetricFrame(["selection_rate"], y, y, sensitive_features=s, epsilon=1.0, groups=groups[:20],
                                n_bootstrap=50)
     assert frame.by_group.shape == (20, 1)
+
+
+@pytest.mark.secret_noise  # the secure samplers draw from the OS CSPRNG: no seed
+def test_secure_mode_draws_exact_noise_of_the_stated_std_and_spends_pure_epsilon():
+    """secure_mode: the table's noise comes from the exact grid samplers; the frame states its (slightly raised) std,
+    the ledger records pure DP, and the released counts scatter around the exact ones with that std (400 cells:
+    the Laplace std's relative standard error is about √(5/1600) ≈ 0.06; unseeded, so 4.5 of them, a failure
+    rate near 1e-5, still far below a factor-2 error)."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    y, p, s = rng.integers(0, 2, n), rng.integers(0, 2, n), rng.integers(0, 2, n)
+    exact = np.bincount((s * 2 + y) * 2 + p, minlength=8).reshape(2, 2, 2)[0]
+    rates = ["selection_rate", "true_positive_rate", "false_positive_rate"]  # released as the full table
+    plain = PrivateMetricFrame(rates, y, p, s, groups=[0, 1], epsilon=1.0, n_bootstrap=10)
+    deviations = []
+    for _ in range(100):
+        frame = PrivateMetricFrame(rates, y, p, s, groups=[0, 1], epsilon=1.0, n_bootstrap=10,
+                                   secure_mode=True)
+        deviations.append(frame.noisy_tables_["contingency table"][0] - exact)
+    assert frame.privacy_spent_ == (1.0, 0.0)
+    assert frame.privacy_ledger_.epsilon(1e-9) == pytest.approx(1.0)
+    std = frame.noise_stds_["contingency table"]
+    assert plain.noise_stds_["contingency table"] <= std <= 1.01 * plain.noise_stds_["contingency table"]
+    assert np.std(deviations) == pytest.approx(std, rel=4.5 * math.sqrt(5 / 1600))
+    with pytest.raises(ValueError, match="secure_mode must be True or False"):
+        PrivateMetricFrame(["selection_rate"], y, p, s, groups=[0, 1], epsilon=1.0, secure_mode="yes")

@@ -293,9 +293,12 @@ class MeasurementPlan:
         return sum(_cost(self.coefficients(m), w) for m in self.metrics)
 
     # ---- its privacy ----------------------------------------------------------------------------------
-    def privacy_plan(self) -> PrivacyPlan:
-        """One :class:`~dpfair.privacy.Part` of the plan's mechanism per released table."""
-        return PrivacyPlan(tuple(Part(t, mechanism=self.mechanism) for t in self.tables))
+    def privacy_plan(self, pure_unit=None) -> PrivacyPlan:
+        """One :class:`~dpfair.privacy.Part` of the plan's mechanism per released table. ``pure_unit``: Laplace parts
+        recorded as pure DP on that unit (``Part.pure`` = the L1 distance Δ: ε_t = Δ/σ_t), as ``secure_mode``
+        releases need."""
+        pure = _l1_distance(pure_unit) if pure_unit is not None and self.mechanism == "laplace" else None
+        return PrivacyPlan(tuple(Part(t, mechanism=self.mechanism, pure=pure) for t in self.tables))
 
     def noise_multipliers(self, epsilon: float, delta: float, unit, accountant: str = "pld") -> dict[str, float]:
         """σ_t per table: σ calibrated for one Gaussian at (ε, δ), ``σ_t = σ/√w_t``, then σ raised by steps of

@@ -137,6 +137,9 @@ class PrivateMetricFrame:
     score_range : the public range ``(lo, hi)`` of the scores.
     mechanism : ``"auto"`` (the mechanism of smaller predicted noise variance, from public inputs), ``"gaussian"``
         or ``"laplace"``.
+    secure_mode : draw the noise exactly on a grid from the OS's CSPRNG (:mod:`dpfair.privacy.samplers`), not in
+        floating point, whose low-order bits can betray a small count (Mironov, CCS 2012); the scale is raised by
+        the grid's calibration (``noise_stds_`` says by how much) and the random state cannot be made reproducible.
 
     What it holds after construction: ``n_``, the number of rows (public); ``measurement_plan_``, the
     :class:`~dpfair.fairness.measurement_plan.MeasurementPlan` (tables, readings, weights); ``noisy_tables_``,
@@ -158,7 +161,8 @@ class PrivateMetricFrame:
 
     def __init__(self, metrics, y_true, y_pred, sensitive_features, *, groups=None, classes=(0, 1), epsilon,
                  delta=None, privacy_unit="sensitive", accountant="pld", confidence=0.95, n_bootstrap=1000,
-                 random_state=None, sampling=True, y_score=None, score_range=(0.0, 1.0), mechanism="auto"):
+                 random_state=None, sampling=True, y_score=None, score_range=(0.0, 1.0), mechanism="auto",
+                 secure_mode=False):
         names = [metrics] if isinstance(metrics, str) else list(metrics)
         if not names:
             raise ValueError("metrics is empty; name at least one of " + ", ".join(METRICS))
@@ -169,6 +173,9 @@ class PrivateMetricFrame:
         self.metrics = list(dict.fromkeys(names))
         self.epsilon = check_epsilon(epsilon, budget=True)
         self.mechanism = check_mechanism(mechanism)
+        if not isinstance(secure_mode, (bool, np.bool_)):
+            raise ValueError(f"secure_mode must be True or False, got {secure_mode!r}")
+        self.secure_mode = bool(secure_mode)
         unit = check_privacy_unit(privacy_unit)
         self.privacy_unit = unit.value
         if not 0.0 < float(confidence) < 1.0:
@@ -235,7 +242,7 @@ class PrivateMetricFrame:
             self.mechanism, epsilon=self.epsilon, delta=self.delta_, unit=unit, groups=k, accountant=accountant)
         self.measurement_plan_ = plan
         self.mechanism_ = plan.mechanism
-        self.privacy_plan_ = plan.privacy_plan()
+        self.privacy_plan_ = plan.privacy_plan(pure_unit=unit if self.secure_mode else None)
         sigmas = plan.noise_multipliers(self.epsilon, self.delta_, unit, accountant)
         bounds = plan.bounds(unit, self.score_range)
 
@@ -256,19 +263,21 @@ class PrivateMetricFrame:
             if SQUARED in plan.tables:
                 exact[SQUARED] = np.bincount(g, weights=(score - (yt == l - 1)) ** 2, minlength=k)
         self.privacy_ledger_ = PrivacyLedger(unit)
-        secret = SecretRandom(("PrivateMetricFrame", random_state))
+        secret = SecretRandom(("PrivateMetricFrame", random_state), secure=self.secure_mode)
         self.noisy_tables_, self.noise_multipliers_, self.noise_stds_ = {}, {}, {}
         spread = math.sqrt(2.0) if plan.mechanism == "laplace" else 1.0  # a Laplace of scale b has std √2·b
         for t in plan.tables:
             release = Release(self.privacy_plan_[t], sigmas[t], secret, self.privacy_ledger_)
-            if plan.public_margins and t in COUNT_TABLES:
+            margins = plan.public_margins and t in COUNT_TABLES
+            if margins:
                 # group 0's slice released; group 1's is the public total (over groups: y, ŷ only) less it
                 first = release.noisy_sum(exact[t][0], bound=bounds[t])
                 self.noisy_tables_[t] = np.stack([first, exact[t].sum(axis=0) - first])
             else:
                 self.noisy_tables_[t] = release.noisy_sum(exact[t], bound=bounds[t])
             self.noise_multipliers_[t] = float(sigmas[t])
-            self.noise_stds_[t] = float(spread * release.noise_scale(bounds[t]))
+            block = exact[t][0] if margins else exact[t]
+            self.noise_stds_[t] = float(spread * release.noise_scale(bounds[t], dim=np.size(block)))
         exact_cube = cube if math.isinf(self.epsilon) and y_pred is not None else None
         del cube, exact, g, yt, yp
         power = 1 if plan.mechanism == "laplace" else 2  # one Laplace spends Σ_t 1/σ_t; one Gaussian (Σ σ_t⁻²)^-½

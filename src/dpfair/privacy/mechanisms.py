@@ -178,10 +178,11 @@ class Release:
         """The secret Poisson sample of ``range(n)`` this (sampled) part releases a sum over."""
         return self.secret.poisson_sample(n, self.part.sampling_probability)
 
-    def noise_scale(self, bound=1.0, scale=None):
+    def noise_scale(self, bound=1.0, scale=None, *, dim=None):
         """The scale of the noise :meth:`noisy_sum` adds (Gaussian: its standard deviation; Laplace: b):
         ``σ·bound``, one per block when ``bound`` is a list, or ``scale`` itself when given (batched releases
-        pass ``σ·bound`` per model).
+        pass ``σ·bound`` per model). With ``dim`` (the entries of a single block) under ``secure_mode``: the
+        raised scale the secure release draws on that block (:meth:`_secure_block`).
 
         The part's event (``GaussianDpEvent(σ)``, or the Laplace one) accounts for a sum whose per-person
         contribution has norm at most ``bound``, released with noise of exactly this scale: less voids it.
@@ -191,6 +192,8 @@ class Release:
         sigma = self.noise_multiplier
         bounds = bound if isinstance(bound, (list, tuple)) else [bound]
         scales = [sigma * check_positive(float(b), "bound") for b in bounds]
+        if dim is not None and self.secret.secure and not isinstance(bound, (list, tuple)):
+            return self._secure_scale(scales[0], int(dim))[0]
         return scales if isinstance(bound, (list, tuple)) else scales[0]
 
     def noisy_sum(self, total, bound=1.0, *, scale=None):
@@ -231,17 +234,27 @@ class Release:
         """
         from dpfair.privacy import samplers
 
-        sigma = self.noise_multiplier
         std = std if isinstance(std, float) else float(torch.as_tensor(std).reshape(-1)[0])
-        if sigma == 0.0 or std == 0.0:
-            return block
         dim = max(int(block.numel() if isinstance(block, torch.Tensor) else np.size(block)), 1)
+        raised, mechanism = self._secure_scale(std, dim)
+        if mechanism is None:
+            return block
+        add = samplers.add_secure_gaussian if mechanism == "gaussian" else samplers.add_secure_laplace
+        return add(block, raised)
+
+    def _secure_scale(self, std: float, dim: int) -> tuple[float, str | None]:
+        """The secure release's scale for a block of ``dim`` entries whose planned scale is ``std``, and the
+        mechanism (None: no noise, σ or ``std`` zero)."""
+        from dpfair.privacy import samplers
+
+        sigma = self.noise_multiplier
+        if sigma == 0.0 or std == 0.0:
+            return std, None
+        dim = max(dim, 1)
         if self.part.mechanism == "gaussian":
-            return samplers.add_secure_gaussian(block, samplers.calibrate_secure_gaussian(sigma, std / sigma,
-                                                                                          dim).std)
+            return samplers.calibrate_secure_gaussian(sigma, std / sigma, dim).std, "gaussian"
         pure = self.part.pure
-        return samplers.add_secure_laplace(block, samplers.calibrate_secure_laplace(sigma / pure, pure * std / sigma,
-                                                                                    dim).scale)
+        return samplers.calibrate_secure_laplace(sigma / pure, pure * std / sigma, dim).scale, "laplace"
 
     # ---- randomized response -------------------------------------------------------------------
     def randomize(self, values, k: int) -> np.ndarray:
