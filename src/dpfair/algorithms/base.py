@@ -849,16 +849,23 @@ class TorchClassifier(FairEstimator):
         return rows.pin_memory().to(self.device_, non_blocking=True)
 
     def _predict_proba(self, X, log: bool = False) -> np.ndarray:
-        model = self.model_
+        """Class probabilities (``log``: their logarithms), from the fitted module evaluated in float64.
+
+        Training runs in float32, prediction does not: a float32 matrix product's rounding depends on how many
+        rows it is given (BLAS picks its kernel and blocking by the batch's shape, and machines differ), so a
+        row's float32 logits differ by ~1e-7 relative between a batch and its subset. In float64 the same
+        dependence is ~1e-16, so a row's prediction is a function of the row alone on any machine (scikit-learn's
+        ``check_methods_subset_invariance``); the float32 parameters are represented exactly in float64.
+        """
+        model = copy.deepcopy(self.model_).to(dtype=torch.float64)
         dev = next(model.parameters()).device
         out = []
         model.eval()
         with torch.no_grad():
             for start in range(0, X.shape[0], 8192):
-                xb = torch.as_tensor(X[start:start + 8192], dtype=torch.float32, device=dev)
+                xb = torch.as_tensor(X[start:start + 8192], dtype=torch.float64, device=dev)
                 logits = model(xb)
-                out.append((torch.log_softmax(logits.double(), dim=1) if log else
-                            torch.softmax(logits, dim=1).double()).cpu().numpy())
+                out.append((torch.log_softmax(logits, dim=1) if log else torch.softmax(logits, dim=1)).cpu().numpy())
         return np.concatenate(out)
 
     def _log_proba(self, X) -> np.ndarray:

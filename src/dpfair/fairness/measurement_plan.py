@@ -85,7 +85,7 @@ from dpfair.validation import check_epsilon
 
 __all__ = ["COUNT_TABLES", "FULL", "GROUPS", "LABELS", "MECHANISMS", "PLANNING_RATE", "PREDICTIONS", "SCORES",
            "SQUARED", "SUM_TABLES", "MeasurementForecast", "MeasurementPlan", "epsilon_for_width",
-           "plan_measurement"]
+           "plan_measurement", "slice_weights"]
 
 #: The counts ``[group, y, ŷ]``.
 FULL = "contingency table"
@@ -163,6 +163,16 @@ def read(tables: dict, table: str, mask) -> np.ndarray:
         return (t * mask).sum(axis=(-2, -1))
     keep = mask.any(axis=0 if table == PREDICTIONS else 1)
     return t[..., keep].sum(axis=-1)
+
+
+def slice_weights(table: str, mask) -> np.ndarray:
+    """The 0/1 weight of each of one group's cells of ``table`` (flattened) in the sum :func:`read` takes for
+    ``mask``: ``read(tables, table, mask)[g] == slice_weights(table, mask) @ tables[table][g].ravel()``."""
+    if isinstance(mask, str) or table in (GROUPS,) + SUM_TABLES:
+        return np.ones(1)
+    if table == FULL:
+        return np.asarray(mask, dtype=np.float64).ravel()
+    return np.asarray(mask.any(axis=0 if table == PREDICTIONS else 1), dtype=np.float64)
 
 
 def coefficients(metric: str, reading: tuple, l: int, p: float) -> dict[str, float]:

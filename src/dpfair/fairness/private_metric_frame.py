@@ -69,7 +69,9 @@ from dpfair.fairness.measurement_plan import (
     check_mechanism,
     metric_masks,
     read,
+    slice_weights,
 )
+from dpfair.fairness.measurement_intervals import LinearNoise, count_intervals, ratio_intervals
 from dpfair.privacy import (
     PrivacyLedger,
     Release,
@@ -329,27 +331,35 @@ class PrivateMetricFrame:
 
         return total[:, None, None] * shares(LABELS)[:, :, None] * shares(PREDICTIONS)[:, None, :]
 
-    def _values(self, tables: dict, metric: str, overall: bool = False) -> np.ndarray:
-        """``metric`` per group (``overall``: on everyone) from ``tables`` (released or replicated)."""
+    def _reads(self, tables: dict, metric: str, overall: bool = False) -> tuple:
+        """``metric``'s numerator and denominator (``None`` for a count) per group (``overall``: on everyone),
+        linear reads of ``tables`` (released or replicated, unclipped)."""
         reading = self.measurement_plan_.best_reading(metric)
         if reading is None:
             raise ValueError(f"{metric} is not among the measured metrics and the released tables do not give it; "
                              f"add it to metrics=")
         num_mask, den_mask = metric_masks(len(self.classes_))[metric]
-        num = read(tables, reading[0], num_mask)
+        num = np.asarray(read(tables, reading[0], num_mask), dtype=np.float64)
+        den = None if den_mask is None else np.asarray(read(tables, reading[1], den_mask), dtype=np.float64)
         if overall:
             num = num.sum(axis=-1)
-        if den_mask is None:
-            return np.asarray(num, dtype=np.float64)
-        den = read(tables, reading[1], den_mask)
-        if overall:
-            den = den.sum(axis=-1)
+            den = None if den is None else den.sum(axis=-1)
+        return num, den
+
+    def _values(self, tables: dict, metric: str, overall: bool = False) -> np.ndarray:
+        """``metric`` per group (``overall``: on everyone) from ``tables`` (released or replicated): the ratio of
+        the unclipped sums of cells its reading takes, clipped to the metric's range (a count to ``[0, n]``; a
+        rate to ``[0, 1]``; NaN where the denominator is not positive). Summing before clipping keeps a small
+        group's count unbiased: clipping each noisy cell at 0 first would add the noise's positive parts."""
+        num, den = self._reads(tables, metric, overall)
+        if den is None:
+            return np.clip(num, 0.0, float(self.n_))
         with np.errstate(divide="ignore", invalid="ignore"):
             value = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
         if metric in SCORE_METRIC_NAMES:
             c = self._range(metric)
             value = np.clip(value, 0.0, c) + (self.score_range[0] if metric == "mean_prediction" else 0.0)
-        else:  # a rate read off two tables may leave [0, 1]: clipping it is post-processing
+        else:
             value = np.clip(value, 0.0, 1.0)
         return value
 
@@ -368,7 +378,7 @@ class PrivateMetricFrame:
         own std (module docstring)."""
         B = self.n_bootstrap
         k, l = self.table_.shape[0], self.table_.shape[1]
-        out = {t: np.broadcast_to(v, (B,) + v.shape).copy() for t, v in self._tables.items()}
+        out = {t: np.broadcast_to(v, (B,) + v.shape).copy() for t, v in self.noisy_tables_.items()}
         if self.sampling:
             flat = self.table_.reshape(k, l * l)
             totals = np.rint(flat.sum(axis=1)).astype(np.int64)
@@ -387,7 +397,7 @@ class PrivateMetricFrame:
                 if t is None or t not in out:
                     continue
                 c = self._range(m)
-                mean = np.clip(self._values(self._tables, m) - (self.score_range[0] if m == "mean_prediction"
+                mean = np.clip(self._values(self.noisy_tables_, m) - (self.score_range[0] if m == "mean_prediction"
                                                                else 0.0), 0.0, c)
                 var = np.nan_to_num(sizes * mean * (c - mean))
                 out[t] += np.sqrt(var) * rng.standard_normal((B, k))
@@ -402,7 +412,6 @@ class PrivateMetricFrame:
             else:
                 noise = self.noise_stds_[t] * rng.standard_normal(shape)
             values += np.concatenate([noise, -noise], axis=1) if margins else noise
-            np.clip(values, 0.0, None, out=values)
         return out
 
     def _quantiles(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -412,20 +421,24 @@ class PrivateMetricFrame:
             return np.nanquantile(values, a, axis=0), np.nanquantile(values, 1.0 - a, axis=0)
 
     def _flags(self) -> pd.DataFrame:
-        masks = metric_masks(len(self.classes_))
-        width = self.intervals
-        by_group = self.by_group
-        flags = {}
-        for m in self.metrics:
-            if m == "count":
-                flags[m] = np.zeros(len(self.groups_), dtype=bool)
-                continue
-            t_den = self.measurement_plan_.reading(m)[1]
-            den = read(self._tables, t_den, masks[m][1])
-            small = den <= FLAG_STDS * self.noise_stds_[t_den] * math.sqrt(cells(t_den, masks[m][1]))
-            wide = (width[(m, "high")] - width[(m, "low")]).to_numpy() > FLAG_WIDTH * self._range(m)
-            flags[m] = small | wide | ~np.isfinite(by_group[m].to_numpy())
-        return pd.DataFrame(flags, index=self._index())
+        """Each metric's :meth:`_flag_column` (rows: the groups)."""
+        return pd.DataFrame({m: self._flag_column(m) for m in self.metrics}, index=self._index())
+
+    def _flag_column(self, metric: str) -> np.ndarray:
+        """Per group, whether ``metric`` is not a confident number: its released denominator (a count: the count
+        itself) is at most :data:`FLAG_STDS` noise stds, its interval is wider than :data:`FLAG_WIDTH` of the
+        metric's range, or it has no value."""
+        num, den = self._reads(self.noisy_tables_, metric)
+        noise = self._noise(metric)
+        if den is None:
+            return num <= FLAG_STDS * float(noise.sd(0.0))
+        small = den <= FLAG_STDS * float(noise.denominator().sd(0.0))
+        value = self._values(self.noisy_tables_, metric)
+        if metric in self.metrics:
+            lo, hi = (self._interval_table[(metric, end)].to_numpy() for end in ("low", "high"))
+        else:
+            lo, hi = self._mechanism_intervals(metric, self.confidence)
+        return small | (hi - lo > FLAG_WIDTH * self._range(metric)) | ~np.isfinite(value)
 
     # ---- fairlearn's face ---------------------------------------------------------------------------------
     def _index(self) -> pd.Index:
@@ -434,12 +447,12 @@ class PrivateMetricFrame:
     @property
     def by_group(self) -> pd.DataFrame:
         """Each metric per group (rows: the public groups, in the order given)."""
-        return pd.DataFrame({m: self._values(self._tables, m) for m in self.metrics}, index=self._index())
+        return pd.DataFrame({m: self._values(self.noisy_tables_, m) for m in self.metrics}, index=self._index())
 
     @property
     def overall(self) -> pd.Series:
         """Each metric on everyone (the released tables summed over groups)."""
-        return pd.Series({m: float(self._values(self._tables, m, overall=True)) for m in self.metrics})
+        return pd.Series({m: float(self._values(self.noisy_tables_, m, overall=True)) for m in self.metrics})
 
     def group_min(self) -> pd.Series:
         return self.by_group.min()
@@ -449,46 +462,95 @@ class PrivateMetricFrame:
 
     def difference(self) -> pd.Series:
         """Largest minus smallest group value of each metric (fairlearn's ``method="between_groups"``)."""
-        return pd.Series({m: float(_between(self._values(self._tables, m), "difference")) for m in self.metrics})
+        return pd.Series({m: float(_between(self._values(self.noisy_tables_, m), "difference")) for m in self.metrics})
 
     def ratio(self) -> pd.Series:
         """Smallest over largest group value of each metric (fairlearn's ``method="between_groups"``)."""
-        return pd.Series({m: float(_between(self._values(self._tables, m), "ratio")) for m in self.metrics})
+        return pd.Series({m: float(_between(self._values(self.noisy_tables_, m), "ratio")) for m in self.metrics})
 
     @property
     def demographic_parity_difference(self) -> float:
         """fairlearn's ``demographic_parity_difference``: the difference of the groups' selection rates."""
-        return float(_between(self._values(self._tables, "selection_rate"), "difference"))
+        return float(_between(self._values(self.noisy_tables_, "selection_rate"), "difference"))
 
     @property
     def equalized_odds_difference(self) -> float:
         """fairlearn's ``equalized_odds_difference``: the larger difference of true and false positive rates."""
-        return float(max(_between(self._values(self._tables, "true_positive_rate"), "difference"),
-                         _between(self._values(self._tables, "false_positive_rate"), "difference")))
+        return float(max(_between(self._values(self.noisy_tables_, "true_positive_rate"), "difference"),
+                         _between(self._values(self.noisy_tables_, "false_positive_rate"), "difference")))
 
     # ---- intervals ----------------------------------------------------------------------------------------
     @property
     def intervals(self) -> pd.DataFrame:
-        """Per group, each metric's ``(low, high)`` percentile interval at ``confidence`` (columns
-        ``(metric, "low"/"high")``), from the bootstrap of the module docstring (computed once: the released
-        tables and the replicates do not change; each call returns a copy)."""
+        """Per group, each metric's ``(low, high)`` interval at ``confidence`` (columns ``(metric, "low"/"high")``),
+        by inverting the mechanism (:mod:`~dpfair.fairness.measurement_intervals`: a count from the law of its
+        noise, a rate or mean by Fieller's test inversion, with the rows' sampling when ``sampling``): it holds at
+        its level for every group size, down to one person (computed once; each call returns a copy)."""
         return self._interval_table.copy()
 
     @functools.cached_property
     def _interval_table(self) -> pd.DataFrame:
         cols = {}
         for m in self.metrics:
-            lo, hi = self._quantiles(self._values(self._boot, m))
+            lo, hi = self._mechanism_intervals(m, self.confidence)
             cols[(m, "low")], cols[(m, "high")] = lo, hi
         return pd.DataFrame(cols, index=self._index())
 
     def overall_interval(self) -> pd.DataFrame:
-        """Each metric's overall interval: rows the metrics, columns ``low``, ``high``."""
-        return pd.DataFrame([self._quantiles(self._values(self._boot, m, overall=True)) for m in self.metrics],
-                            index=self.metrics, columns=["low", "high"])
+        """Each metric's overall interval (as :attr:`intervals`, on everyone): rows the metrics, columns ``low``,
+        ``high``."""
+        rows = [[float(v[0]) for v in self._mechanism_intervals(m, self.confidence, overall=True)]
+                for m in self.metrics]
+        return pd.DataFrame(rows, index=self.metrics, columns=["low", "high"])
+
+    def _noise(self, metric: str, overall: bool = False) -> LinearNoise:
+        """The law of the noise of ``N̂ − p·D̂`` for ``metric`` (one group's, or everyone's): the released cells
+        its reading sums, in classes of equal coefficients (every group's law is the same: with public margins
+        group 1's is group 0's negated, a symmetric law). On everyone, a count table released with public margins
+        cancels (group 1's draws are minus group 0's)."""
+        num_table, den_table = self.measurement_plan_.best_reading(metric)
+        num_mask, den_mask = metric_masks(len(self.classes_))[metric]
+        weights = {}
+        for side, table, mask in ((0, num_table, num_mask), (1, den_table, den_mask)):
+            if mask is None:
+                continue
+            w = slice_weights(table, mask)
+            pair = weights.setdefault(table, np.zeros((2, w.size)))
+            pair[side] += w
+        classes = {}
+        k = len(self.groups_)
+        for table, (a, b) in weights.items():
+            margins = self.measurement_plan_.public_margins and table in COUNT_TABLES
+            if overall and margins:
+                continue
+            for pair in zip(a, b):
+                if pair != (0.0, 0.0):
+                    key = (table, *pair)
+                    classes[key] = classes.get(key, 0) + (k if overall else 1)
+        keys = sorted(classes)
+        return LinearNoise(tuple(float(key[1]) for key in keys), tuple(float(key[2]) for key in keys),
+                           tuple(classes[key] for key in keys), tuple(self.noise_stds_[key[0]] for key in keys),
+                           self.measurement_plan_.mechanism == "laplace")
+
+    def _mechanism_intervals(self, metric: str, confidence: float, overall: bool = False) -> tuple:
+        """``(low, high)`` arrays (per group, or of length 1 on everyone) at ``confidence`` for ``metric``."""
+        num, den = self._reads(self.noisy_tables_, metric, overall)
+        num, den = np.atleast_1d(num), None if den is None else np.atleast_1d(den)
+        noise = self._noise(metric, overall)
+        rng = np.random.default_rng(self.random_state)
+        n = float(self.n_)
+        if den is None:
+            return count_intervals(num, noise, confidence=confidence, upper=n, rng=rng)
+        c = self._range(metric)
+        lo, hi = ratio_intervals(num, den, noise, confidence=confidence, sampling=self.sampling, upper=n, rng=rng,
+                                 scale=c, binomial=metric not in SCORE_METRIC_NAMES)
+        shift = self.score_range[0] if metric == "mean_prediction" else 0.0
+        return lo + shift, hi + shift
 
     def _difference_interval(self, metric: str) -> tuple[float, float]:
         """The interval of a metric's between-groups difference (see :meth:`difference_interval`)."""
+        if self._flag_column(metric).any():
+            return self._bonferroni_spread([metric])
         values = self._values(self._boot, metric)
         if values.shape[-1] != 2:
             return self._spread_interval([metric])
@@ -508,11 +570,13 @@ class PrivateMetricFrame:
         so is θ ≥ each of them). Upper end: the ``1 − α/2`` percentile of θ on the replicates (max − min of noisy
         rates is biased upward, so this end errs wide). Coverage ≥ 1 − α up to the bootstrap's error, and
         conservative: the percentile interval of θ alone misses a θ near 0 almost always (max − min of noisy
-        rates is never near 0; results/measurement/)."""
+        rates is never near 0; results/measurement/). With a flagged group among them: :meth:`_bonferroni_spread`."""
+        if any(self._flag_column(m).any() for m in metrics):
+            return self._bonferroni_spread(metrics)
         alpha = 1.0 - self.confidence
         k = len(self.groups_)
         i, j = np.triu_indices(k, 1)
-        hat = np.concatenate([self._values(self._tables, m)[i] - self._values(self._tables, m)[j] for m in metrics])
+        hat = np.concatenate([self._values(self.noisy_tables_, m)[i] - self._values(self.noisy_tables_, m)[j] for m in metrics])
         boot = [self._values(self._boot, m) for m in metrics]
         pairs = np.concatenate([b[:, i] - b[:, j] for b in boot], axis=1)
         theta = np.max(np.stack([_between(b, "difference") for b in boot]), axis=0)
@@ -530,6 +594,20 @@ class PrivateMetricFrame:
             high = float(np.nanquantile(theta, 1.0 - alpha / 2.0))
         return low, max(low, high)
 
+    def _bonferroni_spread(self, metrics) -> tuple[float, float]:
+        """θ = max over ``metrics`` of (max − min over groups), from the per-group intervals of the mechanism at
+        level ``1 − α/(k·|metrics|)`` each: when all of them hold (probability ≥ 1 − α, the union bound),
+        ``max_i low_i − min_j high_j ≤ θ ≤ max_i high_i − min_j low_j`` for each metric. Valid at every group size
+        (the bootstrap is not, for a group whose noise swamps its denominator), and wider than the bootstrap's for
+        large groups: used when a group is flagged."""
+        level = 1.0 - (1.0 - self.confidence) / (len(self.groups_) * len(metrics))
+        low, high = 0.0, 0.0
+        for m in metrics:
+            lo, hi = self._mechanism_intervals(m, level)
+            low = max(low, float(np.max(lo) - np.min(hi)))
+            high = max(high, float(np.max(hi) - np.min(lo)))
+        return low, max(low, high)
+
     def difference_interval(self) -> pd.DataFrame:
         """Each metric's between-groups difference interval: rows the metrics, columns ``low``, ``high``.
 
@@ -537,7 +615,9 @@ class PrivateMetricFrame:
         replicates, folded onto the absolute difference (``[0, max |end|]`` when it holds 0): it covers ``|d|``
         whenever it covers ``d``, so a difference near 0 — where max − min of noisy rates is biased upward and its
         own percentile interval would exclude 0 — is covered too. More groups: simultaneous bounds on the pairs'
-        differences below, the percentile of max − min above (``_spread_interval``; conservative)."""
+        differences below, the percentile of max − min above (``_spread_interval``; conservative). When a group is
+        flagged for the metric, the bootstrap does not hold (its replicates re-noise an estimate the noise
+        dominates): the interval comes from the mechanism's per-group intervals (``_bonferroni_spread``)."""
         return pd.DataFrame([self._difference_interval(m) for m in self.metrics], index=self.metrics,
                             columns=["low", "high"])
 
