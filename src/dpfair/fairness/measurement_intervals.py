@@ -58,6 +58,8 @@ UNION_MAX = 8
 #: Share of the test's level α spent on the denominator's range under ``sampling`` (the union bound).
 DENOMINATOR_SHARE = 0.1
 _BISECTIONS = 30
+#: Bisection stops when an end is known to this share of the range (it is returned on the rejected side: wide).
+_RESOLUTION = 1e-5
 _TOL = 1e-9
 
 
@@ -265,7 +267,7 @@ def _hull(kept, num: float, den: float, scale: float) -> tuple[float, float]:
 def _bisect(kept, rejected: float, accepted: float, scale: float) -> float:
     """The boundary between a rejected and a kept value, returned on the rejected side (the hull errs wide)."""
     for _ in range(_BISECTIONS):
-        if abs(accepted - rejected) <= 1e-7 * scale:
+        if abs(accepted - rejected) <= _RESOLUTION * scale:
             break
         mid = 0.5 * (rejected + accepted)
         if kept(mid)[0]:

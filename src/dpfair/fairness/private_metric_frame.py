@@ -30,19 +30,27 @@ table:
   only group 0's slice is released and group 1's is the public total less it. One change of s moves the slice
   by 1 (L1 and L2): ``bound = ½``. A model whose predictions read s must be measured under ``"record"``.
 
-Intervals: a parametric bootstrap on the released tables. Each replicate (a) draws the rows again when
-``sampling=True`` (the interval then targets the population value; ``False``: the exact value on these rows):
-for every group a multinomial of its noisy total over the cells ``[y, ŷ]`` of ``table_``
-(the released counts, or a table built from the released marginals), each released count table moving by that
-draw's deviation from its expectation, and each score sum by a normal deviation of variance ``n_g·m(c − m)``
-(Bhatia–Davis's bound on the variance of values in ``[0, c]`` of mean m: conservative); and (b) adds a fresh
-Gaussian (or Laplace) of each table's own noise std to every released value (with public margins, group 1's
-draw is minus group 0's, as in the release). The metric is recomputed and the interval is
-the percentile one at ``confidence`` (a difference between groups, which max − min of noisy rates biases upward:
-the folded or simultaneous-pairs interval of :meth:`PrivateMetricFrame.difference_interval`). The bootstrap draws from a public generator seeded by ``random_state`` and
-reads released values only (post-processing: no privacy cost). A group whose noisy denominator for a metric is
-below ``FLAG_STDS = 7`` times its noise std, or whose interval is wider than 0.5 (a rate's; a mean's: half its range), is
-flagged rather than reported as confident.
+Intervals of one group's figure (:meth:`PrivateMetricFrame.intervals`, ``.overall_interval()``) come from the
+mechanism itself (:mod:`~dpfair.fairness.measurement_intervals`): a count is ``N̂ = N + e`` with e the known
+noise law of the cells it sums, inverted (``N ∈ [N̂ − q_{1−α/2}, N̂ − q_{α/2}] ∩ [0, n]``, n public); a rate
+``N/D`` by Fieller's test inversion of ``N̂ − p·D̂``, with, under ``sampling=True`` (the population value), a
+binomial for the rows within the group's denominator (Bhatia–Davis's variance bound for a score). They hold at
+their level for every group size, a group of one included, because they never re-noise a clipped estimate.
+The figures themselves are each metric's unclipped linear reads summed, then clipped to their range (a count to
+``[0, n]``, a rate to ``[0, 1]``; NaN when the noisy denominator is ≤ 0).
+
+Differences between groups (``.difference_interval()``, the spread max − min that noisy rates bias upward) use a
+parametric bootstrap on the released tables when every group's figure is confident: each replicate (a) draws the
+rows again when ``sampling=True`` — for every group a multinomial of its noisy total over the cells ``[y, ŷ]`` of
+``table_``, each released count table moving by that draw's deviation from its expectation, and each score sum by
+a normal deviation of variance ``n_g·m(c − m)`` — and (b) adds a fresh Gaussian (or Laplace) of each table's own
+noise std to every released value (with public margins, group 1's draw is minus group 0's, as in the release);
+the folded or simultaneous-pairs interval of :meth:`PrivateMetricFrame.difference_interval`. When a group is
+flagged, where the bootstrap's replicates of a noise-swamped denominator do not hold, the spread's interval is
+the hull of the per-group mechanism intervals at Bonferroni level ``1 − α/k``. Everything draws from a public
+generator seeded by ``random_state`` and reads released values and public sizes only (post-processing: no privacy
+cost). A group's count is flagged when it is at most ``FLAG_STDS = 7`` noise stds; a rate or mean when its noisy
+denominator is below that, or its interval is wider than 0.5 (a mean's: half its range), or it is undefined.
 """
 
 from __future__ import annotations
@@ -155,10 +163,10 @@ class PrivateMetricFrame:
     otherwise built from the released marginals (each group's total, the inverse-variance mean of the marginals'
     totals, spread over ``[y, ŷ]`` as the product of the released y and ŷ shares, uniform over a dimension none
     releases) — post-processing, for display and the bootstrap's rows, not what the metrics read; ``table_``,
-    ``noisy_table_`` with negative counts clipped to 0; and ``privacy_plan_`` (one part per table),
+    ``noisy_table_`` with negative counts clipped to 0, for display; and ``privacy_plan_`` (one part per table),
     ``privacy_ledger_`` (one entry per table), ``privacy_spent_``, as on a private estimator (a Laplace plan's is
-    ``(ε, 0)``: pure DP). The metrics read
-    the released tables (negative values clipped to 0) as ``measurement_plan_.readings`` say.
+    ``(ε, 0)``: pure DP). The metrics read the released tables as ``measurement_plan_.readings`` say: the
+    unclipped reads summed, then clipped to the metric's range.
     """
 
     def __init__(self, metrics, y_true, y_pred, sensitive_features, *, groups=None, classes=(0, 1), epsilon,
