@@ -189,9 +189,11 @@ def measurement_record(frame: PrivateMetricFrame) -> dict:
               "by_group": groups, "aggregates": between,
               "interval": {"confidence": frame.confidence,
                            "target": "population" if frame.sampling else "rows",
-                           "method": "parametric bootstrap of the released tables: fresh noise of each table's "
-                                     f"own mechanism ({frame.mechanism_}) and scale on every count"
-                                     + (" and the rows redrawn per group (multinomial)" if frame.sampling else ""),
+                           "method": f"each group's figure: its released cells' {frame.mechanism_} noise law "
+                                     "inverted (counts: the noise's quantiles; rates: Fieller's test inversion"
+                                     + (", with the binomial of the rows" if frame.sampling else "") + "); "
+                                     "differences: a parametric bootstrap of the released tables, or the "
+                                     "per-group intervals at Bonferroni level when a group is flagged",
                            "replicates": frame.n_bootstrap},
               "epsilon": eps, "delta": delta, "privacy_unit": frame.privacy_unit, "mechanism": frame.mechanism_,
               "secure_mode": frame.secure_mode,

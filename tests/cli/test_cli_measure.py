@@ -178,11 +178,13 @@ def test_measure_a_model_trained_on_a_users_table(tmp_path, capsys):
 
 
 def test_a_difference_that_includes_a_flagged_group_says_so_and_gives_the_one_without(tmp_path, capsys):
-    """A declared group with nobody in it: its noisy rates are anything, so every difference that includes one is
-    marked ``!`` and printed again over the unflagged groups (post-processing of the released figures)."""
+    """A group of 8 people (named "nobody") at ε = 1: its noisy rates are anything, so every difference that
+    includes one is marked ``!`` and printed again over the unflagged groups (post-processing of the released figures). (A group
+    of nobody may have no figure at all: a noisy denominator ≤ 0 leaves its rates undefined, outside the
+    difference.)"""
     rng = np.random.default_rng(1)
     frame = pd.DataFrame({"y": rng.integers(0, 2, 3000), "p": rng.integers(0, 2, 3000),
-                          "s": rng.choice(["a", "b"], 3000)})
+                          "s": np.append(rng.choice(["a", "b"], 2992), ["nobody"] * 8)})
     frame.to_csv(tmp_path / "p.csv", index=False)
     code, out, err = _cli(capsys, "measure", "--predictions", tmp_path / "p.csv", "--label", "y", "--prediction", "p",
                           "--sensitive", "s", "--groups", "a,b,nobody", "--epsilon", "1", "--quiet", "--bootstrap",
