@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import functools
 import gc
 import io
 import json
@@ -44,6 +45,8 @@ import numpy as np
 
 from dpfair import __version__
 from dpfair.capabilities import capabilities
+
+_STARTED = time.perf_counter()  # the command's start, near enough: this module loads first
 
 DEFAULT_METHOD = "dp-fermi"
 DEFAULT_DATASET = "adult"
@@ -300,7 +303,7 @@ def _resolve_data_args(args) -> None:
     if not hasattr(args, "data"):
         return
     if args.data is None:
-        for flag in ("label", "schema", "test_data"):
+        for flag in ("label", "schema", "test_data", "groups"):
             if getattr(args, flag, None) is not None:
                 raise ValueError(f"--{flag.replace('_', '-')} goes with --data FILE (your own table); add --data or "
                                  f"drop --{flag.replace('_', '-')}")
@@ -324,11 +327,12 @@ def _privacy_unit_of(args) -> str:
     """The privacy unit the command's estimator will run under (``--param privacy_unit=...`` or its default)."""
     from dpfair.algorithms import METHODS
 
-    given = _key_values(args.param, "--param").get("privacy_unit")
+    given = getattr(args, "privacy_unit", None) or _key_values(args.param, "--param").get("privacy_unit")
     if given is not None:
         return str(given)
     cls = METHODS.get(getattr(args, "method", None))
-    return str(cls().get_params().get("privacy_unit", "sensitive")) if cls is not None else "sensitive"
+    # a hyper-parameter, or the class's one unit (DP-SGD: record); a method that is not private reads as sensitive
+    return str(getattr(cls(), "privacy_unit", None) or "sensitive") if cls is not None else "sensitive"
 
 
 def _load_data(args):
@@ -344,18 +348,62 @@ def _load_data(args):
                              f"private rows: write one with `dpfair schema {args.data} --label COL --sensitive COL "
                              "--out schema.toml`, review it and pass --schema schema.toml (or --infer-schema to "
                              "accept the leak)")
+        if args.schema is not None and args.groups is not None:
+            raise ValueError("--groups declares the group list of a schema read off the rows; with --schema, declare "
+                             "the groups there and drop --groups")
         data = load_table(args.data, label=args.label, sensitive=args.sensitive, schema=args.schema,
                           test_data=args.test_data, random_state=args.seed, privacy_unit=unit,
-                          infer_under_record=args.infer_schema)
+                          infer_under_record=args.infer_schema, groups=_comma_list(args.groups))
+        _naming_groups(data.group_names)
         return data, {}
     options = _key_values(args.option, "--option")
     data = load_dataset(args.dataset, sensitive=args.sensitive, random_state=args.seed,
                         data_home=args.data_home, **options)
+    _naming_groups(data.group_names)
     return data, options
 
 
-def _privacy_rows(est) -> list[tuple[str, str]]:
-    return _privacy_rows_of(*est.privacy_spent_, est.privacy_guarantee_)
+def _unit_name(est) -> str | None:
+    """The privacy unit an estimator ran under (``"sensitive"``, ``"record"``), ``None`` for a non-private one."""
+    unit = getattr(est, "privacy_unit_", None)
+    return None if unit is None else getattr(unit, "value", str(unit))
+
+
+def _protection_of(unit: str | None, attribute: str | None, eps: float) -> str:
+    """Whom an ε under ``unit`` protects, in words (:func:`dpfair.privacy.units.protection`)."""
+    from dpfair.privacy.units import protection
+
+    return protection(unit, attribute, epsilon=eps)
+
+
+def _protects(est, attribute: str | None) -> str:
+    """Whom ``est``'s ε protects, in words."""
+    return _protection_of(_unit_name(est), attribute, est.privacy_spent_[0])
+
+
+def _privacy_keys(est, attribute: str | None, not_covered: str = "") -> dict:
+    """The result JSON's ``privacy_unit`` and ``protects`` (and ``not_covered``: what the ε does not cover)."""
+    return {"privacy_unit": _unit_name(est), "protects": _protects(est, attribute),
+            **({"not_covered": not_covered} if not_covered else {})}
+
+
+def _not_covered(args) -> str:
+    """What a command's ε does not cover of its inputs: the schema (record unit) or group list (sensitive unit) read
+    off the rows of ``--data`` when no ``--schema`` declared it (``""`` when everything was declared)."""
+    if getattr(args, "data", None) is None or args.schema is not None:
+        return ""
+    if _privacy_unit_of(args) == "record":
+        return (f"the schema read off the rows of {args.data} (ranges, categories, classes, groups), which the model "
+                "file carries: declare one with --schema")
+    if args.groups is not None:
+        return ""
+    return (f"the group list read off the rows of {args.data} (the model file names every group, one person's "
+            "included): declare it with --groups A,B,... or --schema")
+
+
+def _privacy_rows(est, attribute: str | None, not_covered: str = "") -> list[tuple[str, str]]:
+    """The printed ε and δ of ``est``'s fit, the ε naming whom it protects."""
+    return _privacy_rows_of(*est.privacy_spent_, est.privacy_guarantee_, _protects(est, attribute), not_covered)
 
 
 def _estimator_spec(args) -> tuple[type, dict]:
@@ -393,6 +441,19 @@ def _estimator_spec(args) -> tuple[type, dict]:
             raise ValueError(f"method {args.method!r} takes no {flag}{hint}; drop it or choose another method")
         params[key] = value
     params.update(_key_values(args.param, "--param"))
+    unit = getattr(args, "privacy_unit", None)
+    if unit is not None and "privacy_unit" not in valid:  # a method of one unit, or none
+        fixed = getattr(cls, "privacy_unit", None)
+        if fixed is None:
+            raise ValueError(f"method {args.method!r} is not private (it protects no one); drop --privacy-unit or "
+                             "choose a private method")
+        if str(fixed) != unit:
+            raise ValueError(f"method {args.method!r} protects privacy_unit={fixed!s} only; drop --privacy-unit "
+                             f"{unit} or choose another method (`dpfair methods`)")
+    elif unit is not None:
+        if "privacy_unit" in params and str(params["privacy_unit"]) != unit:
+            raise ValueError(f"--privacy-unit {unit} but --param privacy_unit={params['privacy_unit']}; give one")
+        params["privacy_unit"] = unit
     unknown = sorted(set(params) - set(valid))
     if unknown:
         raise ValueError(f"method {args.method!r} has no hyper-parameter {unknown[0]!r}; valid: {', '.join(valid)} "
@@ -433,7 +494,7 @@ def _print_table(rows: list[tuple[str, str]]) -> None:
         print(f"  {k:<{width}}  {v}")
 
 
-INDEX_LABELS = {"atkinson": "Atkinson index (ε = 1)", "gini": "Gini coefficient",
+INDEX_LABELS = {"atkinson": "Atkinson index (aversion 1)", "gini": "Gini coefficient",
                 "mean_log_deviation": "mean log deviation", "theil": "Theil index (T)"}
 
 #: What a model file written by ``dpfair train`` records of its training (all public; ``dpfair info`` shows it,
@@ -464,17 +525,23 @@ def _evaluation_rows(evaluation: dict) -> list[tuple[str, str]]:
     intervals = ev.get("intervals", {}) if private else {}
     flagged = set(ev.get("flags", {}).get("accuracy", [])) if private else set()
 
-    def figure(value, interval=None, flag=False) -> str:
+    from dpfair.experiments.evaluate import SMALL_TEST_GROUP
+
+    sizes = {} if private else ev.get("group_sizes", {})
+
+    def figure(value, interval=None, flag=False, size=None) -> str:
         text = f"{value:.4f}"
         if interval is not None:
             text += f"  [{interval[0]:.4f}, {interval[1]:.4f}]"
+        if size is not None and size < SMALL_TEST_GROUP:
+            text += f"  ! {size} test people: too few for a reliable figure"
         return text + ("  (too few people: not confident)" if flag else "")
 
     rows = [("test error", figure(evaluation["error"], intervals.get("error")))]
     notions = set(ev.get("flags", {}).get("notions", [])) if private else set()
     rows += [(f"{k.replace('_', ' ')} violation", figure(v, intervals.get("fairness", {}).get(k), k in notions))
              for k, v in evaluation["fairness"].items()]
-    rows += [(f"accuracy, {g}", figure(a, intervals.get("per_group_accuracy", {}).get(g), g in flagged))
+    rows += [(f"accuracy, {g}", figure(a, intervals.get("per_group_accuracy", {}).get(g), g in flagged, sizes.get(g)))
              for g, a in evaluation["per_group_accuracy"].items()]
     rows += [(label, f"{evaluation['accuracy_inequality'][k]:.4f}") for k, label in INDEX_LABELS.items()]
     if private:
@@ -484,13 +551,16 @@ def _evaluation_rows(evaluation: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def _evaluation_privacy_rows(evaluation: dict) -> list[tuple[str, str]]:
+def _evaluation_privacy_rows(evaluation: dict, attribute: str | None) -> list[tuple[str, str]]:
     """The evaluation's own privacy line (``--eval-epsilon``), printed apart from the fit's ε: the test people are
     not the training people, so each person is covered by one of the two (their ε is the larger, not the sum)."""
     ev = evaluation.get("evaluation", {})
     if not ev.get("private", False):
         return []
-    return [("evaluation", f"ε = {ev['epsilon']:.6g}, δ = {ev['delta']:.3g}, {ev['unit']} unit (the test people, "
+    from dpfair.privacy.units import protection
+
+    protects = protection(ev["unit"], attribute, epsilon=ev["epsilon"], rest="label and prediction")
+    return [("evaluation", f"ε = {ev['epsilon']:.6g}, δ = {ev['delta']:.3g} for {protects} (the test people, "
                            "disjoint from the training people: each person is covered by one ε, not their sum)")]
 
 
@@ -559,6 +629,7 @@ def cmd_train(args) -> int:
         "accuracy_inequality": evaluation["accuracy_inequality"],
         "epsilon": eps,
         "delta": delta,
+        **_privacy_keys(est, data.sensitive, _not_covered(args)),
         "privacy_guarantee": est.privacy_guarantee_,
         "noise_multiplier": getattr(est, "noise_multiplier_", None),
         "privacy_ledger": est.privacy_ledger_.to_records(),
@@ -571,8 +642,10 @@ def cmd_train(args) -> int:
 
     print(f"{args.method} on {data.name} (sensitive: {data.sensitive}, groups: {', '.join(data.group_names)}"
           f"{_target_text(est)})")
-    rows = _evaluation_rows(evaluation) + _privacy_rows(est) + _evaluation_privacy_rows(evaluation)
-    rows += [("fit time", f"{seconds:.1f} s"), ("result", str(out)), ("model", str(model_path))]
+    rows = (_evaluation_rows(evaluation) + _privacy_rows(est, data.sensitive, _not_covered(args))
+            + _evaluation_privacy_rows(evaluation, data.sensitive))
+    rows += [("fit time", f"{seconds:.1f} s (the command so far: {time.perf_counter() - _STARTED:.1f} s with loading, "
+                          "evaluation and writing)"), ("result", str(out)), ("model", str(model_path))]
     _print_table(rows)
     return 0
 
@@ -657,6 +730,7 @@ def cmd_tune(args) -> int:
         "accuracy_inequality": evaluation["accuracy_inequality"],
         "epsilon": eps,
         "delta": delta,
+        **_privacy_keys(best, data.sensitive, _not_covered(args)),
         "per_model_epsilon": best.selection_["per_model_epsilon"],
         "privacy_guarantee": best.privacy_guarantee_,
         "privacy_ledger": best.privacy_ledger_.to_records(),
@@ -681,10 +755,11 @@ def cmd_tune(args) -> int:
         rows += [("released score", f"{search.released_score_:.4f}")]
     rows += [("error threshold", (f"{selection['score']['threshold']:.4f} (reference "
                                   f"{selection['score']['reference_error']:.4f} + {args.max_error_increase:g})"))]
-    rows += _evaluation_rows(evaluation) + _privacy_rows(best)
+    rows += _evaluation_rows(evaluation) + _privacy_rows(best, data.sensitive, _not_covered(args))
     rows += [(f"  {e['label'][:60]}", f"×{e['count']}") for e in best.privacy_ledger_.to_records()]
-    rows += _evaluation_privacy_rows(evaluation)
-    rows += [("per-model ε", f"{selection['per_model_epsilon']:.4f}"), ("result", str(out)),
+    rows += _evaluation_privacy_rows(evaluation, data.sensitive)
+    rows += [("per-model ε", _epsilon_text(selection["per_model_epsilon"], _protects(best, data.sensitive))
+              + " (each run's; the search's total above)"), ("result", str(out)),
              ("model", str(model_path))]
     _print_table(rows)
     return 0
@@ -723,6 +798,7 @@ def cmd_audit_membership(args) -> int:
         "delta": delta,
         "privacy_spent": audit["target_privacy_spent"],
         "privacy_unit": report.target_privacy_unit,
+        "protects": _protection_of(report.target_privacy_unit, data.sensitive, eps),
         "n_shadow": audit["n_shadow"],
         "confidence": audit["confidence"],
         "confidence_intervals": audit["confidence_intervals"],
@@ -734,7 +810,9 @@ def cmd_audit_membership(args) -> int:
     print(f"membership inference against {args.method} on {data.name} (pool: {report.n_pool} training rows, "
           f"half of them members; {report.n_shadow} shadow models)")
     print(report.to_text())
-    rows = [("target " + k, v) for k, v in _privacy_rows_of(eps, delta, report.target_privacy_guarantee)]
+    rows = [("target " + k, v) for k, v in _privacy_rows_of(
+        eps, delta, report.target_privacy_guarantee, _protection_of(report.target_privacy_unit, data.sensitive, eps),
+        _not_covered(args))]
     rows += [("time", f"{seconds:.1f} s"), ("result", str(out))]
     _print_table(rows)
     return 0
@@ -790,6 +868,7 @@ def cmd_certify(args) -> int:
         "n_test": int(len(data.y_test)),
         "epsilon": eps,
         "delta": delta,
+        **_privacy_keys(est, data.sensitive, _not_covered(args) if args.load is None else ""),
         "privacy_ledger": est.privacy_ledger_.to_records(),
         **summary,
         "draws": args.draws,
@@ -819,7 +898,8 @@ def cmd_certify(args) -> int:
         print("  the certificate's assumptions do not hold for this model: " + "; ".join(cert.assumptions))
     if empirical:
         print(f"  ({CERTIFICATE_NOTE})")
-    _print_table(_privacy_rows(est) + [("time", f"{seconds:.1f} s"), ("result", str(out))])
+    _print_table(_privacy_rows(est, data.sensitive, _not_covered(args) if args.load is None else "")
+                 + [("time", f"{seconds:.1f} s"), ("result", str(out))])
     return 0
 
 
@@ -850,7 +930,8 @@ def cmd_audit_epsilon(args) -> int:
         raise ValueError(f"--runs must be >= 4 (hundreds for a meaningful bound), got {args.runs}")
     if not 0.0 < args.confidence < 1.0:
         raise ValueError(f"--confidence must be in (0, 1), got {args.confidence}")
-    spec = _estimator_spec(argparse.Namespace(**{**vars(args), "quiet": True}))
+    args.unit = args.privacy_unit  # the relation audited: the estimator's unit where it has one, else the game's only
+    spec = _estimator_spec(argparse.Namespace(**{**vars(args), "quiet": True, "privacy_unit": None}))
     (out,) = _result_path(args, "audit")
     data, options = _load_data(args)
     if args.unit is not None and "privacy_unit" in spec[0]().get_params():  # the audited unit, before the estimator
@@ -876,21 +957,22 @@ def cmd_audit_epsilon(args) -> int:
         summary = {**report.to_dict(), "audit": "distinguishing game"}
         summary.pop("method")
     seconds = time.perf_counter() - t0
+    protects = _protection_of(summary["unit"], data.sensitive, summary["epsilon_claimed"])
     result = {**_run_record(args, est, data, options, "audit"), "note": AUDIT_NOTE, **summary,
-              "rows": int(len(y)), "seconds": seconds}
+              "protects": protects, "rows": int(len(y)), "seconds": seconds}
     (out,) = _write_result(args, out, result)
 
     return _print_audit(f"privacy audit of {args.method} on {data.name} ({len(y):,} rows; {summary['audit']}, "
-                        f"unit {summary['unit']})", summary, args.confidence, seconds, out)
+                        f"unit {summary['unit']})", summary, args.confidence, seconds, out, protects)
 
 
-def _print_audit(title: str, summary: dict, confidence: float, seconds: float, out: Path) -> int:
-    """The table every ε audit prints; the exit status: 1 when the lower bound is above the claim (a bug proved
-    at ``confidence``), else 0."""
+def _print_audit(title: str, summary: dict, confidence: float, seconds: float, out: Path, protects: str) -> int:
+    """The table every ε audit prints (the claimed ε naming whom it protects: ``protects``); the exit status: 1
+    when the lower bound is above the claim (a bug proved at ``confidence``), else 0."""
     claimed, lower = summary["epsilon_claimed"], summary["epsilon_lower_bound"]
     above = lower > claimed + 1e-12
     print(title)
-    rows = [("epsilon claimed", f"{claimed:.6g}"), ("epsilon lower bound", f"{lower:.4g}"),
+    rows = [("epsilon claimed", _epsilon_text(claimed, protects)), ("epsilon lower bound", f"{lower:.4g}"),
             ("confidence", f"{confidence:g}"), ("runs", str(summary["runs"]))]
     if "test" in summary:
         rows += [("attack statistic", summary["test"]["statistic"])]
@@ -923,14 +1005,16 @@ def cmd_audit_release(args) -> int:
                            confidence=args.confidence, accountant=args.accountant, buckets=args.buckets)
     summary = {**report.to_dict(), "audit": "release primitive"}
     summary.pop("method")
+    protects = ("one person's value (neighbours replace it)" if summary["unit"] == "sensitive"
+                else "one person's contribution (neighbours add or remove it)")
     result = {"dpfair_version": __version__, "command": "audit release", "mechanism": args.mechanism,
               "epsilon_target": args.epsilon, "accountant": args.accountant,
               **({"buckets": args.buckets} if mechanism == "randomized_response" else {}),
-              "note": AUDIT_NOTE, **summary}
+              "note": AUDIT_NOTE, **summary, "protects": protects}
     (out,) = _write_result(args, out, result)
     name = args.mechanism.replace("-", " ")
     return _print_audit(f"privacy audit of the {name} release ({summary['runs']:,} releases; release primitive, "
-                        f"unit {summary['unit']})", summary, args.confidence, summary["seconds"], out)
+                        f"unit {summary['unit']})", summary, args.confidence, summary["seconds"], out, protects)
 
 
 def cmd_audit_measurement(args) -> int:
@@ -978,16 +1062,27 @@ def cmd_audit_measurement(args) -> int:
                              "private)",
               "metrics": metrics, "epsilon_target": args.epsilon, "accountant": args.accountant,
               "note": AUDIT_NOTE, **summary}
+    result["protects"] = _protection_of(summary["unit"], data.sensitive, summary["epsilon_claimed"])
     (out,) = _write_result(args, out, result)
     return _print_audit(f"privacy audit of PrivateMetricFrame on {data.name} ({len(y):,} rows, {summary['runs']:,} "
                         f"releases; measurement, unit {summary['unit']})", summary, args.confidence,
-                        summary["seconds"], out)
+                        summary["seconds"], out, result["protects"])
 
 
-def _privacy_rows_of(eps: float, delta: float, guarantee: str | None) -> list[tuple[str, str]]:
-    rows = [("epsilon spent", f"{eps:.6g}"), ("delta", f"{delta:.3g}")]
+def _epsilon_text(eps: float, protects: str) -> str:
+    """``0.997 for each person's sex; …`` — a printed ε with whom it protects (``inf (not private: …)``)."""
+    return f"{eps:.6g} for {protects}" if math.isfinite(eps) else f"{eps:.6g} ({protects})"
+
+
+def _privacy_rows_of(eps: float, delta: float, guarantee: str | None, protects: str,
+                     not_covered: str = "") -> list[tuple[str, str]]:
+    """``epsilon spent`` with whom it protects (``protects``: :func:`dpfair.privacy.units.protection`), ``delta``,
+    a void guarantee, and what the ε does not cover (``not_covered``: a schema read off the rows)."""
+    rows = [("epsilon spent", _epsilon_text(eps, protects)), ("delta", f"{delta:.3g}")]
     if guarantee and guarantee.startswith("void"):
         rows += [("privacy guarantee", guarantee)]
+    if not_covered and math.isfinite(eps):
+        rows += [("not covered by ε", not_covered)]
     return rows
 
 
@@ -1048,15 +1143,17 @@ def cmd_accountant(args) -> int:
         raise ValueError("give exactly one of --noise (to get epsilon) and --epsilon (to get the noise)")
     common = dict(sampling_probability=args.sampling_rate, steps=args.steps, delta=args.delta,
                   relation=args.unit, accountant=args.accountant)
+    protects = _protection_of(args.unit, None, 0.0)
     if args.noise is not None:
         eps = epsilon_for_noise(args.noise, **common)
-        print(f"epsilon = {eps:.6g} at delta = {args.delta:g} (noise multiplier {args.noise:g}, "
+        print(f"epsilon = {eps:.6g} at delta = {args.delta:g} for {protects} (noise multiplier {args.noise:g}, "
               f"q = {args.sampling_rate:g}, {args.steps} steps, unit {args.unit}, {args.accountant})")
     else:
         sigma = noise_for_epsilon(args.epsilon, **common)
         eps = epsilon_for_noise(sigma, **common)
         print(f"noise multiplier = {sigma:.6g} (epsilon spent {eps:.6g} <= {args.epsilon:g} at delta = "
-              f"{args.delta:g}; q = {args.sampling_rate:g}, {args.steps} steps, unit {args.unit}, {args.accountant})")
+              f"{args.delta:g} for {protects}; q = {args.sampling_rate:g}, {args.steps} steps, unit {args.unit}, "
+              f"{args.accountant})")
     return 0
 
 
@@ -1146,7 +1243,7 @@ def cmd_info(args) -> int:
     eps, delta = est.privacy_spent_
     info = {"model": str(args.model), "method": _method_name(est), "estimator": type(est).__name__,
             "target": est.fairness_target(), "trained_on": provenance, "epsilon": eps, "delta": delta,
-            "privacy_unit": getattr(getattr(est, "privacy_unit_", None), "value", None),
+            "privacy_unit": _unit_name(est), "protects": _protects(est, provenance.get("sensitive")),
             "privacy_guarantee": est.privacy_guarantee_, "n_features": int(est.n_features_in_),
             "classes": est.classes_.tolist(), "groups": None if est.groups_ is None else est.groups_.tolist(),
             "hyperparameters": est.get_params(), "privacy_ledger": est.privacy_ledger_.to_records()}
@@ -1165,7 +1262,7 @@ def cmd_info(args) -> int:
     else:
         rows += [("data set", "not recorded (saved from Python without provenance=)")]
     rows += [("features", str(info["n_features"])), ("classes", ", ".join(map(str, info["classes"])))]
-    rows += _privacy_rows(est)
+    rows += _privacy_rows(est, provenance.get("sensitive"))
     if info["privacy_unit"]:
         rows += [("privacy unit", info["privacy_unit"])]
     rows += [(f"release: {r['label']}", f"{r['count']} × {r['mechanism']}, noise multiplier {r['noise_multiplier']:.4g}"
@@ -1223,11 +1320,17 @@ def cmd_predict(args) -> int:
           f"({evaluation['n']:,} rows; sensitive: {data.sensitive}{_target_text(est)})")
     rows = _evaluation_rows(evaluation)
     rows[0] = (f"{args.part} error", rows[0][1])
-    rows += [("epsilon of the model", f"{est.privacy_spent_[0]:.6g}")] + _evaluation_privacy_rows(evaluation)
+    rows += _model_epsilon_rows(est, data.sensitive) + _evaluation_privacy_rows(evaluation, data.sensitive)
     if out is not None:
         rows += [("predictions", str(out))]
     _print_table(rows)
     return 0
+
+
+def _model_epsilon_rows(est, attribute: str | None) -> list[tuple[str, str]]:
+    """``predict``'s line of the model's ε (its training spent it; scoring rows spends nothing), naming whom it
+    protects."""
+    return [("epsilon of the model", _epsilon_text(est.privacy_spent_[0], _protects(est, attribute)))]
 
 
 def _predict_input(args, est, provenance: dict, out: Path | None) -> int:
@@ -1277,7 +1380,7 @@ def _predict_input(args, est, provenance: dict, out: Path | None) -> int:
         rows += [("error" if label == "test error" else label, value) for label, value in _evaluation_rows(evaluation)]
     elif y is not None:
         rows += [("error", f"{float(np.mean(predicted != y)):.4f}")]
-    rows += [("epsilon of the model", f"{est.privacy_spent_[0]:.6g}")] + _evaluation_privacy_rows(evaluation)
+    rows += _model_epsilon_rows(est, schema.sensitive) + _evaluation_privacy_rows(evaluation, schema.sensitive)
     if out is not None:
         rows += [("predictions", str(out))]
     _print_table(rows)
@@ -1369,7 +1472,7 @@ def cmd_measure(args) -> int:
         columns = {"label": args.label, "prediction": args.prediction, "sensitive": args.sensitive}
     else:
         frame, columns = _measure_model(args, options)
-    record = measurement_record(frame)
+    record = measurement_record(frame, columns["sensitive"])
     result = {"dpfair_version": __version__, "command": "measure", "source": str(source),
               "model": None if args.model is None else str(args.model), "columns": columns,
               "n": int(frame.n_), "seed": args.seed, **record}
@@ -1381,10 +1484,9 @@ def cmd_measure(args) -> int:
     print(f"{source}: {result['n']:,} rows; groups of {columns['sensitive']}: {', '.join(record['groups'])}; "
           f"positive class {record['positive_class']!r}")
     if math.isfinite(eps):
-        protects = (f"each person's {columns['sensitive']}" if record["privacy_unit"] == "sensitive"
-                    else "each person's whole row")
         drawn = " (exact, on a grid, secure mode)" if record["secure_mode"] else ""
-        print(f"released with ε = {eps:.4g}, δ = {delta:.3g} ({protects}); {record['mechanism'].capitalize()} noise"
+        print(f"released with ε = {eps:.4g}, δ = {delta:.3g} for {record['protects']}; "
+              f"{record['mechanism'].capitalize()} noise"
               f"{drawn}, std {frame.noise_std_:.3g} per count; intervals: {100 * frame.confidence:g} % "
               + ("(privacy noise and sampling: the population's value)" if frame.sampling
                  else "(privacy noise: the exact value on these rows)"))
@@ -1474,6 +1576,10 @@ def _add_estimator_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the PUBLIC randomness: the split, initialisation, public minibatch order "
                         "(the privacy noise is always secret and fresh)")
+    p.add_argument("--privacy-unit", "--unit", dest="privacy_unit", choices=["sensitive", "record"], default=None,
+                   help="whom ε protects: each person's sensitive attribute, their features and label public "
+                        "(sensitive), or each person's whole record (record); default: the method's (`dpfair "
+                        "methods`); an audit audits this relation")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="estimator hyper-parameter")
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="data set option, e.g. n_groups=3")
     p.add_argument("--data-home", default=None, help="folder of raw data files (default $DPFAIR_DATA)")
@@ -1490,6 +1596,9 @@ def _add_table_arguments(p: argparse.ArgumentParser) -> None:
                         "features, ranges, categories, label classes, groups")
     p.add_argument("--test-data", default=None, metavar="FILE",
                    help="with --data: a second file of test rows (default: a split of --data by --seed)")
+    p.add_argument("--groups", default=None, metavar="A,B,...",
+                   help="with --data and no --schema: every group the sensitive column may hold (public), so that "
+                        "the group list is not read off the rows (the ε does not cover a list read off them)")
     p.add_argument("--infer-schema", action="store_true",
                    help="with --data and no --schema under privacy_unit=record: infer the schema from the private "
                         "rows anyway (its ranges and categories then leak outside ε; refused without this flag)")
@@ -1534,8 +1643,6 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=AUDIT_POWER)
     _add_estimator_arguments(audit)
     audit.add_argument("--runs", type=int, default=400, help="fits (half per world; default 400)")
-    audit.add_argument("--unit", choices=["sensitive", "record"], default=None,
-                       help="neighbouring relation audited (default: the method's privacy unit)")
     audit.add_argument("--confidence", type=float, default=0.95, help="confidence of the bound (default 0.95)")
     audit.add_argument("--rows", type=int, default=5000,
                        help="audit on a public random subset of the train part of this many rows (default 5000; "
@@ -1570,7 +1677,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
                    help=f"the ε it is calibrated to (default {DEFAULT_EPSILON:g})")
     p.add_argument("--delta", type=float, default=1e-5, help="δ of the calibration and of the bound (default 1e-5)")
-    p.add_argument("--unit", choices=["sensitive", "record"], default=None,
+    p.add_argument("--privacy-unit", "--unit", dest="unit", choices=["sensitive", "record"], default=None,
                    help="neighbouring relation (default: record for gaussian and laplace, sensitive for "
                         "randomized-response, which protects one person's value)")
     p.add_argument("--releases", type=int, default=400_000, help="releases (half per world; default 400000)")
@@ -1600,7 +1707,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epsilon", type=float, default=DEFAULT_EPSILON,
                    help=f"the budget of each release (default {DEFAULT_EPSILON:g})")
     p.add_argument("--delta", type=float, default=None, help="δ of each release (default 1/n²)")
-    p.add_argument("--unit", choices=["sensitive", "record"], default="sensitive",
+    p.add_argument("--privacy-unit", "--unit", dest="unit", choices=["sensitive", "record"], default="sensitive",
                    help="neighbouring relation, the frame's privacy unit (default sensitive)")
     p.add_argument("--releases", type=int, default=200, help="releases (half per world; default 200)")
     p.add_argument("--rows", type=int, default=0,
@@ -1738,7 +1845,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --model: the rows to predict, in its schema")
     p.add_argument("--epsilon", type=float, required=True, help="the measurement's budget ε (inf: exact, not private)")
     p.add_argument("--delta", type=float, default=None, help="its δ (default 1/n²)")
-    p.add_argument("--unit", choices=["sensitive", "record"], default="sensitive",
+    p.add_argument("--privacy-unit", "--unit", dest="unit", choices=["sensitive", "record"], default="sensitive",
                    help="protect each person's group (default) or each person's whole row")
     p.add_argument("--metrics", default=None, metavar="M1,M2,...",
                    help="figures to release (default count,selection_rate,true_positive_rate,false_positive_rate,"
@@ -1811,7 +1918,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, help="data set size (with --batch-size, instead of --sampling-rate)")
     p.add_argument("--batch-size", type=int)
     p.add_argument("--epochs", type=float, help="epochs (instead of --steps)")
-    p.add_argument("--unit", choices=["record", "sensitive"], default="record", help="privacy unit")
+    p.add_argument("--privacy-unit", "--unit", dest="unit", choices=["record", "sensitive"], default="record",
+                   help="privacy unit (default record)")
     p.add_argument("--accountant", choices=["pld", "rdp"], default="pld")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_accountant)
@@ -1922,9 +2030,19 @@ def cmd_reproduce(args) -> int:
     return 0
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Warnings on the command line: one line naming the warning, no source path."""
-    print(f"dpfair: {category.__name__}: {str(message).strip().splitlines()[0]}", file=file or sys.stderr)
+def _show_warning(message, category, filename, lineno, file=None, line=None, group_names=None) -> None:
+    """Warnings on the command line: one line naming the warning, no source path (a group by its declared name,
+    ``group_names``, where the fit knew it by code: :func:`_naming_groups`)."""
+    from dpfair.exceptions import SmallGroupWarning
+
+    text = message.naming(group_names) if isinstance(message, SmallGroupWarning) else str(message)
+    print(f"dpfair: {category.__name__}: {text.strip().splitlines()[0]}", file=file or sys.stderr)
+
+
+def _naming_groups(group_names) -> None:
+    """From now on this command's warnings name coded groups (the fits' ``0..k-1``) by the data set's declared
+    ``group_names``."""
+    warnings.showwarning = functools.partial(_show_warning, group_names=list(group_names))
 
 
 def main(argv=None) -> int:

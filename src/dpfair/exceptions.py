@@ -5,6 +5,8 @@ whose message names the argument at fault and how to fix it, so that the CLI
 can print it as one line.
 """
 
+import operator
+
 
 class PrivacyLeakWarning(UserWarning):
     """A computation spends privacy that is not accounted for.
@@ -43,3 +45,29 @@ class BudgetExceededError(ValueError):
 
     Raised before the fit releases anything; the message names the totals and the fix.
     """
+
+
+class SmallGroupWarning(UtilityWarning):
+    """Groups too small for a fair method's constraint (:func:`dpfair.algorithms.signal.warn_small_groups`).
+
+    ``groups`` are the groups as the estimator knows them (its ``groups_`` entries: names, or the codes
+    ``0..k-1`` of a list declared elsewhere), ``sizes`` their sizes as the fit knows them (released or public),
+    ``template`` the message with ``{groups}`` where the groups are listed; :meth:`naming` rewrites it with the
+    declared names of coded groups (what the command line prints).
+    """
+
+    def __init__(self, template: str, groups, sizes):
+        self.template, self.groups, self.sizes = template, list(groups), [float(v) for v in sizes]
+        super().__init__(self.naming(None))
+
+    def naming(self, names) -> str:
+        """The message, each group shown by ``names[code]`` where ``names`` is given and a group is a code."""
+        def name(g):
+            try:
+                code = operator.index(g)  # an integer code (int or numpy integer), not a name
+            except TypeError:
+                return str(g)
+            return str(names[code]) if names is not None and 0 <= code < len(names) else str(g)
+
+        listed = ", ".join(f"{name(g)!r} about {max(v, 0.0):,.0f}" for g, v in zip(self.groups, self.sizes))
+        return self.template.format(groups=listed)

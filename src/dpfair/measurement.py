@@ -165,9 +165,12 @@ def _interval(low, high) -> list[float | None]:
     return [None if not np.isfinite(v) else float(v) for v in (low, high)]
 
 
-def measurement_record(frame: PrivateMetricFrame) -> dict:
+def measurement_record(frame: PrivateMetricFrame, attribute: str | None = None) -> dict:
     """Everything a measurement publishes, as JSON-ready values: the released figures with their intervals and
-    flags, the budget spent and the ledger. All of it is post-processing of the one release (or public)."""
+    flags, the budget spent with whom it protects (``attribute``: the name of the group column) and the ledger.
+    All of it is post-processing of the one release (or public)."""
+    from dpfair.privacy.units import protection
+
     by_group, bounds, flags = frame.by_group, frame.intervals, frame.flags
     groups = {}
     for g in by_group.index:
@@ -195,7 +198,9 @@ def measurement_record(frame: PrivateMetricFrame) -> dict:
                                      "differences: a parametric bootstrap of the released tables, or the "
                                      "per-group intervals at Bonferroni level when a group is flagged",
                            "replicates": frame.n_bootstrap},
-              "epsilon": eps, "delta": delta, "privacy_unit": frame.privacy_unit, "mechanism": frame.mechanism_,
+              "epsilon": eps, "delta": delta, "privacy_unit": frame.privacy_unit,
+              "protects": protection(frame.privacy_unit, attribute, epsilon=eps, rest="label and prediction"),
+              "mechanism": frame.mechanism_,
               "secure_mode": frame.secure_mode,
               "noise_multiplier": frame.noise_multiplier_, "noise_std": frame.noise_std_,
               "privacy_ledger": frame.privacy_ledger_.to_records()}

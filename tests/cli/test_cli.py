@@ -216,7 +216,7 @@ def test_train_reports_per_group_accuracy_and_inequality(tmp_path, capsys):
     assert result["accuracy_inequality"]["theil"] == pytest.approx(expected["theil"])
     assert 1 - result["test_error"] == pytest.approx(
         sum(expected["per_group_accuracy"][g] * n for g, n in expected["group_sizes"].items()) / len(y_pred))
-    for text in ("accuracy, group 0", "accuracy, group 1", "Atkinson index (ε = 1)", "Gini coefficient",
+    for text in ("accuracy, group 0", "accuracy, group 1", "Atkinson index (aversion 1)", "Gini coefficient",
                  "mean log deviation", "Theil index (T)"):
         assert text in stdout
 

@@ -44,7 +44,7 @@ def test_the_printed_rows_say_which_figures_are_private(tmp_path, capsys):
     printed = capsys.readouterr().out
     lines = {line.split("  ")[1].strip(): line for line in printed.splitlines()[1:] if line.startswith("  ")}
     assert lines["evaluation"].split("evaluation", 1)[1].strip().startswith("ε = ")
-    assert "sensitive unit" in lines["evaluation"]
+    assert "for each person's sex; their label and prediction public" in lines["evaluation"]
     assert "released once" in lines["figures by group"]
     assert "epsilon spent" in lines  # the fit's ε, on its own line
     assert DIAGNOSTIC_LABEL not in printed

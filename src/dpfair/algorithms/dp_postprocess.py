@@ -48,6 +48,7 @@ from dpfair.algorithms._jagielski import (
 )
 from dpfair.algorithms.base import FairEstimator
 from dpfair.algorithms.fit_context import PublicShape
+from dpfair.algorithms.signal import warn_small_groups
 from dpfair.capabilities import capabilities
 from dpfair.constraints import Bools, HasMethods, Interval
 from dpfair.privacy import (
@@ -242,6 +243,9 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         # An empty or noise-emptied (group, label) cell gets an uninformative half count per prediction.
         noisy[:, noisy.sum(axis=0) < _SIZE_FLOOR] = 0.5 * _SIZE_FLOOR
         sizes = noisy.sum(axis=0)  # (k, 2)
+        # a group's size: the sum of its 2 × 2 released cells, each of Laplace scale noise_multiplier_ (std √2 ×)
+        warn_small_groups("DP post-processing", self.groups_, sizes.sum(axis=1),
+                          noise_std=float(self.noise_multiplier_) * math.sqrt(2.0 * 4))
         self.slack_ = float(self.tolerance) + laplace_slack(self.noise_multiplier_, sizes, counts.size, self.beta)
         self.mixing_ = equalized_odds_lp(noisy, self.slack_)
         self._finish_privacy()

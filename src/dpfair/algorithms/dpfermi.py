@@ -49,7 +49,7 @@ from dpfair.algorithms.base import TorchClassifier
 from dpfair.algorithms.dpfermi_reference import COUNTS, STEP, FermiHyperParameters, FermiSchedule
 from dpfair.algorithms.dpfermi_sweep import GridFit, fit_grid, grid_points
 from dpfair.algorithms.fit_context import FitContext, FitPlan, PublicShape
-from dpfair.algorithms.signal import floor_counts, warn_if_too_few_records
+from dpfair.algorithms.signal import floor_counts, warn_if_too_few_records, warn_small_groups
 from dpfair.constraints import Interval, Listing, Options
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.fairness.notions import get_notion
@@ -291,6 +291,7 @@ class DPFERMIClassifier(TorchClassifier):
         # floored (post-processing) so that noise cannot make a group look tiny and inflate the W bound 2/√p_min
         # (german's 750 rows at 5 % of ε = 1: count noise std ≈ 70 against equalized-odds cells of ~70 people)
         noisy = floor_counts(noisy, ctx.sigmas[COUNTS] * bound)
+        self.group_counts_ = noisy  # released (cell × group), floored: post-processing
         return noisy / noisy.sum(1, keepdims=True)
 
     # ---- privacy plan ------------------------------------------------------
@@ -388,6 +389,12 @@ class DPFERMIClassifier(TorchClassifier):
         if not public:
             p = self._release_proportions(cells, s, m, k)
         self.group_proportions_ = p
+        counts_noise = 0.0 if public else ctx.sigmas[COUNTS] * counts_bound(self.privacy_unit_)
+        if not public:  # each group's fewest members in a cell of its constraint (a released count)
+            warn_small_groups("DP-FERMI", self.groups_, self.group_counts_.min(axis=0), noise_std=counts_noise)
+        elif self.privacy_unit_ is PrivacyUnit.SENSITIVE:  # public shares × the cells' sizes (y is public)
+            cell_sizes = np.bincount(cells[cells >= 0], minlength=m)
+            warn_small_groups("DP-FERMI", self.groups_, (p * cell_sizes[:, None]).min(axis=0), released=False)
         p_min = float(p.min())
         expected = self.sampling_probability_ * n
         if p_min * expected < 1.0:
@@ -396,9 +403,8 @@ class DPFERMIClassifier(TorchClassifier):
                 fixes += ["merge small groups"]
                 what = f"the smallest group's public share is {p_min:.4f}"
             else:  # a released value (post-processing); the noise is public, so is its size
-                noise = ctx.sigmas[COUNTS] * counts_bound(self.privacy_unit_)
                 what = (f"the smallest group's released share is {p_min:.4f} (the counts carry noise of std "
-                        f"{noise:.3g} people: proportions_budget={self.proportions_budget:g} of epsilon="
+                        f"{counts_noise:.3g} people: proportions_budget={self.proportions_budget:g} of epsilon="
                         f"{self.epsilon_target_:g})")
                 fixes += ["pass the groups' known shares with group_proportions= (then nothing is released for "
                           "them)", "raise epsilon or proportions_budget", "merge small groups"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpfair.exceptions import UtilityWarning
+from dpfair.exceptions import SmallGroupWarning, UtilityWarning
 
 #: Released counts are raised to at least the larger of COUNT_FLOOR and COUNT_FLOOR_STDS noise standard deviations.
 COUNT_FLOOR, COUNT_FLOOR_STDS = 1.0, 2.0
@@ -89,3 +89,37 @@ def warn_if_too_few_records(method: str, n: int, n_params: int, epsilon: float, 
             "or a smaller model, or protect only the sensitive attribute ("
             + ("privacy_unit='sensitive')" if method == "DP-FERMI" else "e.g. --method dp-fermi)"),
             UtilityWarning, stacklevel=user_stacklevel())
+
+
+#: A group with fewer training people than this is too small for a fair method: its rates (what a fairness
+#: constraint compares) carry a sampling standard error up to 0.5/√30 ≈ 0.09, larger than most tolerances.
+SMALL_GROUP_ROWS = 30
+
+#: ... and a released group size is read as "maybe below SMALL_GROUP_ROWS" within this many noise standard
+#: deviations of it (about 97.7 % one-sided for Gaussian noise).
+SMALL_GROUP_STDS = 2.0
+
+
+def warn_small_groups(method: str, names, sizes, *, noise_std: float = 0.0, released: bool = True) -> None:
+    """Warn before the training loop about every group too small for what ``method`` does with it.
+
+    ``sizes`` are the groups' sizes as the fit knows them, ``names`` their declared (public) names: a released
+    noisy count (``released``, its noise of std ``noise_std``) or a public size. A group may be too small when
+    that size is below ``SMALL_GROUP_ROWS + SMALL_GROUP_STDS · noise_std`` (a released count that high is
+    unlikely for a group of fewer than 30). The warning names each such group, its size (the released value,
+    so printing it is post-processing), and the fixes; privacy holds either way.
+    """
+    sizes = np.asarray(sizes, dtype=float)
+    need = SMALL_GROUP_ROWS + SMALL_GROUP_STDS * float(noise_std)
+    small = [(g, float(v)) for g, v in zip(names, sizes) if v < need]
+    if not small:
+        return
+    how = (f"a released count, noise std {noise_std:.3g}" if released and noise_std > 0
+           else "released" if released else "public")
+    template = (
+        f"{method}: group(s) {{groups}} training people ({how}), which may be fewer than {SMALL_GROUP_ROWS}: a "
+        "fairness constraint on so few people is mostly the noise of their sample. Merge small groups, train on "
+        "more rows" + (", or raise epsilon" if released and noise_std > 0 else "") + "; the figures of such a "
+        "group are not reliable.")
+    warnings.warn(SmallGroupWarning(template, [g for g, _ in small], [v for _, v in small]),
+                  stacklevel=user_stacklevel())

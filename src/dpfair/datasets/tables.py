@@ -119,7 +119,7 @@ def _listed(names: list[str], most: int = 6) -> str:
 
 
 def infer_schema(frame, *, label: str, sensitive: str, max_categories: int = 50, name: str | None = None,
-                 source: str | None = None) -> Schema:
+                 source: str | None = None, groups=None) -> Schema:
     """Propose a :class:`~dpfair.datasets.base.Schema` for ``frame`` (a DataFrame, or a file for :func:`read_table`).
 
     Every column other than ``label`` and ``sensitive`` becomes a feature: a boolean or 0/1 numeric column
@@ -127,7 +127,9 @@ def infer_schema(frame, *, label: str, sensitive: str, max_categories: int = 50,
     of its span as ``[lo, hi]`` and the scaling that maps it onto ``[-1, 1]``; a text column ``categorical`` over
     its observed values (sorted), with ``other=True`` so that a value unseen here maps to one "other" level.  A
     text column with more than ``max_categories`` values (an identifier, free text), or one that is always missing,
-    goes to ``ignore``.  The classes and groups are the observed values of ``label`` and ``sensitive``, sorted.
+    goes to ``ignore``.  The classes and groups are the observed values of ``label`` and ``sensitive``, sorted;
+    ``groups``, when given, is the public list of every group instead (declared, not read: the sensitive column is
+    then only checked to hold nothing else, and the warning no longer names it).
 
     It reads the rows, so it warns :class:`~dpfair.PrivacyLeakWarning` naming what it read: the result is a
     statistic of the data, not public knowledge, until the user reviews it and declares it (``to_toml``).
@@ -168,7 +170,17 @@ def infer_schema(frame, *, label: str, sensitive: str, max_categories: int = 50,
             else:
                 columns.append(Column.categorical(column, levels, other=True))
                 listed.append(column)
-    classes, groups = (sorted(set(as_text(frame[c].dropna()))) for c in (label, sensitive))
+    classes, observed = (sorted(set(as_text(frame[c].dropna()))) for c in (label, sensitive))
+    if groups is None:
+        groups = observed
+    else:
+        if isinstance(groups, str):
+            raise ValueError(f"groups must be a list of the group names, got the string {groups!r}")
+        groups = [str(g) for g in groups]  # the Schema checks them (distinct, non-empty, at least 2)
+        if not set(observed) <= set(groups):  # which value is not named: the error is published too
+            raise ValueError(f"{where}: the sensitive column {sensitive!r} holds a value outside the declared groups "
+                             f"{groups}; declare every group it may hold")
+    declared = groups is not observed
     for target, column, values in (("label", label, classes), ("sensitive", sensitive, groups)):
         if len(values) < 2:
             raise ValueError(f"{where}: the {target} column {column!r} has {len(values)} distinct value(s); it needs "
@@ -176,7 +188,7 @@ def infer_schema(frame, *, label: str, sensitive: str, max_categories: int = 50,
     warnings.warn(
         f"infer_schema read the rows of {where} to propose a schema: the types of {len(columns) + len(ignore)} "
         f"column(s), the ranges of {_listed(ranged) or 'none'}, the categories of {_listed(listed) or 'none'}, the "
-        f"classes of {label!r} and the groups of {sensitive!r}"
+        f"classes of {label!r}" + ("" if declared else f" and the groups of {sensitive!r}")
         + (f"; it left out {_listed(ignore)} (always missing or over {max_categories} values)" if ignore else "")
         + ". These are statistics of the rows, not covered by any ε: review the schema (Schema.to_toml writes it), "
         "declare it public and pass it as schema=.",
@@ -218,7 +230,7 @@ def read_with_schema(path, schema) -> pd.DataFrame:
 
 def load_table(path, *, label: str | None = None, sensitive: str | None = None, schema=None, test_data=None,
                test_size: float = 0.25, random_state: int = 0, privacy_unit: str = "sensitive",
-               infer_under_record: bool = False) -> Dataset:
+               infer_under_record: bool = False, groups=None) -> Dataset:
     """A user's table (a CSV or Parquet file, see :func:`read_table`) as a split, preprocessed :class:`Dataset`.
 
     ``schema`` (a :class:`~dpfair.datasets.base.Schema`, its ``to_dict`` form, or a TOML file or text) is the
@@ -230,7 +242,9 @@ def load_table(path, *, label: str | None = None, sensitive: str | None = None, 
 
     Without a schema, ``label`` and ``sensitive`` are required and the schema is inferred from this file's rows
     (:func:`infer_schema`, which warns :class:`~dpfair.PrivacyLeakWarning`).  Under ``privacy_unit="record"`` those
-    inferred ranges and categories are private, so this refuses unless ``infer_under_record=True``.
+    inferred ranges and categories are private, so this refuses unless ``infer_under_record=True``.  Under
+    ``"sensitive"`` the features and labels are public and only the group list read off ``sensitive`` is not:
+    ``groups`` declares it (every group the column may hold), so that nothing inferred depends on s.
 
     ``test_data`` is a second file preprocessed with the same schema as the test part; otherwise a random split
     (``test_size``, seeded by ``random_state``) stratified by label × group, as the built-in loaders do.  The
@@ -253,6 +267,9 @@ def load_table(path, *, label: str | None = None, sensitive: str | None = None, 
             if given is not None and given != declared:
                 raise ValueError(f"{key}={given!r} but the schema declares {key} = {declared!r}; give one or make "
                                  f"them agree")
+        if groups is not None and [str(g) for g in groups] != list(schema.groups):
+            raise ValueError(f"groups={list(groups)} but the schema declares groups = {list(schema.groups)}; give one "
+                             "or make them agree")
     elif label is None or sensitive is None:
         raise ValueError("load_table needs label= and sensitive= (the names of those columns), or a schema= that "
                          "declares them")
@@ -265,7 +282,7 @@ def load_table(path, *, label: str | None = None, sensitive: str | None = None, 
     inferred = schema is None
     if inferred:
         schema = infer_schema(frame, label=label, sensitive=sensitive, name=str(path),
-                              source=f"inferred from the rows of {path}")
+                              source=f"inferred from the rows of {path}", groups=groups)
     _check_columns(frame, schema, path)
     table = Table(name=table_name(path), y=np.zeros(0), s=np.zeros(0), label_names=list(schema.classes),
                   group_names=list(schema.groups), sensitive=schema.sensitive, description="", licence=LICENCE,

@@ -34,6 +34,10 @@ NON_PRIVATE_NOTE = ("non-private diagnostics of the test people: computed from t
 #: The ledger label of a private evaluation's release, and the key of its part of a result.
 EVALUATION = "evaluation"
 
+#: A non-private test figure of fewer people than this is printed with its count and flagged: its binomial
+#: standard error can reach 0.5/√30 ≈ 0.09, so its fourth decimal (and often its first) is noise of the split.
+SMALL_TEST_GROUP = 30
+
 #: The metrics the private evaluation's frame computes (its intervals and flags); the table it releases is the same.
 FRAME_METRICS = ("accuracy", "error", "selection_rate", "true_positive_rate", "false_positive_rate")
 
@@ -135,7 +139,9 @@ def evaluate(estimator, X, y, s=None, group_names=None, *, sensitive_features=No
             "fairness": fairness_summary(y, y_pred, s),
             "per_group_accuracy": {_name(g, group_names): a for g, a in inequality["per_group_accuracy"].items()},
             "accuracy_inequality": {k: inequality[k] for k in INEQUALITY_INDICES},
-            EVALUATION: {"private": False, "note": NON_PRIVATE_NOTE},
+            EVALUATION: {"private": False, "note": NON_PRIVATE_NOTE,
+                         "group_sizes": {_name(g, group_names): int(np.sum(s == g))
+                                         for g in inequality["per_group_accuracy"]}},
         }
     return _private_evaluation(y, y_pred, s, group_names, epsilon=epsilon, delta=delta, privacy_unit=privacy_unit,
                                random_state=random_state, groups=_public_groups(groups, group_names),

@@ -133,7 +133,7 @@ def accuracy_inequality(y_true, y_pred, s) -> dict:
     data passed, ``G = Σ G_k``), every index weights group ``k`` by ``w_k = G_k / G``, with ``μ = Σ w_k a_k``
     (the overall accuracy):
 
-    * ``atkinson``: Atkinson index with ε = 1, ``1 − Π a_k^{w_k} / μ``;
+    * ``atkinson``: Atkinson index with inequality aversion 1 (Atkinson's ε, not a privacy ε), ``1 − Π a_k^{w_k} / μ``;
     * ``gini``: ``Σ_k Σ_k' w_k w_k' |a_k − a_k'| / (2μ)``;
     * ``mean_log_deviation``: ``Σ_k w_k log(μ / a_k)`` (inf if a group has accuracy 0);
     * ``theil``: Theil T index ``Σ_k w_k (a_k/μ) log(a_k/μ)``.

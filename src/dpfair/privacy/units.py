@@ -75,3 +75,21 @@ def check_public_features(unit, names, sensitive: str, *, accounted: bool = Fals
                      "privacy_unit='sensitive' X is public, so the method would read them unprotected (ε = ∞): "
                      "drop them from X (include_sensitive=false for a built-in data set) or use "
                      "privacy_unit='record'")
+
+
+def protection(unit, attribute: str | None = None, *, epsilon: float = 0.0, rest: str = "features and label") -> str:
+    """Whom an ε protects, in words: the text every printed or written ε carries beside it.
+
+    ``unit`` is a privacy unit (or ``None`` for a method that claims no guarantee), ``attribute`` the name of the
+    sensitive column (``None``: "sensitive attribute"), ``rest`` what else a person's row holds (a model's
+    "features and label", a measurement's "label and prediction"). Under ``"sensitive"`` the guarantee is about
+    one person's value of that attribute, the rest of their row public (neighbours replace it); under
+    ``"record"`` about their whole row, the attribute included (neighbours add or remove it). An infinite
+    ``epsilon`` or no unit protects no one, and says so.
+    """
+    if unit is None or not epsilon < float("inf"):
+        return "not private: protects no one"
+    name = attribute or "sensitive attribute"
+    if check_privacy_unit(unit) is PrivacyUnit.SENSITIVE:
+        return f"each person's {name}; their {rest} public"
+    return f"each person's whole record ({name}, {rest})" if attribute else "each person's whole record"
