@@ -73,3 +73,31 @@ def test_the_warning_names_coded_groups_by_their_declared_names():
         warn_small_groups("M", ["g"], [SMALL_GROUP_ROWS + 2.0 * 5.0], noise_std=5.0)
     with pytest.warns(SmallGroupWarning):
         warn_small_groups("M", ["g"], [SMALL_GROUP_ROWS + 2.0 * 5.0 - 0.5], noise_std=5.0)
+
+
+def test_pfld_forecast_comes_before_training_and_names_the_group_and_its_released_size(monkeypatch):
+    """The issue's case: the forecast named "267 members" (a floored count of one label cell, matching no group
+    size) after the training loop's time; now it names the group and the label, with the released size."""
+    from dpfair.algorithms import PFLDClassifier
+
+    X, y, s = table(n=3000, tiny=20)
+    seen_at_build = []
+    build = PFLDClassifier._build_model
+
+    def spy(self, *args, **kwargs):
+        seen_at_build.append(len(small_group_warnings(caught)))
+        return build(self, *args, **kwargs)
+
+    monkeypatch.setattr(PFLDClassifier, "_build_model", spy)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = PFLDClassifier(epsilon=1.0, epochs=1, notion="equalized_odds", model="logistic", random_state=0,
+                             groups=["large a", "large b", "tiny"]).fit(X, y, sensitive_features=s)
+    messages = small_group_warnings(caught)
+    assert seen_at_build == [len(messages)] and messages  # all of them before the model was even built
+    forecast = next(m for m in messages if "cannot tell" in str(m))
+    (group,) = forecast.groups
+    assert group == "tiny" and "among label" in str(forecast)
+    worst = int(np.argmax(est.dual_tolerance_))
+    assert forecast.sizes == [pytest.approx(float(est.group_sizes_[worst]))]
+    assert est.constraint_keys_[worst][1] == 2  # the tiny group's code

@@ -90,7 +90,8 @@ import torch
 import torch.nn.functional as F
 
 from dpfair.algorithms.base import TorchClassifier, public_categories
-from dpfair.algorithms.signal import floor_counts, noise_tolerance
+from dpfair.algorithms.signal import floor_counts, noise_tolerance, warn_small_groups
+from dpfair.exceptions import SmallGroupWarning
 from dpfair.constraints import Instances, Interval, Listing, Options
 from dpfair.fairness.notions import ACCURACY, POSITIVE, get_notion
 from dpfair.nn import assign_grads, clipped_gradient_sum
@@ -232,7 +233,8 @@ class PFLDClassifier(TorchClassifier):
     verbose : a progress bar on stderr over the primal steps, with the ε spent so far (:mod:`dpfair.progress`).
 
     Fitted attributes: ``noise_multiplier_`` (σ_p), ``dual_noise_multiplier_`` (σ_d), ``group_sizes_``
-    (the normalisers ñ_g, released or public), ``dual_tolerance_`` (τ_g), ``lambdas_`` and ``violations_``
+    (the normalisers ñ_g, released or public), ``constraint_keys_`` (each constraint group's ``(label, group)``
+    codes), ``dual_tolerance_`` (τ_g), ``lambdas_`` and ``violations_``
     (the last dual step's, shape (G, m): G constraint groups, m compared values), ``history_``,
     ``privacy_spent_``.
     """
@@ -357,12 +359,22 @@ class PFLDClassifier(TorchClassifier):
         noise = (self.dual_clip_ * math.hypot(self.dual_noise_multiplier_ / math.sqrt(2), count_std)
                  / self.group_sizes_)
         what = "mean loss" if get_notion(self.notion).rate == ACCURACY else "mean predicted rate"
-        return noise_tolerance(noise, lambda worst, tolerance, std: (
-            f"PF-LD at epsilon={self.epsilon_target_:g} cannot tell a group's {what} from the reference "
-            f"within {tolerance:.2f}: the dual step's noise on it is {std:.3f} (std) for "
-            f"{self.group_sizes_[worst]:.0f} members over {int(self.epochs)} dual release(s). Such violations "
-            "leave the multipliers at 0 and the fit trains as the unconstrained model would; raise epsilon "
-            "or dual_budget, use fewer epochs (one dual release each), or train on more rows per group"))
+        return noise_tolerance(noise, lambda worst, tolerance, std: self._tolerance_warning(
+            worst[0], what, tolerance, std, "a released count" if COUNTS in sigmas else "public"))
+
+    def _tolerance_warning(self, g: int, what: str, tolerance: float, std: float, how: str) -> SmallGroupWarning:
+        """The forecast that constraint group ``g``'s noise hides its violations: the group by its declared name
+        (the command line names a coded group), the label its constraint conditions on, and its size as the fit
+        knows it (``how``: released, or public)."""
+        label, code = self.constraint_keys_[g]
+        cell = "" if label is None else f" among label {_labels(self.classes_, label)}"
+        return SmallGroupWarning(
+            f"PF-LD at epsilon={self.epsilon_target_:g} cannot tell the {what} of group {{groups}} people{cell} "
+            f"({how}) from the reference within {tolerance:.2f}: the dual step's noise on it is {std:.3f} (std) "
+            f"over {int(self.epochs)} dual release(s). Such violations leave the multipliers at 0 and the fit "
+            "trains as the unconstrained model would; raise epsilon or dual_budget, use fewer epochs (one dual "
+            "release each), merge small groups or train on more rows per group",
+            [self.groups_[code]], [float(self.group_sizes_[g])])
 
     # ---- privacy plan: counts (unless public), one dual release per epoch, the primal steps ----------
     def _privacy_plan(self, shape) -> PrivacyPlan:
@@ -391,7 +403,11 @@ class PFLDClassifier(TorchClassifier):
         self.steps_per_epoch_ = self.n_steps_ // int(self.epochs)
         self.dual_noise_multiplier_, self.noise_multiplier_ = sigmas[DUAL], sigmas[PRIMAL]
         self.group_sizes_ = sizes if public else self._release_counts(ctx, groups, n_groups)
-        self.dual_tolerance_ = self._tolerances(sigmas)
+        self.constraint_keys_ = part.keys  # (label code or None, group code) of each constraint group: public
+        fewest = [min(float(v) for (_, r), v in zip(part.keys, self.group_sizes_) if r == g) for g in range(k)]
+        warn_small_groups("PF-LD", self.groups_, fewest, released=not public,
+                          noise_std=0.0 if public else sigmas.get(COUNTS, 0.0) / math.sqrt(2))
+        self.dual_tolerance_ = self._tolerances(sigmas)  # its forecast warns before the training loop
         # The recurring releases record on their own ledgers, appended grouped by kind at the end:
         # composition does not depend on the order, and the grouped ledger is fast to account.
         dual, primal = ctx.release(DUAL, ctx.side_ledger()), ctx.release(PRIMAL, ctx.side_ledger())
@@ -475,3 +491,9 @@ class PFLDClassifier(TorchClassifier):
         full = torch.zeros(coef.shape[0], n_classes, dtype=coef.dtype, device=coef.device)
         full[:, columns] = coef
         return full
+
+
+def _labels(classes, label) -> str:
+    """A constraint cell's label entry (a code or a tuple of codes) as the declared class values."""
+    codes = label if isinstance(label, tuple) else (label,)
+    return "/".join(str(classes[c]) for c in codes)
