@@ -30,7 +30,9 @@ pseudo-code:
   estimator's privacy unit, a :class:`~dpfair.privacy.PrivacyPlan` calibrated
   before training (``ctx.calibrate``), :class:`~dpfair.privacy.Release` objects that
   draw the noise and record it, and ``privacy_spent_ = (ε, δ)`` from the ledger
-  actually spent;
+  actually spent by that fit alone: fits repeated on the same people (a scikit-learn search, cross-validation)
+  compose, and a fit inside a scikit-learn search that drew from no budget warns so
+  (:mod:`dpfair.algorithms.unaccounted_search`);
 - ``history_``: one row per epoch of what the method logs; it is saved with the
   model, so a private method logs public counters and post-processed releases only.
 """
@@ -55,6 +57,7 @@ from sklearn.utils.validation import check_is_fitted
 from dpfair.algorithms import method_name
 from dpfair.algorithms.fit_context import FitContext, FitPlan, PublicShape, running
 from dpfair.algorithms.learned import check_learned
+from dpfair.algorithms.unaccounted_search import warn_if_unaccounted_search
 from dpfair.capabilities import Capabilities
 from dpfair.constraints import Bools, Instances, Interval, Listing, Options, check_parameters
 from dpfair.exceptions import PrivacyLeakWarning
@@ -356,6 +359,8 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
                 raise
             self.end_fit()
             charge.spent(self.privacy_ledger_, vars(self).get("delta_"))
+        if self._private and self.privacy_budget is None and math.isfinite(self.privacy_spent_[0]):  # unaccounted
+            warn_if_unaccounted_search(self, *self.privacy_spent_)
         return self
 
     @property
