@@ -53,11 +53,15 @@ class SmallGroupWarning(UtilityWarning):
     ``groups`` are the groups as the estimator knows them (its ``groups_`` entries: names, or the codes
     ``0..k-1`` of a list declared elsewhere), ``sizes`` their sizes as the fit knows them (released or public),
     ``template`` the message with ``{groups}`` where the groups are listed; :meth:`naming` rewrites it with the
-    declared names of coded groups (what the command line prints).
+    declared names of coded groups (what the command line prints). ``floor``: the value a released count is
+    raised to when its noisy count falls below it (:func:`dpfair.algorithms.signal.floor_counts`); a size at the
+    floor is shown as "about <floor> or fewer", with a note that the group's noisy count fell below the floor,
+    so the group may be far smaller (never as a size "about" the floor alone).
     """
 
-    def __init__(self, template: str, groups, sizes):
+    def __init__(self, template: str, groups, sizes, floor: float | None = None):
         self.template, self.groups, self.sizes = template, list(groups), [float(v) for v in sizes]
+        self.floor = None if floor is None else float(floor)
         super().__init__(self.naming(None))
 
     def naming(self, names) -> str:
@@ -69,5 +73,12 @@ class SmallGroupWarning(UtilityWarning):
                 return str(g)
             return str(names[code]) if names is not None and 0 <= code < len(names) else str(g)
 
-        listed = ", ".join(f"{name(g)!r} about {max(v, 0.0):,.0f}" for g, v in zip(self.groups, self.sizes))
-        return self.template.format(groups=listed)
+        def floored(v):
+            return self.floor is not None and v <= self.floor * (1 + 1e-9)
+
+        listed = ", ".join(f"{name(g)!r} about {max(v, 0.0):,.0f}{' or fewer' if floored(v) else ''}"
+                           for g, v in zip(self.groups, self.sizes))
+        note = (f" (A size \"about {self.floor:,.0f} or fewer\" is the floor of the released counts: that group's "
+                "noisy count fell below it and the floor was released in its place, so the group may be far "
+                "smaller.)") if any(floored(v) for v in self.sizes) else ""
+        return self.template.format(groups=listed) + note

@@ -25,6 +25,7 @@ import pytest
 from dpfair.algorithms import ERMClassifier
 from dpfair.cli import main
 from dpfair.datasets import load_dataset
+from dpfair.exceptions import SmallGroupWarning, UtilityWarning
 from dpfair.fairness import fairness_summary
 
 #: Noise seeds every test runs (each seed is one private fit).
@@ -77,8 +78,10 @@ def test_pfld_default_on_german_warns_and_trains_as_the_unconstrained_model(tmp_
     results = train(tmp_path, "german", "--method", "pf-ld")
     check(results, "german", "demographic_parity")
     lines = [line for line in capsys.readouterr().err.splitlines() if "PF-LD at epsilon=1" in line]
-    assert len(lines) == len(SEEDS) and "cannot tell a group's mean predicted rate" in lines[0]
-    assert lines[0].startswith("dpfair: UtilityWarning:")  # a category users can filter, not a bare UserWarning
+    assert len(lines) == len(SEEDS) and "cannot tell the mean predicted rate of group '" in lines[0]
+    # a category users can filter (a UtilityWarning), not a bare UserWarning; the group by its declared name
+    assert lines[0].startswith("dpfair: SmallGroupWarning:") and issubclass(SmallGroupWarning, UtilityWarning)
+    assert "group 'Female' about" in lines[0] or "group 'Male' about" in lines[0]
     assert "raise epsilon or dual_budget" in lines[0]
 
 

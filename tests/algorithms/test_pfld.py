@@ -282,3 +282,57 @@ def test_bad_sensitive_features(data):
     PFLDClassifier(notion="equalized_odds", epochs=1, groups=3).fit(X, y, lonely)
     with pytest.raises(ValueError, match="one entry per row"):
         PFLDClassifier(epochs=1).fit(X, y, s[:-1])
+
+
+def _forecast_fit(monkeypatch, groups, s, **params):
+    """Fit PF-LD recording its SmallGroupWarnings, and how many had been raised when the first dual step (the
+    training loop's first step) ran."""
+    import warnings
+
+    from dpfair.exceptions import SmallGroupWarning
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(len(s), 3))
+    y = (X[:, 0] + rng.normal(size=len(s)) > 0).astype(int)
+    before_first_step = []
+    step = PFLDClassifier._dual_step
+
+    def spy(self, *args, **kwargs):
+        if not before_first_step:
+            before_first_step.append(sum(isinstance(w.message, SmallGroupWarning) for w in caught))
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(PFLDClassifier, "_dual_step", spy)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = PFLDClassifier(epsilon=1.0, epochs=1, model="logistic", groups=groups, random_state=0,
+                             **params).fit(X, y, sensitive_features=s)
+    said = [w.message for w in caught if isinstance(w.message, SmallGroupWarning)]
+    forecast = next(m for m in said if "cannot tell" in str(m))
+    assert before_first_step == [len(said)]  # every one of them before training began
+    return est, forecast
+
+
+def test_noise_forecast_names_the_declared_group_and_its_released_size_before_training(monkeypatch):
+    """Issue 41: the forecast read "267 members", matching no group size (27 / 3,613 / 4,553 / 12,057 rows), after
+    the training loop. It now comes before the loop and names the group as declared with its released (noisy) size."""
+    s = np.where(np.arange(3000) < 800, "mid", "large").astype(object)
+    est, forecast = _forecast_fit(monkeypatch, ["large", "mid"], s)
+    worst = int(np.argmax(est.dual_tolerance_))
+    assert est.constraint_keys_[worst] == (None, 1) and forecast.groups == ["mid"]
+    released = float(est.group_sizes_[worst])  # a noisy count (std ≈ 112 here): never the exact 800
+    assert forecast.sizes == [pytest.approx(released)]
+    assert f"'mid' about {released:,.0f} people (a released count, noise std" in str(forecast)
+    assert forecast.floor is not None and released > forecast.floor and "or fewer" not in str(forecast)
+
+
+def test_noise_forecast_shows_a_floored_count_as_the_floor_it_is(monkeypatch):
+    """A group whose noisy count fell below the floor is released as the floor (the issue's "267"): the warning says
+    it is that floor "or fewer", and never prints a size "about" the floor alone."""
+    s = np.where(np.arange(3000) < 20, "tiny", np.where(np.arange(3000) % 2, "a", "b")).astype(object)
+    est, forecast = _forecast_fit(monkeypatch, ["a", "b", "tiny"], s, notion="equalized_odds")
+    assert forecast.groups == ["tiny"] and "among label" in str(forecast)
+    floor = forecast.floor
+    assert forecast.sizes == [pytest.approx(floor)] and est.group_sizes_.min() == pytest.approx(floor)
+    assert f"'tiny' about {floor:,.0f} or fewer people among label" in str(forecast)
+    assert "is the floor of the released counts" in str(forecast) and "about 20 " not in str(forecast)

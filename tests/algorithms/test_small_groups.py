@@ -40,7 +40,9 @@ def test_dpfermi_warns_before_its_training_loop_naming_the_group(monkeypatch):
                                 verbose=False).fit(X, y, sensitive_features=s)
     assert warned_at_training == [1]  # said before the loop ran
     (message,) = small_group_warnings(caught)
+    # 5 people: their noisy count fell below the floor, which the message says rather than "about <floor>"
     assert message.groups == ["tiny"] and "'tiny' about" in str(message)
+    assert "or fewer training people" in str(message) and "is the floor of the released counts" in str(message)
     # the printed size is the released (floored) count, not the exact 5
     assert message.sizes == [pytest.approx(float(est.group_counts_.min(axis=0)[2]))]
 

@@ -33,7 +33,8 @@ def _figures(result):
 def test_without_a_budget_the_figures_are_exact_and_labelled(fitted):
     est, data = fitted
     result = evaluate(est, data.X_test, data.y_test, data.s_test, data.group_names)
-    assert result["evaluation"] == {"private": False, "note": NON_PRIVATE_NOTE}
+    sizes = {g: int(np.sum(data.s_test == i)) for i, g in enumerate(data.group_names)}
+    assert result["evaluation"] == {"private": False, "note": NON_PRIVATE_NOTE, "group_sizes": sizes}
     y_pred = est.predict(data.X_test)
     assert result["fairness"] == fairness_summary(data.y_test, y_pred, data.s_test)
     assert result["error"] == float(np.mean(y_pred != data.y_test))

@@ -57,7 +57,7 @@ from sklearn.utils.validation import check_is_fitted
 from dpfair.algorithms import method_name
 from dpfair.algorithms.fit_context import FitContext, FitPlan, PublicShape, running
 from dpfair.algorithms.learned import check_learned
-from dpfair.algorithms.unaccounted_search import warn_if_unaccounted_search
+from dpfair.algorithms.unaccounted_search import warn_if_parallel_search, warn_if_unaccounted_search
 from dpfair.capabilities import Capabilities
 from dpfair.constraints import Bools, Instances, Interval, Listing, Options, check_parameters
 from dpfair.exceptions import PrivacyLeakWarning
@@ -299,9 +299,15 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
 
     def __sklearn_clone__(self):
         """scikit-learn's ``clone``, keeping an attached :class:`~dpfair.privacy.PrivacyBudget` (shared, not
-        copied): the clones that ``GridSearchCV`` and ``cross_validate`` fit draw from the same budget."""
+        copied): the clones that ``GridSearchCV`` and ``cross_validate`` fit draw from the same budget.
+
+        A private estimator with no budget, cloned by a scikit-learn search whose ``n_jobs`` fits in parallel
+        workers, warns here, once per search (:func:`~dpfair.algorithms.unaccounted_search.warn_if_parallel_search`):
+        the workers' fits cannot tell that they are a search's."""
         new = super().__sklearn_clone__()
         new.privacy_budget = self.privacy_budget
+        if self._private and self.privacy_budget is None:
+            warn_if_parallel_search(new)
         return new
 
     @property

@@ -49,7 +49,7 @@ from dpfair.algorithms.base import TorchClassifier
 from dpfair.algorithms.dpfermi_reference import COUNTS, STEP, FermiHyperParameters, FermiSchedule
 from dpfair.algorithms.dpfermi_sweep import GridFit, fit_grid, grid_points
 from dpfair.algorithms.fit_context import FitContext, FitPlan, PublicShape
-from dpfair.algorithms.signal import floor_counts, warn_if_too_few_records, warn_small_groups
+from dpfair.algorithms.signal import count_floor, floor_counts, warn_if_too_few_records, warn_small_groups
 from dpfair.constraints import Interval, Listing, Options
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.fairness.notions import get_notion
@@ -391,7 +391,8 @@ class DPFERMIClassifier(TorchClassifier):
         self.group_proportions_ = p
         counts_noise = 0.0 if public else ctx.sigmas[COUNTS] * counts_bound(self.privacy_unit_)
         if not public:  # each group's fewest members in a cell of its constraint (a released count)
-            warn_small_groups("DP-FERMI", self.groups_, self.group_counts_.min(axis=0), noise_std=counts_noise)
+            warn_small_groups("DP-FERMI", self.groups_, self.group_counts_.min(axis=0), noise_std=counts_noise,
+                              floor=count_floor(counts_noise))
         elif self.privacy_unit_ is PrivacyUnit.SENSITIVE:  # public shares × the cells' sizes (y is public)
             cell_sizes = np.bincount(cells[cells >= 0], minlength=m)
             warn_small_groups("DP-FERMI", self.groups_, (p * cell_sizes[:, None]).min(axis=0), released=False)

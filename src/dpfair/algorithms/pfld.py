@@ -90,9 +90,9 @@ import torch
 import torch.nn.functional as F
 
 from dpfair.algorithms.base import TorchClassifier, public_categories
-from dpfair.algorithms.signal import floor_counts, noise_tolerance, warn_small_groups
-from dpfair.exceptions import SmallGroupWarning
+from dpfair.algorithms.signal import count_floor, floor_counts, noise_tolerance, warn_small_groups
 from dpfair.constraints import Instances, Interval, Listing, Options
+from dpfair.exceptions import SmallGroupWarning
 from dpfair.fairness.notions import ACCURACY, POSITIVE, get_notion
 from dpfair.nn import assign_grads, clipped_gradient_sum
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, Release, check_privacy_unit
@@ -338,10 +338,21 @@ class PFLDClassifier(TorchClassifier):
         r = 1.0 if self.sensitive_fraction is None else float(self.sensitive_fraction)
         return (r * cells_n[:, None] * p).reshape(-1)
 
+    #: the sensitivity bound of one person on the released group counts (a change of s moves two counts by 1)
+    _COUNT_BOUND = math.sqrt(2) / 2
+
     def _release_counts(self, ctx, groups: np.ndarray, n_constraint_groups: int) -> np.ndarray:
-        bound = math.sqrt(2) / 2
+        bound = self._COUNT_BOUND
         noisy = ctx.release(COUNTS).noisy_sum(group_counts(groups, n_constraint_groups), bound=bound)
         return floor_counts(noisy, ctx.sigmas[COUNTS] * bound)  # noise cannot make a group look tiny
+
+    def _count_noise(self, sigmas) -> tuple[float, float | None]:
+        """``(std, floor)`` of the released group counts' noise and of the floor they are raised to (public, from
+        σ_c alone); ``(0, None)`` for public group sizes."""
+        if COUNTS not in sigmas:
+            return 0.0, None
+        std = sigmas[COUNTS] * self._COUNT_BOUND
+        return std, count_floor(std)
 
     def _tolerances(self, sigmas) -> np.ndarray:
         """τ_g of every constraint group, from public quantities only (σ's, C_d, the released or public ñ_g).
@@ -355,17 +366,20 @@ class PFLDClassifier(TorchClassifier):
         """
         if self.dual_tolerance != "auto":
             return np.full(len(self.group_sizes_), float(self.dual_tolerance))
-        count_std = sigmas.get(COUNTS, 0.0) / math.sqrt(2)
+        count_std, floor = self._count_noise(sigmas)
         noise = (self.dual_clip_ * math.hypot(self.dual_noise_multiplier_ / math.sqrt(2), count_std)
                  / self.group_sizes_)
         what = "mean loss" if get_notion(self.notion).rate == ACCURACY else "mean predicted rate"
+        how = f"a released count, noise std {count_std:.3g}" if floor is not None else "public"
         return noise_tolerance(noise, lambda worst, tolerance, std: self._tolerance_warning(
-            worst[0], what, tolerance, std, "a released count" if COUNTS in sigmas else "public"))
+            worst[0], what, tolerance, std, how, floor))
 
-    def _tolerance_warning(self, g: int, what: str, tolerance: float, std: float, how: str) -> SmallGroupWarning:
+    def _tolerance_warning(self, g: int, what: str, tolerance: float, std: float, how: str,
+                           floor: float | None = None) -> SmallGroupWarning:
         """The forecast that constraint group ``g``'s noise hides its violations: the group by its declared name
         (the command line names a coded group), the label its constraint conditions on, and its size as the fit
-        knows it (``how``: released, or public)."""
+        knows it (``how``: released, with its noise, or public; a released count at ``floor`` as "about <floor> or
+        fewer": the issue's "267 members" for a group of 27 was that floor, shown as a size)."""
         label, code = self.constraint_keys_[g]
         cell = "" if label is None else f" among label {_labels(self.classes_, label)}"
         return SmallGroupWarning(
@@ -373,8 +387,8 @@ class PFLDClassifier(TorchClassifier):
             f"({how}) from the reference within {tolerance:.2f}: the dual step's noise on it is {std:.3f} (std) "
             f"over {int(self.epochs)} dual release(s). Such violations leave the multipliers at 0 and the fit "
             "trains as the unconstrained model would; raise epsilon or dual_budget, use fewer epochs (one dual "
-            "release each), merge small groups or train on more rows per group",
-            [self.groups_[code]], [float(self.group_sizes_[g])])
+            "release each), merge small groups or train on more rows per group.",
+            [self.groups_[code]], [float(self.group_sizes_[g])], floor=floor)
 
     # ---- privacy plan: counts (unless public), one dual release per epoch, the primal steps ----------
     def _privacy_plan(self, shape) -> PrivacyPlan:
@@ -405,8 +419,8 @@ class PFLDClassifier(TorchClassifier):
         self.group_sizes_ = sizes if public else self._release_counts(ctx, groups, n_groups)
         self.constraint_keys_ = part.keys  # (label code or None, group code) of each constraint group: public
         fewest = [min(float(v) for (_, r), v in zip(part.keys, self.group_sizes_) if r == g) for g in range(k)]
-        warn_small_groups("PF-LD", self.groups_, fewest, released=not public,
-                          noise_std=0.0 if public else sigmas.get(COUNTS, 0.0) / math.sqrt(2))
+        count_std, floor = self._count_noise(sigmas)
+        warn_small_groups("PF-LD", self.groups_, fewest, released=not public, noise_std=count_std, floor=floor)
         self.dual_tolerance_ = self._tolerances(sigmas)  # its forecast warns before the training loop
         # The recurring releases record on their own ledgers, appended grouped by kind at the end:
         # composition does not depend on the order, and the grouped ledger is fast to account.

@@ -35,7 +35,13 @@ RECORD_LEVEL_LIMIT = 0.02
 def floor_counts(noisy: np.ndarray, noise_std: float) -> np.ndarray:
     """Released counts raised to ``max(1, 2·noise_std)``: noise alone then cannot make a group look tiny (which
     would inflate what is divided by its size: DP-FERMI's W bound 2/√p_min, PF-LD's group means)."""
-    return np.maximum(noisy, max(COUNT_FLOOR, COUNT_FLOOR_STDS * noise_std))
+    return np.maximum(noisy, count_floor(noise_std))
+
+
+def count_floor(noise_std: float) -> float:
+    """The floor :func:`floor_counts` raises released counts of noise std ``noise_std`` to (public: from σ alone).
+    A released count at it says only that the noisy count was at most that much."""
+    return max(COUNT_FLOOR, COUNT_FLOOR_STDS * float(noise_std))
 
 
 def noise_tolerance(noise: np.ndarray, describe: Callable[[tuple, float, float], str]) -> np.ndarray:
@@ -100,14 +106,16 @@ SMALL_GROUP_ROWS = 30
 SMALL_GROUP_STDS = 2.0
 
 
-def warn_small_groups(method: str, names, sizes, *, noise_std: float = 0.0, released: bool = True) -> None:
+def warn_small_groups(method: str, names, sizes, *, noise_std: float = 0.0, released: bool = True,
+                      floor: float | None = None) -> None:
     """Warn before the training loop about every group too small for what ``method`` does with it.
 
     ``sizes`` are the groups' sizes as the fit knows them, ``names`` their declared (public) names: a released
     noisy count (``released``, its noise of std ``noise_std``) or a public size. A group may be too small when
     that size is below ``SMALL_GROUP_ROWS + SMALL_GROUP_STDS · noise_std`` (a released count that high is
     unlikely for a group of fewer than 30). The warning names each such group, its size (the released value,
-    so printing it is post-processing), and the fixes; privacy holds either way.
+    so printing it is post-processing; a released count at ``floor``, that of :func:`floor_counts`, as "about
+    <floor> or fewer"), and the fixes; privacy holds either way.
     """
     sizes = np.asarray(sizes, dtype=float)
     need = SMALL_GROUP_ROWS + SMALL_GROUP_STDS * float(noise_std)
@@ -121,5 +129,6 @@ def warn_small_groups(method: str, names, sizes, *, noise_std: float = 0.0, rele
         "fairness constraint on so few people is mostly the noise of their sample. Merge small groups, train on "
         "more rows" + (", or raise epsilon" if released and noise_std > 0 else "") + "; the figures of such a "
         "group are not reliable.")
-    warnings.warn(SmallGroupWarning(template, [g for g, _ in small], [v for _, v in small]),
+    warnings.warn(SmallGroupWarning(template, [g for g, _ in small], [v for _, v in small],
+                                    floor=floor if released else None),
                   stacklevel=user_stacklevel())
