@@ -369,11 +369,12 @@ def _unit_name(est) -> str | None:
     return None if unit is None else getattr(unit, "value", str(unit))
 
 
-def _protection_of(unit: str | None, attribute: str | None, eps: float) -> str:
-    """Whom an ε under ``unit`` protects, in words (:func:`dpfair.privacy.units.protection`)."""
+def _protection_of(unit: str | None, attribute: str | None, eps: float, rest: str = "features and label") -> str:
+    """Whom an ε under ``unit`` protects, in words (:func:`dpfair.privacy.units.protection`; ``rest``: what else
+    a person's row holds, a measurement's "label and prediction")."""
     from dpfair.privacy.units import protection
 
-    return protection(unit, attribute, epsilon=eps)
+    return protection(unit, attribute, epsilon=eps, rest=rest)
 
 
 def _protects(est, attribute: str | None) -> str:
@@ -557,9 +558,7 @@ def _evaluation_privacy_rows(evaluation: dict, attribute: str | None) -> list[tu
     ev = evaluation.get("evaluation", {})
     if not ev.get("private", False):
         return []
-    from dpfair.privacy.units import protection
-
-    protects = protection(ev["unit"], attribute, epsilon=ev["epsilon"], rest="label and prediction")
+    protects = _protection_of(ev["unit"], attribute, ev["epsilon"], rest="label and prediction")
     return [("evaluation", f"ε = {ev['epsilon']:.6g}, δ = {ev['delta']:.3g} for {protects} (the test people, "
                            "disjoint from the training people: each person is covered by one ε, not their sum)")]
 
@@ -789,6 +788,7 @@ def cmd_audit_membership(args) -> int:
     seconds = time.perf_counter() - t0
     audit = report.to_dict()
     eps, delta = report.target_privacy_spent
+    protects = _protection_of(report.target_privacy_unit, data.sensitive, eps)
     result = {
         **_run_record(args, est, data, options, "audit membership"),
         "note": report.note,
@@ -798,7 +798,7 @@ def cmd_audit_membership(args) -> int:
         "delta": delta,
         "privacy_spent": audit["target_privacy_spent"],
         "privacy_unit": report.target_privacy_unit,
-        "protects": _protection_of(report.target_privacy_unit, data.sensitive, eps),
+        "protects": protects,
         "n_shadow": audit["n_shadow"],
         "confidence": audit["confidence"],
         "confidence_intervals": audit["confidence_intervals"],
@@ -811,8 +811,7 @@ def cmd_audit_membership(args) -> int:
           f"half of them members; {report.n_shadow} shadow models)")
     print(report.to_text())
     rows = [("target " + k, v) for k, v in _privacy_rows_of(
-        eps, delta, report.target_privacy_guarantee, _protection_of(report.target_privacy_unit, data.sensitive, eps),
-        _not_covered(args))]
+        eps, delta, report.target_privacy_guarantee, protects, _not_covered(args))]
     rows += [("time", f"{seconds:.1f} s"), ("result", str(out))]
     _print_table(rows)
     return 0
@@ -1062,7 +1061,8 @@ def cmd_audit_measurement(args) -> int:
                              "private)",
               "metrics": metrics, "epsilon_target": args.epsilon, "accountant": args.accountant,
               "note": AUDIT_NOTE, **summary}
-    result["protects"] = _protection_of(summary["unit"], data.sensitive, summary["epsilon_claimed"])
+    result["protects"] = _protection_of(summary["unit"], data.sensitive, summary["epsilon_claimed"],
+                                        rest="label and prediction")
     (out,) = _write_result(args, out, result)
     return _print_audit(f"privacy audit of PrivateMetricFrame on {data.name} ({len(y):,} rows, {summary['runs']:,} "
                         f"releases; measurement, unit {summary['unit']})", summary, args.confidence,
