@@ -251,7 +251,7 @@ def test_built_in_schemas_round_trip_too(name):
 
 @pytest.mark.parametrize("change, match", [
     ({"colour": 1}, r"schema: unknown key 'colour'; valid: version, source"),
-    ({"version": 2}, r"schema: version 2 is not one this dpfair reads"),
+    ({"version": 3}, r"schema: version 3 is not one this dpfair reads"),
     ({"classes": ["yes"]}, r"schema: classes \(of label 'y'\) must be a list of at least 2 distinct"),
     ({"groups": "FM"}, r"schema: groups .*must be a list"),
     ({"label": "income"}, r"schema: the label column 'income' may not also be a feature"),
@@ -291,10 +291,12 @@ def test_encoding_rules():
     assert list(as_text(pd.Series([1.0, 2.0, np.nan, 2.5]))) == ["1", "2", None, "2.5"]
     codes = Column.categorical("code", ["1", "2"])
     np.testing.assert_array_equal(codes.encode(pd.Series([2.0, 1.0])), [[0, 1], [1, 0]])  # a CSV column with a gap
-    with pytest.raises(ValueError, match=r"column 'x' is declared numeric but holds values that are not numbers"):
-        column.encode(pd.Series(["12", "n/a"]))
+    with pytest.raises(ValueError, match=r"column 'x' is declared numeric but holds cells that are not plain numbers"):
+        column.encode(pd.Series(["12", "twelve"]))
+    with pytest.raises(ValueError, match=r"column 'x' has missing values; declare missing = \"drop\" or \{fill"):
+        column.encode(pd.Series(["12", "n/a"]))  # a token read as missing (pandas' list, unless declared)
     with pytest.raises(ValueError,
-                       match=r"outside its declared categories \['1', '2'\] \(.*\); add them, or declare other"):
+                       match=r"outside its declared categories \['1', '2'\] \(.*\); add them, declare other"):
         codes.encode(pd.Series(["3"]))
 
 

@@ -1,0 +1,933 @@
+"""The public :class:`Schema` of a table and its :class:`Column` s: how each row becomes features, declared.
+
+A schema says, as public facts, which columns are features and how each raw cell becomes features: the cleaning
+rules of :mod:`dpfair.datasets.cleaning` (what is missing and what it becomes, how numbers are written, how
+categories are matched, a transform for heavy tails), then numeric columns clipped to a declared range
+``[lo, hi]`` and mapped to ``(x - center) / scale``, categorical ones one-hot over a declared vocabulary (a value
+outside it an error, or one "other" level where declared), 0/1 columns passed through and dates split into
+declared parts.  It names the label column with its classes and the sensitive column(s) with their groups (several
+sensitive columns form the intersectional groups of their declared lists).  No statistic of the rows is used, so a
+row's features depend on that row alone: what the record-level privacy unit needs (removing one training record
+changes no other row's features and no feature name).  The schema travels inside a model file (:meth:`Schema.to_dict`)
+and :meth:`Schema.prepare` applies it again to the rows a model scores.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dpfair.datasets.cleaning import (DATE_PARTS, DEFAULT_MISSING_VALUES, MISSING_LEVEL, OUT_OF_RANGE,
+                                      CategoryMatcher, CleaningCounts, MissingRule, NumberFormat, Transform,
+                                      date_levels, date_part_values, date_parts, numbers, text_cells)
+
+KINDS = ("numeric", "categorical", "binary", "date")
+
+#: What an error about a table's values says instead of the values: an error is published (a terminal, a log, a
+#: sweep's stored failure), and a value or a row number read off private rows would leak outside every ε.
+_NOT_SHOWN = "the values and their rows are not shown: they are the table's private data"
+#: The level a categorical column declared with ``other=True`` maps unlisted values to (feature ``name=<other>``).
+OTHER = "<other>"
+#: What joins the group names of several sensitive columns into one intersectional group (``"Black & Female"``).
+GROUP_JOIN = " & "
+#: The version of the dict/TOML form of a :class:`Schema` (``Schema.to_dict``); version 1 (no cleaning rules)
+#: still reads.
+SCHEMA_VERSION = 2
+_READS = (1, 2)
+_COLUMN_KEYS = {"numeric": ("lo", "hi", "center", "scale", "parse", "transform", "on_out_of_range", "missing"),
+                "categorical": ("categories", "other", "normalize", "aliases", "missing"),
+                "binary": ("missing",),
+                "date": ("parts", "lo", "hi", "format", "missing")}
+_SCHEMA_KEYS = ("version", "source", "label", "classes", "label_missing", "sensitive", "groups", "sensitive_missing",
+                "missing_values", "ignore", "columns")
+TARGET_MISSING = ("error", "drop")
+
+
+def as_text(values) -> np.ndarray:
+    """The values of a column as the strings a schema lists them by (an object array, ``None`` where missing).
+
+    A float that is a whole number prints as an integer (``2.0`` → ``"2"``: a CSV column of integer codes with a
+    gap reads as float), anything else as ``str`` does; so a category list reads the same from CSV and Parquet.
+    """
+    values = pd.Series(values)
+    missing = values.isna().to_numpy()
+    out = np.full(len(values), None, dtype=object)
+    present = values[~missing]
+    if pd.api.types.is_float_dtype(present.dtype):
+        x = present.to_numpy(np.float64)
+        whole = (np.round(x) == x) & (np.abs(x) < 2.0**53)
+        text = x.astype(str).astype(object)
+        text[whole] = x[whole].astype(np.int64).astype(str)
+    else:
+        text = present.astype(str).to_numpy(object)
+    out[~missing] = text
+    return out
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{where} must be a number, got {value!r}")
+    return float(value)
+
+
+def _strings(value, where: str, at_least: int = 0) -> tuple[str, ...]:
+    """A list of distinct strings (integers are taken as their text: TOML users write ``[1, 2]``)."""
+    ok = isinstance(value, (list, tuple)) and all(
+        isinstance(v, (str, int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in value)
+    items = tuple(str(v) for v in value) if ok else ()
+    if not ok or len(items) < at_least or len(set(items)) != len(items) or not all(items):
+        need = f"at least {at_least} " if at_least else ""
+        raise ValueError(f"{where} must be a list of {need}distinct non-empty strings, got {value!r}")
+    return items
+
+
+def _flag(value, where: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{where} must be true or false, got {value!r}")
+    return bool(value)
+
+
+def _one_hot(codes: np.ndarray, width: int) -> np.ndarray:
+    """Rows of ``width`` zeros with a one at ``codes`` (no one where the code is -1)."""
+    out = np.zeros((len(codes), width))
+    present = codes >= 0
+    out[np.flatnonzero(present), codes[present]] = 1.0
+    return out
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a public schema: how a raw cell becomes features, with declared constants.
+
+    ``kind`` is ``"numeric"`` (the value is clipped to ``[lo, hi]``, transformed if declared, then mapped to
+    ``(x - center) / scale``: one feature named after the column; ``center`` and ``scale`` default to the range's
+    centre and half-width after the transform, so the declared range maps onto ``[-1, 1]``), ``"categorical"``
+    (one-hot over ``categories`` in their declared order: features ``name=category``; a value outside them is an
+    error, unless ``other=True`` declares one more level ``name=<other>`` that takes them), ``"binary"`` (a 0/1
+    value passed through; ``true``/``false`` text reads as 1/0) or ``"date"`` (the declared ``parts``: the year
+    clipped to ``[lo, hi]`` and scaled, the day scaled from 1-31, the quarter, month and weekday one-hot).
+
+    The cleaning rules (:mod:`dpfair.datasets.cleaning`): ``missing`` (a :class:`MissingRule`; default ``None``:
+    an error, except that a categorical column with ``other=True`` sends missing cells to ``<other>``),
+    ``parse`` (a :class:`NumberFormat`), ``transform`` (a :class:`Transform`), ``normalize`` and ``aliases``
+    (see :class:`CategoryMatcher`), ``on_out_of_range`` (:data:`OUT_OF_RANGE`) and ``date_format`` (a
+    ``strftime`` format; default ISO 8601).  ``encodes_sensitive`` declares, as a public fact, that the column
+    encodes the sensitive attribute (s itself, a proxy s is a function of): see ``Dataset.sensitive_columns``.
+    A row's features depend on that row and these constants alone.  Build columns with :meth:`numeric`,
+    :meth:`categorical`, :meth:`binary` and :meth:`date`, or read them with :meth:`from_dict`.
+    """
+
+    name: str
+    kind: str
+    categories: tuple[str, ...] = ()
+    lo: float = -math.inf
+    hi: float = math.inf
+    center: float | None = None
+    scale: float | None = None
+    other: bool = False
+    encodes_sensitive: bool = False
+    missing: MissingRule | None = None
+    parse: NumberFormat | None = None
+    transform: Transform | None = None
+    normalize: bool = False
+    aliases: tuple[tuple[str, str], ...] = ()
+    on_out_of_range: str = "clip"
+    parts: tuple[str, ...] = ()
+    date_format: str | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"a column name must be a non-empty string, got {self.name!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"column {self.name!r}: unknown kind {self.kind!r}; valid: {', '.join(KINDS)}")
+        where = f"column {self.name!r}:"
+        for key in ("categories", "parts"):
+            object.__setattr__(self, key, tuple(getattr(self, key)))
+        aliases = self.aliases.items() if isinstance(self.aliases, dict) else self.aliases
+        object.__setattr__(self, "aliases", tuple((str(a), str(t)) for a, t in aliases))
+        for key in ("other", "encodes_sensitive", "normalize"):
+            object.__setattr__(self, key, _flag(getattr(self, key), f"{where} {key}"))
+        if isinstance(self.parse, str):
+            object.__setattr__(self, "parse", NumberFormat(self.parse))
+        if isinstance(self.transform, (str, dict)):
+            object.__setattr__(self, "transform", Transform.from_spec(self.transform, f"column {self.name!r}"))
+        if isinstance(self.missing, (str, dict)):
+            object.__setattr__(self, "missing", MissingRule.from_spec(self.missing, self.kind, f"column "
+                                                                                                f"{self.name!r}"))
+        self._check_kind_keys(where)
+        lo, hi = _number(self.lo, f"{where} lo"), _number(self.hi, f"{where} hi")
+        center, scale = self.center, self.scale
+        if self.kind == "numeric" and self.transform is not None and self.transform.name != "bins":
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                raise ValueError(f"{where} transform {self.transform.name!r} needs its public range lo and hi")
+            self.transform.check_range(lo, hi, f"column {self.name!r}")
+            t_lo, t_hi = self.transform.apply(np.array([lo, hi]))
+        else:
+            t_lo, t_hi = lo, hi
+        needs_range = (self.kind == "numeric" and (self.transform is None or self.transform.name != "bins")) or (
+            self.kind == "date" and "year" in self.parts)
+        if needs_range and (center is None or scale is None):
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                what = "the public range of its years, lo and hi" if self.kind == "date" else (
+                    "its public range lo and hi (finite numbers), or center and scale")
+                raise ValueError(f"{where} give {what}")
+            center = (t_lo + t_hi) / 2 if center is None else center
+            scale = ((t_hi - t_lo) / 2 or 1.0) if scale is None else scale
+        center = 0.0 if center is None else _number(center, f"{where} center")
+        scale = 1.0 if scale is None else _number(scale, f"{where} scale")
+        for key, value in (("lo", lo), ("hi", hi), ("center", float(center)), ("scale", float(scale))):
+            object.__setattr__(self, key, value)
+        if not (lo <= hi and math.isfinite(center) and math.isfinite(scale) and scale > 0):
+            raise ValueError(f"{where} need lo <= hi, a finite center and a finite scale > 0")
+        if self.on_out_of_range not in OUT_OF_RANGE:
+            raise ValueError(f"{where} on_out_of_range must be one of {', '.join(OUT_OF_RANGE)}, got "
+                             f"{self.on_out_of_range!r}")
+        rule = self.missing
+        if rule is not None and rule.action == "fill" and self.kind == "categorical" and rule.fill is not None:
+            if rule.fill not in self.categories:
+                raise ValueError(f"{where} missing.fill {rule.fill!r} is not one of its categories")
+
+    def _check_kind_keys(self, where: str) -> None:
+        if self.kind == "categorical":
+            cats = self.categories
+            if not cats or not all(isinstance(c, str) for c in cats) or len(set(cats)) != len(cats):
+                raise ValueError(f"{where} categories must be distinct strings, got {cats!r}")
+            if self.other and OTHER in cats:
+                raise ValueError(f"{where} {OTHER!r} names the level of other values; rename that category")
+            if MISSING_LEVEL in cats:
+                raise ValueError(f"{where} {MISSING_LEVEL!r} names the level of missing cells; rename that category")
+            try:
+                self.matcher  # noqa: B018 - checks normalized clashes and aliases
+            except ValueError as exc:
+                raise ValueError(f"{where} {exc}") from None
+        else:
+            for key in ("categories", "other", "normalize", "aliases"):
+                if getattr(self, key):
+                    raise ValueError(f"{where} only a categorical column has {key}")
+        if self.kind != "numeric":
+            for key, default in (("parse", None), ("transform", None), ("on_out_of_range", "clip")):
+                if getattr(self, key) != default:
+                    raise ValueError(f"{where} only a numeric column has {key}")
+        if self.kind == "date":
+            if not self.parts or any(p not in DATE_PARTS for p in self.parts) or len(set(self.parts)) != len(
+                    self.parts):
+                raise ValueError(f"{where} parts must list distinct parts of {', '.join(DATE_PARTS)}, got "
+                                 f"{list(self.parts)}")
+            if self.missing is not None and self.missing.action == "fill" and self.missing.fill is not None:
+                raise ValueError(f"{where} a date column's missing cells take no fill value: use indicator = true")
+        else:
+            if self.parts:
+                raise ValueError(f"{where} only a date column has parts")
+            if self.date_format is not None:
+                raise ValueError(f"{where} only a date column has a format")
+
+    @classmethod
+    def numeric(cls, name: str, lo: float, hi: float, center: float | None = None, scale: float | None = None, *,
+                encodes_sensitive: bool = False, **rules) -> Column:
+        """Clip to ``[lo, hi]``, transform if declared, then ``(x - center) / scale`` (default: the range mapped
+        onto ``[-1, 1]``).  ``rules``: ``missing``, ``parse``, ``transform``, ``on_out_of_range``."""
+        return cls(name, "numeric", lo=lo, hi=hi, center=center, scale=scale, encodes_sensitive=encodes_sensitive,
+                   **rules)
+
+    @classmethod
+    def categorical(cls, name: str, categories, *, other: bool = False, encodes_sensitive: bool = False,
+                    **rules) -> Column:
+        """One-hot over ``categories``.  ``rules``: ``missing``, ``normalize``, ``aliases``."""
+        return cls(name, "categorical", categories=tuple(categories), other=other,
+                   encodes_sensitive=encodes_sensitive, **rules)
+
+    @classmethod
+    def binary(cls, name: str, *, encodes_sensitive: bool = False, **rules) -> Column:
+        return cls(name, "binary", encodes_sensitive=encodes_sensitive, **rules)
+
+    @classmethod
+    def date(cls, name: str, parts, *, lo: float = -math.inf, hi: float = math.inf, date_format: str | None = None,
+             **rules) -> Column:
+        """The declared ``parts`` of a date (the years clipped to ``[lo, hi]``)."""
+        return cls(name, "date", parts=tuple(parts), lo=lo, hi=hi, date_format=date_format, **rules)
+
+    @property
+    def matcher(self) -> CategoryMatcher:
+        return CategoryMatcher(self.categories, self.normalize, self.aliases)
+
+    @property
+    def indicator(self) -> bool:
+        return self.missing is not None and self.missing.indicator
+
+    @property
+    def feature_names(self) -> list[str]:
+        if self.kind == "categorical":
+            names = [f"{self.name}={c}" for c in self.categories + ((OTHER,) if self.other else ())]
+        elif self.kind == "date":
+            names = []
+            for part in self.parts:
+                if part in ("year", "day"):
+                    names.append(f"{self.name}.{part}")
+                else:
+                    names += [f"{self.name}.{part}={level}" for level in date_levels(part)]
+        elif self.transform is not None and self.transform.name == "bins":
+            names = self.transform.bin_names(self.name)
+        else:
+            names = [self.name]
+        return names + ([f"{self.name}={MISSING_LEVEL}"] if self.indicator else [])
+
+    # ---------------------------------------------------------------------------------------------- encoding
+
+    def features(self, values: pd.Series, dataset: str = "data", *, missing_values=DEFAULT_MISSING_VALUES,
+                 counts: CleaningCounts | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(features, dropped)``: the ``(n, len(feature_names))`` float64 features of the raw ``values``, row by
+        row, and the rows whose cell is missing under ``missing = "drop"`` (their features are meaningless).
+
+        An error names the column, the kind of problem and its fix, never a value or a row (:data:`_NOT_SHOWN`).
+        ``counts`` records what the rules did (:class:`CleaningCounts`)."""
+        where = f"{dataset}: column {self.name!r}"
+        counts = CleaningCounts() if counts is None else counts
+        values = pd.Series(values).reset_index(drop=True)
+        encode = {"numeric": self._numeric, "categorical": self._categorical, "binary": self._binary,
+                  "date": self._date}[self.kind]
+        block, missing = encode(values, where, missing_values, counts)
+        dropped = self._missing_rule(missing, where, counts)
+        if self.indicator:
+            block = np.hstack([block, missing[:, None].astype(np.float64)])
+        return block, dropped
+
+    def encode(self, values: pd.Series, dataset: str = "data", *,
+               missing_values=DEFAULT_MISSING_VALUES) -> np.ndarray:
+        """The features of ``values`` (:meth:`features`), every row kept: a cell declared ``"drop"`` is an error."""
+        block, dropped = self.features(values, dataset, missing_values=missing_values)
+        if dropped.any():
+            raise ValueError(f"{dataset}: column {self.name!r} has missing cells declared dropped; read the rows with "
+                             f"Schema.prepare, which says which rows it kept")
+        return block
+
+    def _missing_rule(self, missing: np.ndarray, where: str, counts: CleaningCounts) -> np.ndarray:
+        dropped = np.zeros(len(missing), bool)
+        if not missing.any():
+            return dropped
+        rule = self.missing
+        if rule is None or rule.action == "error":
+            fix = ("declare missing = \"drop\" or {fill = VALUE, indicator = true} in the schema"
+                   + (", or other = true" if self.kind == "categorical" and rule is None else ""))
+            raise ValueError(f"{where} has missing values; {fix}")
+        if rule.action == "drop":
+            counts.add(self.name, "not_scored", missing)
+            return missing
+        counts.add(self.name, "filled", missing)
+        return dropped
+
+    def _fill_value(self) -> float | None:
+        rule = self.missing
+        return rule.fill if rule is not None and rule.action == "fill" else None
+
+    def _numeric(self, values, where, tokens, counts):
+        x, missing, bad = numbers(values, tokens, self.parse)
+        if bad.any():
+            how = (f"not numbers written as {self.parse.example!r}" if self.parse is not None else
+                   "not plain numbers (a thousands separator, a currency sign or a percent sign?)")
+            fix = ("fix them or declare the column categorical" if self.parse is not None else
+                   "declare how they are written, e.g. parse = \"1,234.5\", or declare the column categorical")
+            raise ValueError(f"{where} is declared numeric but holds cells that are {how} ({_NOT_SHOWN}); {fix}")
+        present = ~missing
+        outside = present & ((x < self.lo) | (x > self.hi))
+        if outside.any():
+            if self.on_out_of_range == "error":
+                raise ValueError(f"{where} holds values outside its declared domain [{self.lo:g}, {self.hi:g}] "
+                                 f"({_NOT_SHOWN}); fix them, widen the domain, or declare on_out_of_range = "
+                                 "\"clip\" or \"missing\"")
+            if self.on_out_of_range == "missing":
+                counts.add(self.name, "out_of_range", outside)
+                missing = missing | outside
+            else:
+                counts.add(self.name, "clipped", outside)
+        fill = self._fill_value()
+        if fill is None:  # a dropped row's (or an error's) placeholder: never a feature of a kept row
+            fill = self.lo if math.isfinite(self.lo) else 0.0
+        x = np.clip(np.where(missing, fill, x), self.lo, self.hi)
+        if self.transform is not None and self.transform.name == "bins":
+            return _one_hot(self.transform.bin_codes(x), len(self.transform.edges) + 1), missing
+        if self.transform is not None:
+            x = self.transform.apply(x)
+        return ((x - self.center) / self.scale)[:, None], missing
+
+    def _categorical(self, values, where, tokens, counts):
+        text, missing = text_cells(values, tokens)
+        codes = self.matcher.codes(text)
+        width = len(self.categories) + int(self.other)
+        unlisted = ~missing & (codes < 0)
+        if unlisted.any():
+            if not self.other:
+                raise ValueError(f"{where} holds values outside its declared categories {list(self.categories)} "
+                                 f"({_NOT_SHOWN}); add them, declare other = true"
+                                 + ("" if self.normalize else ", or normalize = true (case and spaces)"))
+            counts.add(self.name, "other", unlisted)
+            codes[unlisted] = len(self.categories)
+        if missing.any() and self.missing is None and self.other:  # the rule before cleaning was declared
+            counts.add(self.name, "other", missing)
+            codes[missing] = len(self.categories)
+            missing = np.zeros(len(missing), bool)
+        fill = self._fill_value()
+        if fill is not None:
+            codes[missing] = self.categories.index(fill)
+        return _one_hot(codes, width), missing
+
+    def _binary(self, values, where, tokens, counts):
+        x, missing, bad = numbers(values, tokens, None)
+        if bad.any() or not np.isin(x[~missing], (0.0, 1.0)).all():
+            raise ValueError(f"{where} is declared 0/1 but holds other values ({_NOT_SHOWN}); fix them or declare the "
+                             "column numeric")
+        fill = self._fill_value()
+        return np.where(missing, fill or 0.0, x)[:, None], missing
+
+    def _date(self, values, where, tokens, counts):
+        dates, missing, bad = date_parts(values, tokens, self.date_format)
+        if bad.any():
+            shape = f"dates written as {self.date_format!r}" if self.date_format else "ISO 8601 dates (2024-03-15)"
+            raise ValueError(f"{where} is declared a date but holds cells that are not {shape} ({_NOT_SHOWN}); fix "
+                             "them or declare its format (a strftime format such as \"%d/%m/%Y\")")
+        blocks = []
+        for part in self.parts:
+            v = date_part_values(dates, part)
+            if part in ("year", "day"):
+                lo, hi = (self.lo, self.hi) if part == "year" else (1.0, 31.0)
+                center, scale = (self.center, self.scale) if part == "year" else (16.0, 15.0)
+                if part == "year":
+                    outside = ~missing & ((v < lo) | (v > hi))
+                    counts.add(self.name, "clipped", outside)
+                v = np.where(missing, center, np.clip(v, lo, hi))
+                blocks.append(((v - center) / scale)[:, None])
+            else:
+                codes = np.where(missing, -1, v)
+                blocks.append(_one_hot(codes, len(date_levels(part))))
+        return np.hstack(blocks), missing
+
+    # ---------------------------------------------------------------------------------------------- forms
+
+    def describe(self) -> str:
+        tag = " (encodes the sensitive attribute)" if self.encodes_sensitive else ""
+        rules = [] if self.missing is None else [self.missing.describe()]
+        if self.kind == "categorical":
+            other = f", other values -> {self.name}={OTHER}" if self.other else ""
+            if self.normalize:
+                rules.append("case and spaces normalized")
+            if self.aliases:
+                rules.append("aliases " + ", ".join(f"{a!r} -> {t!r}" for a, t in self.aliases))
+            text = f"{self.name}: one-hot over {{{', '.join(self.categories)}}}{other}"
+        elif self.kind == "binary":
+            text = f"{self.name}: 0/1"
+        elif self.kind == "date":
+            years = f" (years clipped to [{self.lo:g}, {self.hi:g}])" if "year" in self.parts else ""
+            text = f"{self.name}: date, parts {', '.join(self.parts)}{years}"
+        else:
+            if self.parse is not None:
+                rules.insert(0, f"numbers written as {self.parse.example!r}"
+                             + (" (percentages, read as fractions)" if self.parse.percent else ""))
+            if self.on_out_of_range != "clip":
+                rules.append(f"outside [{self.lo:g}, {self.hi:g}]: "
+                             + ("an error" if self.on_out_of_range == "error" else "missing"))
+            if self.transform is not None and self.transform.name == "bins":
+                text = f"{self.name}: one-hot over the bins of edges {list(self.transform.to_spec()['bins'])}"
+            else:
+                t = "" if self.transform is None else f", {self.transform.name}"
+                text = (f"{self.name}: clip to [{self.lo:g}, {self.hi:g}]{t}, (x - {self.center:.4g}) / "
+                        f"{self.scale:.4g}")
+        return text + (f"; {'; '.join(rules)}" if rules else "") + tag
+
+    def to_dict(self) -> dict:
+        """The column as JSON-able data (an infinite bound as ``None``); :meth:`from_dict` reads it back."""
+        out = {"name": self.name, "kind": self.kind}
+        if self.kind in ("numeric", "date"):
+            out.update({key: (v if math.isfinite(v) else None) for key, v in (("lo", self.lo), ("hi", self.hi))})
+        if self.kind == "numeric":
+            if self.transform is None or self.transform.name != "bins":
+                out.update(center=self.center, scale=self.scale)
+            if self.parse is not None:
+                out["parse"] = self.parse.example
+            if self.transform is not None:
+                out["transform"] = self.transform.to_spec()
+            if self.on_out_of_range != "clip":
+                out["on_out_of_range"] = self.on_out_of_range
+        elif self.kind == "categorical":
+            out.update(categories=list(self.categories), other=self.other)
+            if self.normalize:
+                out["normalize"] = True
+            if self.aliases:
+                out["aliases"] = dict(self.aliases)
+        elif self.kind == "date":
+            out["parts"] = list(self.parts)
+            if self.date_format is not None:
+                out["format"] = self.date_format
+        if self.missing is not None:
+            out["missing"] = self.missing.to_spec()
+        if self.encodes_sensitive:
+            out["encodes_sensitive"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, data, where: str = "column") -> Column:
+        """A column from :meth:`to_dict`'s form; an error names the key at fault (``where`` prefixes it)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} must be a table with keys name, kind, ..., got {data!r}")
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{where}.name must be a non-empty string, got {name!r}")
+        where = f"{where} ({name!r})"
+        kind = data.get("kind")
+        if kind not in KINDS:
+            raise ValueError(f"{where}.kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        valid = ("name", "kind", *_COLUMN_KEYS[kind], "encodes_sensitive")
+        unknown = [key for key in data if key not in valid]
+        if unknown:
+            raise ValueError(f"{where}: unknown key {unknown[0]!r} for a {kind} column; valid: {', '.join(valid)}")
+        options = {}
+        for key in ("lo", "hi", "center", "scale"):
+            if data.get(key) is not None:
+                options[key] = _number(data[key], f"{where}.{key}")
+        if kind == "categorical":
+            options["categories"] = _strings(data.get("categories"), f"{where}.categories", 1)
+        if kind == "date":
+            options["parts"] = _strings(data.get("parts"), f"{where}.parts", 1)
+        for key in ("other", "encodes_sensitive", "normalize"):
+            if key in data:
+                options[key] = _flag(data[key], f"{where}.{key}")
+        for key, option in (("parse", "parse"), ("format", "date_format"), ("on_out_of_range", "on_out_of_range")):
+            if key in data:
+                if not isinstance(data[key], str):
+                    raise ValueError(f"{where}.{key} must be a string, got {data[key]!r}")
+                options[option] = data[key]
+        if "aliases" in data:
+            aliases = data["aliases"]
+            if not isinstance(aliases, dict) or not all(isinstance(v, str) for v in aliases.values()):
+                raise ValueError(f"{where}.aliases must be a table of spellings to categories, got {aliases!r}")
+            options["aliases"] = tuple(aliases.items())
+        try:
+            if "transform" in data:
+                options["transform"] = Transform.from_spec(data["transform"], where)
+            if "missing" in data:
+                options["missing"] = MissingRule.from_spec(data["missing"], kind, where)
+            return cls(name, kind, **options)
+        except ValueError as exc:
+            message = str(exc)
+            raise ValueError(message if message.startswith(where) else f"{where}: {message.split(': ', 1)[-1]}"
+                             if message.startswith("column ") else f"{where}: {message}") from None
+
+
+def numeric_columns(text: str) -> tuple[Column, ...]:
+    """Numeric columns from a whitespace table, one ``name lo hi center scale`` line each (blank lines skipped)."""
+    columns = []
+    for line in text.strip().splitlines():
+        if line.strip():
+            name, lo, hi, center, scale = line.split()
+            columns.append(Column.numeric(name, float(lo), float(hi), float(center), float(scale)))
+    return tuple(columns)
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() and key.isascii() else _toml_value(key)
+
+
+def _toml_value(value) -> str:
+    """A TOML literal for a string, number, boolean, list or inline table of them (no TOML writer needed)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(float(value)) if isinstance(value, float) else str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+
+
+@dataclass
+class Prepared:
+    """What :meth:`Schema.prepare` made of a frame: the features ``X`` of the rows it ``kept`` (a mask over the
+    frame's rows: a row is left out when a cell declared ``missing = "drop"`` is missing), and the
+    :class:`~dpfair.datasets.cleaning.CleaningCounts` of what the rules did."""
+
+    X: np.ndarray
+    kept: np.ndarray
+    counts: CleaningCounts = field(default_factory=CleaningCounts)
+
+    @property
+    def n_left_out(self) -> int:
+        return int((~self.kept).sum())
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The public description of a table: its feature :class:`Column` s in feature order, and its targets.
+
+    ``source`` says where the constants come from (documentation, a rounded summary of a public file fixed once in
+    code, or a user's declaration).  A user's table also declares, as public facts, its ``label`` column with the
+    ``classes`` (codes ``0..l-1`` in that order), its ``sensitive`` column with the ``groups`` (codes ``0..k-1``),
+    and the columns it ``ignore`` s; the built-in loaders compute their labels and groups in code instead.
+    ``sensitive`` may name several columns (a list): ``groups`` is then a table of each column's group list, and
+    the groups are their intersections (``"Black & Female"``, codes in the order of the product, the first
+    column's group slowest).  ``missing_values`` lists the cells read as missing (default
+    :data:`~dpfair.datasets.cleaning.DEFAULT_MISSING_VALUES`); ``label_missing`` and ``sensitive_missing`` say
+    what a row with a missing label or group becomes (``"error"`` or ``"drop"``).  The sensitive column may also
+    be a feature; it then encodes s, as does any column declared ``encodes_sensitive``.  Under the record-level
+    privacy unit nothing here may be computed from the private rows: the schema is declared (or reviewed and
+    declared, :func:`dpfair.datasets.infer_schema`), and travels with a model (:meth:`to_dict`) so that
+    prediction applies the same preprocessing (:meth:`prepare`).
+    """
+
+    columns: tuple[Column, ...]
+    source: str = ""
+    label: str | None = None
+    classes: tuple[str, ...] = ()
+    sensitive: str | tuple[str, ...] | None = None
+    groups: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    missing_values: tuple[str, ...] | None = None
+    label_missing: str = "error"
+    sensitive_missing: str = "error"
+    group_lists: tuple[tuple[str, ...], ...] = ()
+
+    def __post_init__(self):
+        for key in ("columns", "classes", "ignore"):
+            object.__setattr__(self, key, tuple(getattr(self, key)))
+        if not all(isinstance(c, Column) for c in self.columns):
+            raise ValueError("a schema's columns must be Column objects (Column.numeric, .categorical, .binary)")
+        if not isinstance(self.source, str):
+            raise ValueError(f"source must be a string, got {self.source!r}")
+        names = [c.name for c in self.columns]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a schema lists a column twice: {names}")
+        self._set_sensitive()
+        if self.label is None:
+            if self.classes:
+                raise ValueError("classes given without the label column they are the values of")
+        else:
+            if not isinstance(self.label, str) or not self.label:
+                raise ValueError(f"label must be the name of a column, got {self.label!r}")
+            object.__setattr__(self, "classes", _strings(self.classes, f"classes (of label {self.label!r})", 2))
+        if self.label is not None and self.label in names:
+            raise ValueError(f"the label column {self.label!r} may not also be a feature; remove it from the columns")
+        if self.label is not None and self.label in self.sensitive_columns:
+            raise ValueError(f"the label and the sensitive column are both {self.label!r}")
+        ignore = _strings(self.ignore, "ignore")
+        clash = [n for n in ignore if n in names or n == self.label or n in self.sensitive_columns]
+        if clash:
+            raise ValueError(f"ignore lists {clash}, which the schema also uses; remove them from one of the two")
+        object.__setattr__(self, "ignore", ignore)
+        if self.missing_values is not None:
+            tokens = self.missing_values
+            if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
+                raise ValueError(f"missing_values must be a list of strings (the cells read as missing), got "
+                                 f"{tokens!r}")
+            object.__setattr__(self, "missing_values", tuple(t.strip() for t in tokens))
+        for key in ("label_missing", "sensitive_missing"):
+            if getattr(self, key) not in TARGET_MISSING:
+                raise ValueError(f"{key} must be \"error\" or \"drop\", got {getattr(self, key)!r}")
+
+    def _set_sensitive(self) -> None:
+        """One sensitive column (a string, its groups a list) or several (their group lists, groups = the product)."""
+        sensitive, groups = self.sensitive, self.groups
+        if isinstance(sensitive, (list, tuple)):
+            columns = _strings(sensitive, "sensitive", 1)
+            sensitive = columns[0] if len(columns) == 1 else columns
+        if sensitive is None:
+            if groups or self.group_lists:
+                raise ValueError("groups given without the sensitive column they are the values of")
+            return
+        if isinstance(sensitive, str):
+            if not sensitive:
+                raise ValueError(f"sensitive must be the name of a column, got {sensitive!r}")
+            if isinstance(groups, dict):
+                if list(groups) != [sensitive]:
+                    raise ValueError(f"groups names the columns {list(groups)}, sensitive is {sensitive!r}")
+                groups = groups[sensitive]
+            object.__setattr__(self, "sensitive", sensitive)
+            object.__setattr__(self, "groups", _strings(groups, f"groups (of sensitive {sensitive!r})", 2))
+            object.__setattr__(self, "group_lists", (self.groups,))
+            return
+        if isinstance(groups, dict):
+            if sorted(groups) != sorted(sensitive):
+                raise ValueError(f"groups must give the group list of each sensitive column {list(sensitive)}, got "
+                                 f"the columns {list(groups)}")
+            lists = tuple(_strings(groups[c], f"groups.{c}", 1) for c in sensitive)
+        elif self.group_lists:
+            lists = tuple(tuple(g) for g in self.group_lists)
+        else:
+            raise ValueError(f"with several sensitive columns {list(sensitive)}, groups is a table of each one's list "
+                             "(groups = {" + ", ".join(f'{c} = [...]' for c in sensitive) + "})")
+        for column, values in zip(sensitive, lists):
+            if any(GROUP_JOIN.strip() in v for v in values):
+                raise ValueError(f"groups.{column}: a group name may not hold {GROUP_JOIN.strip()!r}, which joins "
+                                 "intersectional group names")
+        product = tuple(GROUP_JOIN.join(combo) for combo in itertools.product(*lists))
+        if len(product) < 2:
+            raise ValueError(f"the sensitive columns {list(sensitive)} form {len(product)} group; they need at least 2")
+        object.__setattr__(self, "sensitive", tuple(sensitive))
+        object.__setattr__(self, "group_lists", lists)
+        object.__setattr__(self, "groups", product)
+
+    @property
+    def sensitive_columns(self) -> tuple[str, ...]:
+        """The sensitive column(s) (empty when none is declared)."""
+        if self.sensitive is None:
+            return ()
+        return (self.sensitive,) if isinstance(self.sensitive, str) else tuple(self.sensitive)
+
+    @property
+    def attribute(self) -> str | None:
+        """The sensitive attribute's name, as an ε names whom it protects: the column, or the intersection of
+        several (``"ethnicity*sex"``, as the built-in ``sex*race``)."""
+        return "*".join(self.sensitive_columns) or None
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        return DEFAULT_MISSING_VALUES if self.missing_values is None else self.missing_values
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def feature_names(self) -> list[str]:
+        return [f for c in self.columns for f in c.feature_names]
+
+    @property
+    def encodes_sensitive(self) -> list[str]:
+        """The feature columns declared to encode the sensitive attribute (a sensitive column itself if kept)."""
+        return [c.name for c in self.columns if c.encodes_sensitive or c.name in self.sensitive_columns]
+
+    @property
+    def text_columns(self) -> tuple[str, ...]:
+        """The columns a CSV reader must keep as text (codes such as ``"01"`` keep their leading zeros)."""
+        return (*([self.label] if self.label else []), *self.sensitive_columns,
+                *(c.name for c in self.columns if c.kind in ("categorical", "date") or c.parse is not None))
+
+    def __getitem__(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def without(self, names) -> Schema:
+        """This schema less the columns ``names`` (each must be in it)."""
+        unknown = [n for n in names if n not in self.names]
+        if unknown:
+            raise ValueError(f"no column(s) {unknown} in the schema; columns: {self.names}")
+        return replace(self, columns=tuple(c for c in self.columns if c.name not in set(names)))
+
+    def _check_frame(self, frame, dataset: str, strict: bool, keep=()) -> None:
+        if not isinstance(frame, pd.DataFrame):
+            raise ValueError(f"{dataset}: expected a pandas DataFrame with named columns, got {type(frame).__name__}")
+        missing = [n for n in self.names if n not in frame.columns]
+        if missing:
+            raise ValueError(f"{dataset}: the schema's column(s) {missing} are not in the data; add them to the data "
+                             f"or remove them from the schema")
+        if strict:
+            known = {*self.names, *self.ignore, self.label, *self.sensitive_columns, *keep}
+            extra = [c for c in frame.columns if c not in known]
+            if extra:
+                raise ValueError(f"{dataset}: column(s) {extra} are not in the schema; drop them from the data or "
+                                 f"list them in the schema's ignore")
+
+    def prepare(self, frame: pd.DataFrame, dataset: str = "data", *, strict: bool = False, targets: bool = False,
+                keep=()) -> Prepared:
+        """The features of ``frame``'s rows, each from that row's cells and the schema alone, and which rows are
+        kept (:class:`Prepared`).
+
+        Columns are matched by name, whatever their order in ``frame``; the features come in the schema's order
+        (:attr:`feature_names`).  A feature column missing from ``frame`` is an error; with ``strict=True``
+        (new rows to score, a user's file) so is a column the schema does not know (neither a feature, the
+        label, a sensitive column, an ignored one nor one of ``keep``), since silently dropping it would hide a
+        mismatch.  With ``targets=True`` a row whose label or group is missing under ``label_missing`` /
+        ``sensitive_missing = "drop"`` is left out too (a training table; scoring needs neither).
+        """
+        self._check_frame(frame, dataset, strict, keep)
+        counts = CleaningCounts()
+        blocks, kept = [], np.ones(len(frame), bool)
+        for c in self.columns:
+            block, dropped = c.features(frame[c.name], dataset, missing_values=self.tokens, counts=counts)
+            blocks.append(block)
+            kept &= ~dropped
+        if targets:
+            for target in ("label", "sensitive"):
+                if getattr(self, f"{target}_missing") == "drop" and getattr(self, target) is not None:
+                    kept &= self.codes(frame, target, dataset, allow_missing=True) >= 0
+        X = np.hstack(blocks)[kept] if blocks else np.zeros((int(kept.sum()), 0))
+        return Prepared(X, kept, counts)
+
+    def kept_rows(self, frame: pd.DataFrame, dataset: str = "data") -> np.ndarray:
+        """The mask of the training rows :meth:`prepare` keeps (``targets=True``)."""
+        return self.prepare(frame, dataset, targets=True).kept
+
+    def transform(self, frame: pd.DataFrame, dataset: str = "data", *, strict: bool = False) -> np.ndarray:
+        """The float64 feature matrix of every row of ``frame`` (:meth:`prepare`); a row that a declared
+        ``missing = "drop"`` would leave out is an error here (``prepare`` says which rows it keeps)."""
+        prepared = self.prepare(frame, dataset, strict=strict)
+        if prepared.n_left_out:
+            dropped = [c for c, n in prepared.counts.counts.items() if n.get("not_scored")]
+            raise ValueError(f"{dataset}: rows with a missing {', '.join(map(repr, dropped))} are declared dropped; "
+                             "read the rows with Schema.prepare, which says which rows it kept")
+        return prepared.X
+
+    def codes(self, frame: pd.DataFrame, target: str, dataset: str = "data", *,
+              allow_missing: bool = False) -> np.ndarray:
+        """The int64 codes of the ``target`` (``"label"`` or ``"sensitive"``) column(s) of ``frame``: each value's
+        position in the declared ``classes`` or ``groups`` (of several sensitive columns: its intersectional
+        group's); a missing (``-1`` with ``allow_missing``) or undeclared value is an error."""
+        if target not in ("label", "sensitive"):
+            raise ValueError(f"target must be 'label' or 'sensitive', got {target!r}")
+        key = "classes" if target == "label" else "groups"
+        columns = (self.label,) if target == "label" and self.label else self.sensitive_columns if (
+            target == "sensitive") else ()
+        if not columns:
+            raise ValueError(f"{dataset}: the schema declares no {target} column; add {target} = \"...\" and "
+                             f"{key} = [...] to it")
+        lists = (self.classes,) if target == "label" else self.group_lists
+        parts, absent = [], np.zeros(len(frame), bool)
+        for column, declared in zip(columns, lists):
+            if column not in frame.columns:
+                raise ValueError(f"{dataset}: no {target} column {column!r} in the data; columns: "
+                                 f"{list(frame.columns)}")
+            text, missing = text_cells(frame[column], self.tokens)
+            if missing.any() and not allow_missing:
+                rule = f"{target}_missing"
+                raise ValueError(f"{dataset}: the {target} column {column!r} has missing values; drop such rows "
+                                 f"first, or declare {rule} = \"drop\" in the schema")
+            text[missing] = ""
+            codes = pd.Index(declared).get_indexer(text)
+            if np.any((codes < 0) & ~missing):
+                raise ValueError(f"{dataset}: the {target} column {column!r} holds values outside the declared "
+                                 f"{key} {list(declared)} ({_NOT_SHOWN}); add them to the schema's {key}")
+            parts.append(codes)
+            absent |= missing
+        sizes = [len(d) for d in lists]
+        combined = np.ravel_multi_index([np.maximum(p, 0) for p in parts], sizes) if len(parts) > 1 else parts[0]
+        return np.where(absent, -1, combined).astype(np.int64)
+
+    def describe(self) -> str:
+        """One line per column, the targets, then the source of the constants."""
+        lines = [c.describe() for c in self.columns]
+        if self.label is not None:
+            lines.append(f"label {self.label}: classes {', '.join(f'{i} = {c}' for i, c in enumerate(self.classes))}"
+                         + ("; a row without a label is dropped" if self.label_missing == "drop" else ""))
+        if self.sensitive is not None:
+            lines.append(f"sensitive {self.attribute}: groups "
+                         f"{', '.join(f'{i} = {g}' for i, g in enumerate(self.groups))}"
+                         + ("; a row without a group is dropped" if self.sensitive_missing == "drop" else ""))
+        if self.missing_values is not None:
+            lines.append(f"missing cells: {', '.join(map(repr, self.missing_values))}")
+        if self.ignore:
+            lines.append(f"ignored: {', '.join(self.ignore)}")
+        return "\n".join(lines + [f"(schema source: {self.source})"])
+
+    def to_dict(self) -> dict:
+        """The schema as JSON-able data (what a model file stores); :meth:`from_dict` reads it back."""
+        out = {"version": SCHEMA_VERSION, "source": self.source}
+        if self.label is not None:
+            out.update(label=self.label, classes=list(self.classes))
+            if self.label_missing != "error":
+                out["label_missing"] = self.label_missing
+        if self.sensitive is not None:
+            if isinstance(self.sensitive, str):
+                out.update(sensitive=self.sensitive, groups=list(self.groups))
+            else:
+                out.update(sensitive=list(self.sensitive),
+                           groups={c: list(g) for c, g in zip(self.sensitive, self.group_lists)})
+            if self.sensitive_missing != "error":
+                out["sensitive_missing"] = self.sensitive_missing
+        if self.missing_values is not None:
+            out["missing_values"] = list(self.missing_values)
+        if self.ignore:
+            out["ignore"] = list(self.ignore)
+        out["columns"] = [c.to_dict() for c in self.columns]
+        return out
+
+    @classmethod
+    def from_dict(cls, data, where: str = "schema") -> Schema:
+        """A schema from :meth:`to_dict`'s form (or parsed TOML); a one-line error names the key at fault."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} must be a table of keys ({', '.join(_SCHEMA_KEYS)}), got {type(data).__name__}")
+        unknown = [key for key in data if key not in _SCHEMA_KEYS]
+        if unknown:
+            raise ValueError(f"{where}: unknown key {unknown[0]!r}; valid: {', '.join(_SCHEMA_KEYS)}")
+        if data.get("version", SCHEMA_VERSION) not in _READS:
+            raise ValueError(f"{where}: version {data['version']!r} is not one this dpfair reads "
+                             f"(version = {SCHEMA_VERSION}); upgrade dpfair")
+        for key in ("source", "label", "label_missing", "sensitive_missing"):
+            if key in data and not isinstance(data[key], str):
+                raise ValueError(f"{where}: {key} must be a string, got {data[key]!r}")
+        columns = data.get("columns", [])
+        if not isinstance(columns, list):
+            raise ValueError(f"{where}: columns must be a list of tables ([[columns]] in TOML), got {columns!r}")
+        lists = {key: _strings(data[key], f"{where}: {key}") for key in ("classes", "ignore") if key in data}
+        options = {key: data[key] for key in ("label_missing", "sensitive_missing") if key in data}
+        sensitive = data.get("sensitive")
+        if sensitive is not None and not isinstance(sensitive, (str, list)):
+            raise ValueError(f"{where}: sensitive must be a column name or a list of them, got {sensitive!r}")
+        groups = data.get("groups", ())
+        if isinstance(groups, dict):
+            groups = {str(k): _strings(v, f"{where}: groups.{k}") for k, v in groups.items()}
+        elif "groups" in data:
+            groups = _strings(groups, f"{where}: groups")
+        if "missing_values" in data:
+            tokens = data["missing_values"]
+            if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+                raise ValueError(f"{where}: missing_values must be a list of strings, got {tokens!r}")
+            options["missing_values"] = tuple(tokens)
+        try:
+            return cls(tuple(Column.from_dict(c, f"{where}: columns[{i}]") for i, c in enumerate(columns)),
+                       data.get("source", ""), data.get("label"), sensitive=sensitive, groups=groups,
+                       **lists, **options)
+        except ValueError as exc:
+            message = str(exc)
+            raise ValueError(message if message.startswith(f"{where}:") else f"{where}: {message}") from None
+
+    def to_toml(self, notes: dict[str, str] | None = None) -> str:
+        """The schema as TOML text, for a user to review, edit and declare (:meth:`from_toml` reads it back).
+        ``notes`` (column → text) become comments above each column's table and the ignore list (why a proposer
+        chose what it did)."""
+        notes = notes or {}
+        data = self.to_dict()
+        columns = data.pop("columns")
+        lines = ["# dpfair schema: every value below is treated as a public fact, not computed from private rows.",
+                 "# Numeric columns are clipped to [lo, hi] (transformed if declared) and mapped to (x - center) /",
+                 "# scale; categorical ones are one-hot over categories (other = true: one more level for any other",
+                 "# value); missing = \"error\" | \"drop\" | {fill = VALUE, indicator = true}. Once reviewed, say who",
+                 "# declared it in source.", ""]
+        for key, value in data.items():
+            if key == "ignore":
+                lines += [f"# {c}: {notes[c]}" for c in value if c in notes]
+            for target in ("label", "sensitive"):
+                if key == target and isinstance(value, str) and value in notes:
+                    lines.append(f"# {value}: {notes[value]}")
+            lines.append(f"{key} = {_toml_value(value)}")
+        for column in columns:
+            lines += [""] + ([f"# {notes[column['name']]}"] if column["name"] in notes else []) + ["[[columns]]"]
+            lines += [f"{key} = {_toml_value(value)}" for key, value in column.items() if value is not None]
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_toml(cls, source) -> Schema:
+        """A schema from TOML: a :class:`~pathlib.Path`, a file name, or the text itself (a string with a newline
+        or an ``=``)."""
+        if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and "=" not in source):
+            where = str(source)
+            try:
+                text = Path(source).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise ValueError(f"schema file {where!r} not found") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ValueError(f"cannot read the schema file {where!r}: {exc}") from None
+        elif isinstance(source, str):
+            where, text = "schema", source
+        else:
+            raise ValueError(f"from_toml takes a path or TOML text, got {type(source).__name__}")
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{where}: not valid TOML: {exc}") from None
+        return cls.from_dict(data, where)
