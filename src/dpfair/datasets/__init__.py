@@ -39,7 +39,7 @@ from dpfair.datasets._tabular import (
     load_parkinsons,
 )
 from dpfair.datasets.base import Column, Dataset, Schema
-from dpfair.datasets.tables import infer_schema, load_table, read_table, read_with_schema
+from dpfair.datasets.tables import infer_schema, load_table, propose_schema, read_table, read_with_schema
 
 __all__ = [
     "Column",
@@ -49,6 +49,7 @@ __all__ = [
     "dataset_info",
     "infer_schema",
     "list_datasets",
+    "propose_schema",
     "load_acs_income",
     "load_adult",
     "load_bank",
