@@ -24,6 +24,7 @@ writes one, ``transform`` scores new rows); ``infer_schema`` proposes one from t
 from dpfair.datasets._acs import load_acs_income
 from dpfair.datasets._celeba import load_celeba
 from dpfair.datasets._files import data_home
+from dpfair.datasets._messy import make_messy_loans
 from dpfair.datasets._mnist import load_mnist, load_mnist_unbalanced
 from dpfair.datasets._presets import presets_of
 from dpfair.datasets._registry import dataset_info, list_datasets, load_dataset
@@ -65,6 +66,7 @@ __all__ = [
     "load_parkinsons",
     "load_synthetic",
     "load_table",
+    "make_messy_loans",
     "make_synthetic",
     "presets_of",
     "read_table",

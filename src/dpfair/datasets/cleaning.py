@@ -64,9 +64,16 @@ _DATE_LEVELS = {"quarter": tuple(str(q) for q in range(1, 5)), "month": tuple(st
 MISSING_LEVEL = "<missing>"
 TRANSFORMS = ("log", "log1p", "bins")
 
-_PLAIN = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_PLAIN = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 _SPACES = "[ \u00a0\u202f]"
-_CURRENCY = re.compile(rf"^[{CURRENCY_SIGNS}]\s*|\s*[{CURRENCY_SIGNS}]$|^[A-Z]{{3}}\s+|\s+[A-Z]{{3}}$")
+_CURRENCY = rf"^[{CURRENCY_SIGNS}]\s*|\s*[{CURRENCY_SIGNS}]$|^[A-Z]{{3}}\s+|\s+[A-Z]{{3}}$"
+#: The characters a number may be written with in any declared format (a cheap first check of a column).
+NUMBER_CHARACTERS = rf"^[\d\s.,'%()+\-{CURRENCY_SIGNS}\u00a0\u202fA-Z]*\d[\d\s.,'%()+\-{CURRENCY_SIGNS}\u00a0\u202fA-Z]*$"
+
+
+def _strings(text: pd.Series) -> pd.Series:
+    """Stripped strings as an Arrow-backed series, so that the regular expressions below run in pyarrow."""
+    return text.astype(str).astype("string[pyarrow]")
 
 
 def _kind_of(value) -> str:
@@ -192,29 +199,32 @@ class NumberFormat:
     def percent(self) -> bool:
         return self.example.endswith("%")
 
-    def pattern(self) -> re.Pattern:
+    def pattern(self) -> str:
         """The strict shape of a number in this format (groups of three digits between thousands separators)."""
         t = None if self.thousands is None else (_SPACES if self.thousands == " " else re.escape(self.thousands))
         d = re.escape(self.decimal)
         whole = r"\d+" if t is None else rf"(\d{{1,3}}({t}\d{{3}})+|\d+)"
-        return re.compile(rf"^[+-]?({whole}({d}\d*)?|{d}\d+)$")
+        return rf"^[+-]?({whole}({d}\d*)?|{d}\d+)$"
 
     def parse(self, text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         """``(x, bad)`` of a series of stripped strings: the numbers, and the mask of cells that are not one."""
-        s = text.astype(str)
-        negative = s.str.match(r"^\(.*\)$")
-        s = s.where(~negative, s.str.slice(1, -1)).str.strip()
-        s = s.str.replace(_CURRENCY, "", regex=True).str.strip()
-        s = s.str.replace(r"^([+-])\s*[" + CURRENCY_SIGNS + r"]\s*", r"\1", regex=True)
-        pct = s.str.endswith("%")
-        if self.percent:
+        s = _strings(text)
+        negative = s.str.match(r"^\(.*\)$").to_numpy(bool)
+        if negative.any():
+            s = s.where(~negative, s.str.slice(1, -1)).str.strip()
+        if s.str.contains(rf"[{CURRENCY_SIGNS}]|[A-Z]", regex=True).any():
+            s = s.str.replace(_CURRENCY, "", regex=True).str.strip()
+            s = s.str.replace(r"^([+-])\s*[" + CURRENCY_SIGNS + r"]\s*", r"\1", regex=True)
+        pct = s.str.endswith("%").to_numpy(bool)
+        if self.percent and pct.any():
             s = s.where(~pct, s.str.slice(0, -1).str.strip())
-        ok = s.str.match(self.pattern()) & (~pct | self.percent) & ~(negative & s.str.startswith(("-", "+")))
+        ok = (s.str.match(self.pattern()).to_numpy(bool) & (~pct | self.percent)
+              & ~(negative & s.str.match(r"^[+-]").to_numpy(bool)))
         if self.thousands is not None:
             s = s.str.replace(_SPACES if self.thousands == " " else re.escape(self.thousands), "", regex=True)
         if self.decimal != ".":
             s = s.str.replace(self.decimal, ".", regex=False)
-        return _floats(s, ok.to_numpy(bool), negative.to_numpy(bool), 0.01 if self.percent else 1.0)
+        return _floats(s, ok, negative, 0.01 if self.percent else 1.0)
 
 
 def _floats(s: pd.Series, ok: np.ndarray, negative: np.ndarray, factor: float) -> tuple[np.ndarray, np.ndarray]:
@@ -229,8 +239,8 @@ def _floats(s: pd.Series, ok: np.ndarray, negative: np.ndarray, factor: float) -
 
 def parse_plain(text: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """``(x, bad)`` of stripped strings read as plain numbers (``12.5``, ``-3``, ``1e5``; no separators)."""
-    s = text.astype(str)
-    ok = s.str.match(_PLAIN).to_numpy(bool) | s.str.lower().isin(["inf", "-inf", "+inf"]).to_numpy()
+    s = _strings(text)
+    ok = s.str.match(_PLAIN).to_numpy(bool) | s.str.lower().isin(["inf", "-inf", "+inf"]).to_numpy(bool)
     return _floats(s, ok, np.zeros(len(s), bool), 1.0)
 
 

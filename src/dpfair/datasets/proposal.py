@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from dpfair.datasets.cleaning import (DEFAULT_MISSING_VALUES, NUMBER_FORMATS, NumberFormat, normal_form,
+from dpfair.datasets.cleaning import (DEFAULT_MISSING_VALUES, NUMBER_CHARACTERS, NUMBER_FORMATS, NumberFormat,
+                                      normal_form,
                                       parse_plain, text_cells)
 from dpfair.datasets.reading import read_table
 from dpfair.datasets.schema import Column, Schema
@@ -49,8 +50,8 @@ HEAVY_TAIL_MEDIAN = 0.05
 #: A text column with more distinct values than this share of its cells is an identifier rather than free text.
 IDENTIFIER_SHARE = 0.9
 _IDENTIFIER_NAME = re.compile(r"(^|[_\s.-])(id|uuid|guid|key|number|no)$|^id[_\s.-]|[a-z]Id$|ID$", re.IGNORECASE)
-_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([+-]\d{2}:?\d{2}|Z)?)?$")
-_DIGITS = re.compile(r"^\d+$")
+_ISO_DATE = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([+-]\d{2}:?\d{2}|Z)?)?$"
+_DIGITS = r"^\d+$"
 
 
 @dataclass
@@ -121,6 +122,8 @@ def _share(missing: np.ndarray) -> str:
 
 def _number_format(cells: pd.Series) -> NumberFormat | None:
     """The declared format that reads every cell as a number (plain numbers first), or ``None``."""
+    if not cells.astype("string[pyarrow]").str.match(NUMBER_CHARACTERS).all():
+        return None
     for example in ("1234.5", *(e for e in NUMBER_FORMATS if e != "1234.5")):
         for percent in ("", "%"):
             fmt = NumberFormat(example + percent)
@@ -159,7 +162,7 @@ class _Proposer:
         if pd.api.types.is_bool_dtype(values.dtype) or pd.api.types.is_numeric_dtype(values.dtype):
             x = values.to_numpy(np.float64, na_value=np.nan)[present]
             return self._numbers(name, x, missing, None, reasons)
-        cells = pd.Series(text[present], dtype=object)
+        cells = pd.Series(text[present], dtype=object).astype("string[pyarrow]")  # regular expressions in pyarrow
         if cells.str.match(_ISO_DATE).all():
             return self.ignored(name, "a date (ISO 8601)", *self._date_reasons(name))
         if cells.str.lower().isin(["true", "false"]).all():
@@ -240,7 +243,10 @@ class _Proposer:
             return self.ignored(name, f"text over {self.max_categories} values", *reasons,
                                 f"{n_distinct:,} distinct values: free text or a code; declare the categories that "
                                 "matter to use it")
-        canonical = {key: sorted(options)[0][1] for key, options in by_key.items()}
+        # a category is named by a spelling in mixed case if it has one ("East" over "EAST" and "east"), then by
+        # its most common spelling
+        canonical = {key: min(options, key=lambda o: (not (o[1] != o[1].lower() and o[1] != o[1].upper()), o))[1]
+                     for key, options in by_key.items()}
         merged = [sorted(s for _, s in options) for options in by_key.values() if len(options) > 1]
         normalize = bool(merged)
         if merged:
