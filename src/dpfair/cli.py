@@ -351,9 +351,9 @@ def _load_data(args):
         if args.schema is not None and args.groups is not None:
             raise ValueError("--groups declares the group list of a schema read off the rows; with --schema, declare "
                              "the groups there and drop --groups")
-        data = load_table(args.data, label=args.label, sensitive=args.sensitive, schema=args.schema,
+        data = load_table(args.data, label=args.label, sensitive=_sensitive_list(args.sensitive), schema=args.schema,
                           test_data=args.test_data, random_state=args.seed, privacy_unit=unit,
-                          infer_under_record=args.infer_schema, groups=_comma_list(args.groups))
+                          infer_under_record=args.infer_schema, groups=_group_lists(args.groups))
         _naming_groups(data.group_names)
         return data, {}
     options = _key_values(args.option, "--option")
@@ -1287,6 +1287,8 @@ def cmd_predict(args) -> int:
         if given:
             raise ValueError(f"--input scores the rows of a file; {given[0]} chooses a built-in data set's part: drop "
                              "one of them")
+    elif args.keep is not None:
+        raise ValueError("--keep copies columns of an --input file into the predictions; add --input FILE or drop it")
     est = _load_model(args.model)
     provenance = load_provenance(args.model)
     if args.input is not None:
@@ -1335,7 +1337,10 @@ def _model_epsilon_rows(est, attribute: str | None) -> list[tuple[str, str]]:
 
 def _predict_input(args, est, provenance: dict, out: Path | None) -> int:
     """``dpfair predict MODEL --input FILE``: score the rows of a file with the public schema the model was trained
-    with (columns by name; a missing or unknown column is one error), and evaluate where the file holds labels."""
+    with (columns by name; a missing or unknown column is one error), copy the ``--keep`` columns through, report
+    per column what the schema's rules did to the cells (clipped, sent to other, filled, not scored), and evaluate
+    where the file holds labels.  A row whose cell is declared ``missing = "drop"`` gets no prediction: its output
+    row says why instead of being left out, so that the output joins the input row for row."""
     from dpfair.datasets import Schema, read_with_schema
     from dpfair.fairness import predict_with_groups
 
@@ -1345,42 +1350,72 @@ def _predict_input(args, est, provenance: dict, out: Path | None) -> int:
                          "built-in data set's parts")
     schema = Schema.from_dict(provenance["schema"], where=f"{args.model}'s schema")
     frame = read_with_schema(args.input, schema)
-    X = schema.transform(frame, str(args.input), strict=True)
+    keep = _comma_list(args.keep) or []
+    absent = [c for c in keep if c not in frame.columns]
+    if absent:
+        raise ValueError(f"--keep {absent[0]!r}: {args.input} has no such column; its columns: "
+                         f"{list(frame.columns)[:20]}")
+    prepared = schema.prepare(frame, str(args.input), strict=True, keep=keep)
+    X, kept = prepared.X, prepared.kept
     if est.n_features_in_ != X.shape[1]:
         raise ValueError(f"{args.model} was fitted on {est.n_features_in_} features but its schema gives "
                          f"{X.shape[1]} for {args.input}; the model file is damaged: train it again")
-    s = schema.codes(frame, "sensitive", str(args.input)) if schema.sensitive in frame.columns else None
+    has_groups = all(c in frame.columns for c in schema.sensitive_columns)
+    s_all = schema.codes(frame, "sensitive", str(args.input), allow_missing=True) if has_groups else None
+    s = None if s_all is None else s_all[kept]
+    if s is not None and (s < 0).any():
+        if capabilities(est).predict_needs_sensitive:
+            raise ValueError(f"{_method_name(est)} reads the group at prediction time: {args.input} has rows without "
+                             f"a group in {schema.attribute!r}; fill them")
+        s = None
     if s is None and capabilities(est).predict_needs_sensitive:
-        raise ValueError(f"{_method_name(est)} reads the group at prediction time: {args.input} needs the column "
-                         f"{schema.sensitive!r}")
-    y = schema.codes(frame, "label", str(args.input)) if schema.label in frame.columns else None
-    if args.eval_epsilon is not None and (y is None or s is None):
-        raise ValueError(f"--eval-epsilon releases the fairness figures of labelled rows: {args.input} has no "
-                         f"{schema.label if y is None else schema.sensitive!r} column; drop --eval-epsilon")
+        raise ValueError(f"{_method_name(est)} reads the group at prediction time: {args.input} needs the column(s) "
+                         f"{', '.join(map(repr, schema.sensitive_columns))}")
+    y_all = (schema.codes(frame, "label", str(args.input), allow_missing=True) if schema.label in frame.columns
+             else None)
+    y = None if y_all is None else y_all[kept]
+    labelled = None if y is None else y >= 0
+    if args.eval_epsilon is not None and (y is None or s is None or not labelled.all()):
+        raise ValueError(f"--eval-epsilon releases the fairness figures of labelled rows: {args.input} needs a label "
+                         f"and a group in every scored row (columns {schema.label!r} and "
+                         f"{', '.join(map(repr, schema.sensitive_columns))}); drop --eval-epsilon")
     classes = np.asarray(schema.classes, dtype=object)
-    predicted = np.asarray(predict_with_groups(est, X, s)).astype(np.int64)
-    proba = predict_with_groups(est, X, s, "predict_proba")
+    predicted = np.asarray(predict_with_groups(est, X, s)).astype(np.int64) if len(X) else np.zeros(0, np.int64)
+    proba = predict_with_groups(est, X, s, "predict_proba") if len(X) else np.zeros((0, len(est.classes_)))
     if out is not None:
         import pandas as pd
 
-        table = pd.DataFrame({"row": np.arange(len(X))})
-        if y is not None:
-            table[f"{schema.label}_true"] = classes[y]
-        table[f"{schema.label}_pred"] = classes[predicted]
+        table = pd.DataFrame({"row": np.arange(len(frame))})
+        for column in keep:
+            table[column] = frame[column].to_numpy()
+        if y_all is not None:
+            table[f"{schema.label}_true"] = np.where(y_all >= 0, classes[np.maximum(y_all, 0)], None)
+        shown = np.full(len(frame), None, dtype=object)
+        shown[kept] = classes[predicted]
+        table[f"{schema.label}_pred"] = shown
         for j, c in enumerate(est.classes_):
-            table[f"proba_{classes[int(c)]}"] = proba[:, j]
+            column = np.full(len(frame), np.nan)
+            column[kept] = proba[:, j]
+            table[f"proba_{classes[int(c)]}"] = column
+        if not kept.all():
+            dropped = [c.name for c in schema.columns if c.missing is not None and c.missing.action == "drop"]
+            table["not_scored"] = np.where(kept, "", f"missing {' or '.join(dropped)} (declared drop)")
         text = table.to_csv(index=False)
         (out,) = _write_atomic(out, lambda target: [(target, text.encode())], overwrite=args.overwrite)
-    print(f"{_method_name(est)} model {args.model} on {args.input} ({len(X):,} rows{_target_text(est)})")
+    print(f"{_method_name(est)} model {args.model} on {args.input} ({len(frame):,} rows{_target_text(est)})")
     counts = np.bincount(predicted, minlength=len(classes))
     rows = [("predicted", ", ".join(f"{c}: {n:,}" for c, n in zip(classes, counts)))]
+    if not kept.all():
+        rows.append(("not scored", f"{int((~kept).sum()):,} rows (a cell the schema declares dropped is missing)"))
+    rows += [(f"cells of {column}", text) for column, text in prepared.counts.lines()]
     evaluation = {}
-    if y is not None and s is not None:
+    if y is not None and s is not None and labelled.all():
         evaluation = _evaluate(est, X, y, s, list(schema.groups), args)
         rows += [("error" if label == "test error" else label, value) for label, value in _evaluation_rows(evaluation)]
-    elif y is not None:
-        rows += [("error", f"{float(np.mean(predicted != y)):.4f}")]
-    rows += _model_epsilon_rows(est, schema.sensitive) + _evaluation_privacy_rows(evaluation, schema.sensitive)
+    elif y is not None and labelled.any():
+        rows += [("error", f"{float(np.mean(predicted[labelled] != y[labelled])):.4f}"
+                  + ("" if labelled.all() else f" ({int(labelled.sum()):,} labelled rows)"))]
+    rows += _model_epsilon_rows(est, schema.attribute) + _evaluation_privacy_rows(evaluation, schema.attribute)
     if out is not None:
         rows += [("predictions", str(out))]
     _print_table(rows)
@@ -1395,6 +1430,20 @@ MEASURE_HEADERS = {"count": "count", "selection_rate": "selection rate", "true_p
 
 def _comma_list(text: str | None) -> list[str] | None:
     return None if text is None else [v.strip() for v in text.split(",")]
+
+
+def _sensitive_list(text: str | None) -> str | list[str] | None:
+    """``--sensitive COL`` or ``--sensitive COL1,COL2`` (the intersectional groups of several columns)."""
+    columns = _comma_list(text)
+    return columns if columns is None or len(columns) > 1 else columns[0]
+
+
+def _group_lists(text: str | None):
+    """``--groups A,B,C`` (one sensitive column), or one list per column separated by ``;`` (``A,B;F,M``)."""
+    if text is None:
+        return None
+    lists = [_comma_list(part) for part in text.split(";")]
+    return lists[0] if len(lists) == 1 else lists
 
 
 def _figure(value, interval=None, count: bool = False) -> str:
@@ -1467,9 +1516,10 @@ def cmd_measure(args) -> int:
                    secure_mode=args.secure)
     if args.model is None:
         frame = measure_file(args.predictions, label=args.label, prediction=args.prediction,
-                             sensitive=args.sensitive, groups=_comma_list(args.groups),
+                             sensitive=_sensitive_list(args.sensitive), groups=_group_lists(args.groups),
                              classes=_comma_list(args.classes), **options)
-        columns = {"label": args.label, "prediction": args.prediction, "sensitive": args.sensitive}
+        columns = {"label": args.label, "prediction": args.prediction,
+                   "sensitive": " × ".join(_comma_list(args.sensitive))}
     else:
         frame, columns = _measure_model(args, options)
     record = measurement_record(frame, columns["sensitive"])
@@ -1526,30 +1576,36 @@ def _measure_model(args, options: dict):
                          "with `dpfair predict --out FILE` and measure them with --predictions FILE")
     rows, groups, classes = predictions_of_model(est, provenance["schema"], args.model_data)
     frame = measure_rows(rows, groups=groups, classes=classes, **options)
-    schema = provenance["schema"]
-    return frame, {"label": schema["label"], "prediction": f"{_method_name(est)} model {args.model}",
-                   "sensitive": schema["sensitive"]}
+    from dpfair.datasets import Schema
+
+    schema = Schema.from_dict(provenance["schema"], where=f"{args.model}'s schema")
+    return frame, {"label": schema.label, "prediction": f"{_method_name(est)} model {args.model}",
+                   "sensitive": schema.attribute}
 
 
 def cmd_schema(args) -> int:
-    """``dpfair schema FILE``: propose a public schema for a table, as TOML to review and declare."""
-    from dpfair.datasets import infer_schema, read_table
-    from dpfair.exceptions import PrivacyLeakWarning
+    """``dpfair schema FILE``: propose a public schema for a table, as TOML to review and declare, and say on stderr
+    what it proposed for every column and why (:func:`dpfair.datasets.propose_schema`)."""
+    from dpfair.datasets import propose_schema, read_table
 
-    frame = read_table(args.file)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyLeakWarning)  # said below, in the CLI's words
-        schema = infer_schema(frame, label=args.label, sensitive=args.sensitive, name=str(args.file),
+    frame = read_table(args.file, raw=True)
+    proposal = propose_schema(frame, label=args.label, sensitive=_sensitive_list(args.sensitive),
+                              name=str(args.file), groups=_group_lists(args.groups),
+                              max_categories=args.max_categories,
                               source=f"proposed by `dpfair schema` from the rows of {args.file}; reviewed by: ")
-    text = schema.to_toml()
+    text = proposal.to_toml()
     if args.out is None:
         sys.stdout.write(text)
     else:
         (path,) = _writable(Path(args.out), ".toml", args.overwrite)
         _write_atomic(path, lambda target: [(target, text.encode())], overwrite=args.overwrite)
+    width = max(len(d.column) for d in proposal.decisions)
+    print(f"dpfair: proposed for the {len(frame.columns)} columns of {args.file}:", file=sys.stderr)
+    for decision in proposal.decisions:
+        print(f"  {decision.column.ljust(width)}  {decision.line()}", file=sys.stderr)
     print(f"dpfair: this schema was read off the {len(frame):,} rows of {args.file} (types, ranges, categories, "
-          f"classes, groups): review it, widen or edit what the rows should not decide, then pass it as --schema "
-          f"to declare it public", file=sys.stderr)
+          f"missing cells, classes, groups): review it, widen or edit what the rows should not decide, then pass it "
+          f"as --schema to declare it public", file=sys.stderr)
     return 0
 
 
@@ -1559,7 +1615,8 @@ def _add_estimator_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"built-in data set name (see `dpfair datasets`; default {DEFAULT_DATASET})")
     _add_table_arguments(p)
     p.add_argument("--sensitive", default=None,
-                   help="sensitive attribute (default: the data set's); with --data, the column that holds it")
+                   help="sensitive attribute (default: the data set's); with --data, the column that holds it "
+                        "(several, comma-separated: their intersectional groups)")
     p.add_argument("--method", default=DEFAULT_METHOD,
                    help="training method: dp-fermi (default; certify: output-perturbation), dp-sgd, erm, pf-ld, "
                         "dp-postprocess, dp-oracle, private-demographics, output-perturbation, reductions, threshold "
@@ -1598,7 +1655,8 @@ def _add_table_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --data: a second file of test rows (default: a split of --data by --seed)")
     p.add_argument("--groups", default=None, metavar="A,B,...",
                    help="with --data and no --schema: every group the sensitive column may hold (public), so that "
-                        "the group list is not read off the rows (the ε does not cover a list read off them)")
+                        "the group list is not read off the rows (the ε does not cover a list read off them); with "
+                        "several sensitive columns, one list per column separated by ';'")
     p.add_argument("--infer-schema", action="store_true",
                    help="with --data and no --schema under privacy_unit=record: infer the schema from the private "
                         "rows anyway (its ranges and categories then leak outside ε; refused without this flag)")
@@ -1804,6 +1862,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rows to evaluate (default test; train re-reads the private training rows, a use the "
                         "model's ε does not cover)")
     p.add_argument("--out", default=None, help="CSV of per-row predictions and class probabilities")
+    p.add_argument("--keep", default=None, metavar="COL,...",
+                   help="with --input: columns copied into --out beside each prediction (an applicant ID, to join by)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--data-home", default=None, help="folder of raw data files (default $DPFAIR_DATA)")
     _add_evaluation_arguments(p)
@@ -1812,11 +1872,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "schema", help="propose a public schema (TOML) for your own table, to review and pass as --schema",
         description="Read a CSV or Parquet file and propose its schema: each column's kind, numeric ranges (rounded "
-                    "outward) and scaling, categories (others map to one level), the label's classes and the "
-                    "groups. It reads the data to do so: review the result and declare it public before training.")
+                    "outward) and scaling, categories (others map to one level), a rule for every column with gaps, "
+                    "how numbers are written (separators, currency and percent signs), near-duplicate categories "
+                    "merged, log1p for heavy tails, identifiers, free text and dates ignored, the label's classes "
+                    "and the groups; stderr lists every column's proposal and why. It reads the data to do so: "
+                    "review the result and declare it public before training.")
     p.add_argument("file", metavar="FILE", help="a CSV (.csv, .tsv, optionally compressed) or Parquet file")
     p.add_argument("--label", required=True, metavar="COL", help="the column to predict")
-    p.add_argument("--sensitive", required=True, metavar="COL", help="the column of the sensitive attribute")
+    p.add_argument("--sensitive", required=True, metavar="COL[,COL]",
+                   help="the column of the sensitive attribute (several, comma-separated: intersectional groups)")
+    p.add_argument("--groups", default=None, metavar="A,B,...",
+                   help="every group the sensitive column may hold (public; one list per column separated by ';')")
+    p.add_argument("--max-categories", type=int, default=50, metavar="N",
+                   help="text columns with more values are ignored as identifiers or free text (default 50)")
     p.add_argument("--out", default=None, help="TOML file to write (default: standard output)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=cmd_schema)
@@ -1833,7 +1901,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a CSV or Parquet file with one row per person: true label, prediction and group columns")
     p.add_argument("--label", default=None, metavar="COL", help="the column of the true labels")
     p.add_argument("--prediction", default=None, metavar="COL", help="the column of the model's predictions")
-    p.add_argument("--sensitive", default=None, metavar="COL", help="the column of each person's group")
+    p.add_argument("--sensitive", default=None, metavar="COL[,COL]",
+                   help="the column of each person's group (several, comma-separated: their intersections; then "
+                        "--groups lists each column's groups, separated by ';')")
     p.add_argument("--groups", default=None, metavar="A,B,...",
                    help="every group the column may hold (public; required at a finite --epsilon)")
     p.add_argument("--classes", default=None, metavar="NEG,POS",

@@ -15,12 +15,14 @@ the declared lists) without naming a row or a count.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pandas as pd
 
 from dpfair.datasets import Schema, read_table, read_with_schema
+from dpfair.datasets.schema import GROUP_JOIN
 from dpfair.fairness.private_metric_frame import PrivateMetricFrame
 from dpfair.fairness.scorers import predict_with_groups
 
@@ -49,25 +51,31 @@ def _as_text(column: pd.Series) -> pd.Series:
     return column.astype(str)
 
 
-def read_predictions(path, *, label: str, prediction: str, sensitive: str) -> pd.DataFrame:
+def read_predictions(path, *, label: str, prediction: str, sensitive) -> pd.DataFrame:
     """The columns ``label``, ``prediction`` and ``sensitive`` of a CSV or Parquet file, as text (columns
-    ``y_true``, ``y_pred``, ``group``). A missing column or an empty cell is one ``ValueError`` naming the column
-    (never a row or a count: the check reads private values)."""
-    columns = {"y_true": label, "y_pred": prediction, "group": sensitive}
-    frame = read_table(path, text_columns=tuple(columns.values()))
-    for role, name in columns.items():
-        if name not in frame.columns:
-            flag = {"y_true": "--label", "y_pred": "--prediction", "group": "--sensitive"}[role]
-            raise ValueError(f"{path}: no column {name!r} ({flag}); its columns: {list(frame.columns)[:20]}")
+    ``y_true``, ``y_pred``, ``group``). ``sensitive`` may list several columns: each person's group is then the
+    intersection of theirs (``"Black & Female"``). A missing column or an empty cell is one ``ValueError`` naming
+    the column (never a row or a count: the check reads private values)."""
+    columns = [sensitive] if isinstance(sensitive, str) else list(sensitive)
+    roles = {"y_true": [label], "y_pred": [prediction], "group": columns}
+    frame = read_table(path, text_columns=(label, prediction, *columns))
+    flags = {"y_true": "--label", "y_pred": "--prediction", "group": "--sensitive"}
+    for role, names in roles.items():
+        for name in names:
+            if name not in frame.columns:
+                raise ValueError(f"{path}: no column {name!r} ({flags[role]}); its columns: {list(frame.columns)[:20]}")
     if len(frame) == 0:
         raise ValueError(f"{path} has no rows; measure a file with one row per person")
     out = {}
-    for role, name in columns.items():
-        column = frame[name]
-        if column.isna().any():
-            raise ValueError(f"{path}: column {name!r} has empty cells; fill or drop those rows first (a measurement "
-                             "needs every person's label, prediction and group)")
-        out[role] = _as_text(column).to_numpy(dtype=object)
+    for role, names in roles.items():
+        parts = []
+        for name in names:
+            column = frame[name]
+            if column.isna().any():
+                raise ValueError(f"{path}: column {name!r} has empty cells; fill or drop those rows first (a "
+                                 "measurement needs every person's label, prediction and group)")
+            parts.append(_as_text(column).to_numpy(dtype=object))
+        out[role] = parts[0] if len(parts) == 1 else np.array([GROUP_JOIN.join(v) for v in zip(*parts)], dtype=object)
     return pd.DataFrame(out)
 
 
@@ -108,7 +116,8 @@ def measure_rows(rows: pd.DataFrame, *, epsilon: float, groups=None, classes=Non
     """The private metric frame of ``rows`` (columns ``y_true``, ``y_pred``, ``group``, as text:
     :func:`read_predictions`, or :func:`predictions_of_model`'s).
 
-    ``groups``: the public group list (required at a finite ``epsilon``); ``classes``: the public label list
+    ``groups``: the public group list (required at a finite ``epsilon``; for several sensitive columns, one list per
+    column, whose intersections are the groups); ``classes``: the public label list
     (default ``0, 1`` when the labels are 0/1), ``positive`` names the positive class (default: the last).
     ``intervals``: one of :data:`INTERVAL_TARGETS`. ``frame_options``: the frame's other arguments (``delta``,
     ``privacy_unit``, ``accountant``, ``confidence``, ``n_bootstrap``, ``random_state``, ``secure_mode``).
@@ -120,6 +129,9 @@ def measure_rows(rows: pd.DataFrame, *, epsilon: float, groups=None, classes=Non
             raise ValueError("declare the groups with --groups A,B,... (the list of groups is public, not read off "
                              "the rows; every group the column may hold)")
         groups = sorted(set(rows["group"]))
+    if groups and all(isinstance(g, (list, tuple)) for g in groups):  # one public list per sensitive column
+        groups = [GROUP_JOIN.join(combo) for combo in itertools.product(
+            *(_public_list(g, "groups", "--groups") for g in groups))]
     groups = _public_list(groups, "groups", "--groups")
     classes = _classes(classes, positive, rows)
     return PrivateMetricFrame(list(metrics), rows["y_true"].to_numpy(), rows["y_pred"].to_numpy(),
@@ -139,16 +151,18 @@ def predictions_of_model(estimator, schema, data_path) -> tuple[pd.DataFrame, li
     """``(rows, groups, classes)`` of a fitted dpfair estimator on the rows of ``data_path`` read through
     ``schema`` (the model's, a :class:`~dpfair.datasets.Schema` or its dict): ``rows`` as :func:`measure_rows`
     takes them (labels, predictions and groups as the schema's names), and the schema's declared (public) group
-    and class lists."""
+    and class lists.  A row the schema declares dropped (``missing = "drop"``) is not measured: a row-local filter,
+    so the release's ε covers the rows measured (and their number is not printed)."""
     schema = schema if isinstance(schema, Schema) else Schema.from_dict(schema, where="the model's schema")
     frame = read_with_schema(data_path, schema)
-    for role in ("label", "sensitive"):
-        if getattr(schema, role) not in frame.columns:
-            raise ValueError(f"{data_path}: no {role} column {getattr(schema, role)!r}; measuring needs each "
-                             "person's label and group")
+    for role, column in (("label", schema.label), *(("sensitive", c) for c in schema.sensitive_columns)):
+        if column not in frame.columns:
+            raise ValueError(f"{data_path}: no {role} column {column!r}; measuring needs each person's label and "
+                             "group")
     if len(frame) == 0:
         raise ValueError(f"{data_path} has no rows; measure a file with one row per person")
-    X = schema.transform(frame, str(data_path), strict=True)
+    prepared = schema.prepare(frame, str(data_path), strict=True, targets=True)
+    frame, X = frame.loc[prepared.kept].reset_index(drop=True), prepared.X
     if estimator.n_features_in_ != X.shape[1]:
         raise ValueError(f"the model was fitted on {estimator.n_features_in_} features but its schema gives "
                          f"{X.shape[1]} for {data_path}; the model file is damaged: train it again")

@@ -680,8 +680,8 @@ class Schema:
     @property
     def attribute(self) -> str | None:
         """The sensitive attribute's name, as an ε names whom it protects: the column, or the intersection of
-        several (``"ethnicity*sex"``, as the built-in ``sex*race``)."""
-        return "*".join(self.sensitive_columns) or None
+        several (``"ethnicity × sex"``)."""
+        return " × ".join(self.sensitive_columns) or None
 
     @property
     def tokens(self) -> tuple[str, ...]:

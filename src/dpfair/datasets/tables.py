@@ -170,8 +170,7 @@ def load_table(path, *, label: str | None = None, sensitive=None, schema=None, t
     table.s = schema.codes(table.frame, "sensitive", table.name)
     how = ("inferred from the training rows: a statistic of them, not public (see the PrivacyLeakWarning)" if inferred
            else f"declared public ({schema.source})" if schema.source else "declared public")
-    by = schema.attribute if len(schema.sensitive_columns) == 1 else (
-        " × ".join(schema.sensitive_columns) + " (intersectional)")
+    by = schema.attribute + ("" if len(schema.sensitive_columns) == 1 else " (intersectional)")
     table.description = (
         f"Own table {parts}. Label {schema.label!r}: {', '.join(f'{i} = {c}' for i, c in enumerate(schema.classes))}."
         f" Groups by {by!r}: {', '.join(f'{i} = {g}' for i, g in enumerate(schema.groups))}.{dropped} Schema "
