@@ -49,7 +49,7 @@ DEFAULT_MISSING_VALUES = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", 
                           "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
 
 #: The ways of writing numbers a column may declare (``parse = "1,234.5"``), by example: ``(thousands separator,
-#: decimal separator)``.  A ``%`` after the example (``"12.5%"``, ``"1,234.5%"``) declares a percentage column.
+#: decimal separator)``.  A ``%`` after the example (``"1234.5%"``, ``"1,234.5%"``) declares a percentage column.
 NUMBER_FORMATS = {"1234.5": (None, "."), "1,234.5": (",", "."), "1.234,5": (".", ","), "1 234,5": (" ", ","),
                   "1'234.5": ("'", "."), "1234,5": (None, ",")}
 #: The currency signs a declared number format strips (and any three-letter upper-case code such as ``USD``).
@@ -138,6 +138,10 @@ class MissingRule:
         if not isinstance(indicator, bool):
             raise ValueError(f"{where}.missing.indicator must be true or false, got {indicator!r}")
         fill = spec.get("fill")
+        if kind == "date":
+            if fill is not None or not indicator:
+                raise ValueError(f"{where}.missing of a date column takes no fill: declare {{indicator = true}}")
+            return cls("fill", None, True)
         if kind == "categorical":
             if fill is not None and (not isinstance(fill, (str, int)) or isinstance(fill, bool)):
                 raise ValueError(f"{where}.missing.fill must be one of the column's categories, got {fill!r}")
