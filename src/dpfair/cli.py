@@ -1407,7 +1407,9 @@ def _predict_input(args, est, provenance: dict, out: Path | None) -> int:
     rows = [("predicted", ", ".join(f"{c}: {n:,}" for c, n in zip(classes, counts)))]
     if not kept.all():
         rows.append(("not scored", f"{int((~kept).sum()):,} rows (a cell the schema declares dropped is missing)"))
-    rows += [(f"cells of {column}", text) for column, text in prepared.counts.lines()]
+    # exact counts of these rows; beside --eval-epsilon (whose release treats them as private) they are marked so
+    exact = " (exact, not covered by ε)" if args.eval_epsilon is not None else ""
+    rows += [(f"cells of {column}", text + exact) for column, text in prepared.counts.lines()]
     evaluation = {}
     if y is not None and s is not None and labelled.all():
         evaluation = _evaluate(est, X, y, s, list(schema.groups), args)

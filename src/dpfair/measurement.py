@@ -75,7 +75,9 @@ def read_predictions(path, *, label: str, prediction: str, sensitive) -> pd.Data
                 raise ValueError(f"{path}: column {name!r} has empty cells; fill or drop those rows first (a "
                                  "measurement needs every person's label, prediction and group)")
             parts.append(_as_text(column).to_numpy(dtype=object))
-        out[role] = parts[0] if len(parts) == 1 else np.array([GROUP_JOIN.join(v) for v in zip(*parts)], dtype=object)
+        joined = pd.Series(parts[0]).str.cat([pd.Series(p) for p in parts[1:]], sep=GROUP_JOIN) if len(parts) > 1 \
+            else pd.Series(parts[0])
+        out[role] = joined.to_numpy(dtype=object)
     return pd.DataFrame(out)
 
 

@@ -76,11 +76,16 @@ def _strings(text: pd.Series) -> pd.Series:
     return text.astype(str).astype("string[pyarrow]")
 
 
-def _kind_of(value) -> str:
-    return type(value).__name__
-
-
 # ------------------------------------------------------------------------------------------------ missing cells
+
+
+def float_text(x: np.ndarray) -> np.ndarray:
+    """Floats as text, a whole number as an integer (``2.0`` → ``"2"``): a CSV column of integer codes with a gap
+    reads as float, and a category list must read the same from CSV and Parquet."""
+    whole = (np.round(x) == x) & (np.abs(x) < 2.0**53)
+    shown = x.astype(str).astype(object)
+    shown[whole] = x[whole].astype(np.int64).astype(str)
+    return shown
 
 
 def text_cells(values: pd.Series, tokens) -> tuple[np.ndarray, np.ndarray]:
@@ -92,11 +97,7 @@ def text_cells(values: pd.Series, tokens) -> tuple[np.ndarray, np.ndarray]:
     text = np.full(len(values), None, dtype=object)
     present = values[~null]
     if pd.api.types.is_float_dtype(present.dtype):
-        x = present.to_numpy(np.float64)
-        whole = (np.round(x) == x) & (np.abs(x) < 2.0**53)
-        shown = x.astype(str).astype(object)
-        shown[whole] = x[whole].astype(np.int64).astype(str)
-        text[~null] = shown
+        text[~null] = float_text(present.to_numpy(np.float64))
     elif pd.api.types.is_bool_dtype(present.dtype):
         text[~null] = np.where(present.to_numpy(bool), "1", "0").astype(object)
     else:
@@ -309,13 +310,9 @@ class CategoryMatcher:
         """Each cell's position in ``categories`` (-1 where unlisted or missing); ``text`` as :func:`text_cells`."""
         lookup = {self._key(c): i for i, c in enumerate(self.categories)}
         lookup.update({self._key(a): self.categories.index(t) for a, t in self.aliases})
-        present = np.array([v is not None for v in text], dtype=bool)
-        codes = np.full(len(text), -1, dtype=np.int64)
-        if present.any():
-            cells = pd.Series(text[present], dtype=object)
-            keys = cells.map(normal_form) if self.normalize else cells
-            codes[present] = keys.map(lookup).fillna(-1).to_numpy(np.int64)
-        return codes
+        spelling, spellings = pd.factorize(pd.Series(text, dtype=object))  # -1 where missing
+        found = np.array([lookup.get(self._key(s), -1) for s in spellings] + [-1], dtype=np.int64)
+        return found[spelling]
 
 
 # ------------------------------------------------------------------------------------------------ transforms
@@ -445,8 +442,3 @@ class CleaningCounts:
         return [(column, ", ".join(f"{n:,} {names[k]}" for k, n in sorted(c.items())))
                 for column, c in self.counts.items()]
 
-
-def cell_kinds(values: pd.Series, mask: np.ndarray) -> str:
-    """The kinds of the cells under ``mask`` (``"text"``, ``"float"``...), for an error that may not show them."""
-    kinds = sorted({"text" if isinstance(v, str) else _kind_of(v) for v in pd.Series(values)[mask].head(50)})
-    return ", ".join(kinds) or "none"

@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,6 +51,8 @@ IDENTIFIER_SHARE = 0.9
 _IDENTIFIER_NAME = re.compile(r"(^|[_\s.-])(id|uuid|guid|key|number|no)$|^id[_\s.-]|[a-z]Id$|ID$", re.IGNORECASE)
 _ISO_DATE = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([+-]\d{2}:?\d{2}|Z)?)?$"
 _DIGITS = r"^\d+$"
+_DATE_HOW = ("to use it, declare kind = \"date\" with parts = [\"year\", \"month\"] and the public range of its "
+             "years as lo and hi")
 
 
 @dataclass
@@ -153,7 +154,7 @@ class _Proposer:
     def propose(self, name: str) -> None:
         values = self.frame[name]
         if pd.api.types.is_datetime64_any_dtype(values.dtype):
-            return self.ignored(name, "a date", *self._date_reasons(name))
+            return self.ignored(name, "a date", _DATE_HOW)
         text, missing = text_cells(values, DEFAULT_MISSING_VALUES)
         present = ~missing
         if not present.any():
@@ -164,7 +165,7 @@ class _Proposer:
             return self._numbers(name, x, missing, None, reasons)
         cells = pd.Series(text[present], dtype=object).astype("string[pyarrow]")  # regular expressions in pyarrow
         if cells.str.match(_ISO_DATE).all():
-            return self.ignored(name, "a date (ISO 8601)", *self._date_reasons(name))
+            return self.ignored(name, "a date (ISO 8601)", _DATE_HOW)
         if cells.str.lower().isin(["true", "false"]).all():
             return self._binary(name, missing, reasons)
         digits = cells.str.match(_DIGITS)
@@ -191,9 +192,6 @@ class _Proposer:
             return self._numbers(name, fmt.parse(cells)[0], missing, fmt, reasons)
         return self._text(name, cells, missing, reasons)
 
-    def _date_reasons(self, name: str) -> list[str]:
-        return [f"to use it, declare kind = \"date\" with parts = [\"year\", \"month\"] and the public range of its "
-                f"years as lo and hi"]
 
     def _binary(self, name: str, missing: np.ndarray, reasons: list[str]) -> None:
         rule = {"fill": 0, "indicator": True} if missing.any() else None
@@ -230,11 +228,9 @@ class _Proposer:
                                     missing=rule), reasons)
 
     def _text(self, name: str, cells: pd.Series, missing: np.ndarray, reasons: list[str]) -> None:
-        keys = cells.map(normal_form)
-        spellings = Counter(zip(keys, cells))
         by_key: dict[str, list[tuple[int, str]]] = {}
-        for (key, spelling), n in spellings.items():
-            by_key.setdefault(key, []).append((-n, spelling))
+        for spelling, n in cells.value_counts(sort=False).items():  # the distinct spellings, not every cell
+            by_key.setdefault(normal_form(spelling), []).append((-int(n), str(spelling)))
         n_distinct = len(by_key)
         if n_distinct > self.max_categories:
             if cells.nunique() >= IDENTIFIER_SHARE * len(cells):

@@ -26,7 +26,8 @@ import pandas as pd
 
 from dpfair.datasets.cleaning import (DATE_PARTS, DEFAULT_MISSING_VALUES, MISSING_LEVEL, OUT_OF_RANGE,
                                       CategoryMatcher, CleaningCounts, MissingRule, NumberFormat, Transform,
-                                      date_levels, date_part_values, date_parts, numbers, text_cells)
+                                      date_levels, date_part_values, date_parts, float_text, numbers,
+                                      text_cells)
 
 KINDS = ("numeric", "categorical", "binary", "date")
 
@@ -61,10 +62,7 @@ def as_text(values) -> np.ndarray:
     out = np.full(len(values), None, dtype=object)
     present = values[~missing]
     if pd.api.types.is_float_dtype(present.dtype):
-        x = present.to_numpy(np.float64)
-        whole = (np.round(x) == x) & (np.abs(x) < 2.0**53)
-        text = x.astype(str).astype(object)
-        text[whole] = x[whole].astype(np.int64).astype(str)
+        text = float_text(present.to_numpy(np.float64))
     else:
         text = present.astype(str).to_numpy(object)
     out[~missing] = text
@@ -700,12 +698,6 @@ class Schema:
         """The feature columns declared to encode the sensitive attribute (a sensitive column itself if kept)."""
         return [c.name for c in self.columns if c.encodes_sensitive or c.name in self.sensitive_columns]
 
-    @property
-    def text_columns(self) -> tuple[str, ...]:
-        """The columns a CSV reader must keep as text (codes such as ``"01"`` keep their leading zeros)."""
-        return (*([self.label] if self.label else []), *self.sensitive_columns,
-                *(c.name for c in self.columns if c.kind in ("categorical", "date") or c.parse is not None))
-
     def __getitem__(self, name: str) -> Column:
         for c in self.columns:
             if c.name == name:
@@ -747,21 +739,29 @@ class Schema:
         """
         self._check_frame(frame, dataset, strict, keep)
         counts = CleaningCounts()
-        blocks, kept = [], np.ones(len(frame), bool)
+        blocks, kept = [], self._targets_kept(frame, dataset) if targets else np.ones(len(frame), bool)
         for c in self.columns:
             block, dropped = c.features(frame[c.name], dataset, missing_values=self.tokens, counts=counts)
             blocks.append(block)
             kept &= ~dropped
-        if targets:
-            for target in ("label", "sensitive"):
-                if getattr(self, f"{target}_missing") == "drop" and getattr(self, target) is not None:
-                    kept &= self.codes(frame, target, dataset, allow_missing=True) >= 0
         X = np.hstack(blocks)[kept] if blocks else np.zeros((int(kept.sum()), 0))
         return Prepared(X, kept, counts)
 
+    def _targets_kept(self, frame: pd.DataFrame, dataset: str) -> np.ndarray:
+        kept = np.ones(len(frame), bool)
+        for target in ("label", "sensitive"):
+            if getattr(self, f"{target}_missing") == "drop" and getattr(self, target) is not None:
+                kept &= self.codes(frame, target, dataset, allow_missing=True) >= 0
+        return kept
+
     def kept_rows(self, frame: pd.DataFrame, dataset: str = "data") -> np.ndarray:
-        """The mask of the training rows :meth:`prepare` keeps (``targets=True``)."""
-        return self.prepare(frame, dataset, targets=True).kept
+        """The mask of the training rows :meth:`prepare` keeps (``targets=True``), reading only the columns that
+        declare ``missing = "drop"`` (and the targets)."""
+        kept = self._targets_kept(frame, dataset)
+        for c in self.columns:
+            if c.missing is not None and c.missing.action == "drop":
+                kept &= ~c.features(frame[c.name], dataset, missing_values=self.tokens)[1]
+        return kept
 
     def transform(self, frame: pd.DataFrame, dataset: str = "data", *, strict: bool = False) -> np.ndarray:
         """The float64 feature matrix of every row of ``frame`` (:meth:`prepare`); a row that a declared
