@@ -1,4 +1,4 @@
-"""The vocabulary of declared hyper-parameter constraints (dpfair.constraints): what each object accepts, how it
+"""The vocabulary of declared hyper-parameter constraints (dpfair.utils.constraints): what each object accepts, how it
 says so in one line, and the one-line refusal check_parameters raises (issue 29: "declared parameter constraints
 checked in one place")."""
 
@@ -12,7 +12,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
-from dpfair.constraints import (
+from dpfair.utils.constraints import (
     Bools,
     HasMethods,
     Instances,

@@ -25,7 +25,7 @@ PAGES = {
     "dpfair.experiments": "experiments", "dpfair.model_selection": "model_selection", "dpfair.private_search": "private_search",
     "dpfair.measurement": "measurement",
     "dpfair.plot": "plot",
-    "dpfair.progress": "progress", "dpfair.persistence": "persistence", "dpfair.exceptions": "exceptions",
+    "dpfair.utils.progress": "progress", "dpfair.persistence": "persistence", "dpfair.exceptions": "exceptions",
 }
 
 

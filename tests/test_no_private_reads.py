@@ -4,8 +4,8 @@ an estimator can do by its class (issue 29, "One fit contract"; the project's ru
 A walk of ``src/dpfair`` with :mod:`ast`, no import of the code it reads save ``dpfair.algorithms`` (to tell which
 imported names are estimator classes). What it flags:
 
-* ``from dpfair.x import _name``, unless ``_name`` is a module of the importer's own package (or an upstream name
-  ``dpfair._compat`` re-exports); and an import of a private module (``dpfair.pkg._mod``) from outside
+* ``from dpfair.x import _name``, unless ``_name`` is a module of the importer's own package (the upstream names
+  ``dpfair.utils.upstream`` re-exports have public names too); and an import of a private module (``dpfair.pkg._mod``) from outside
   ``dpfair.pkg``;
 * ``x._name`` (an attribute read, write or delete; ``getattr``/``hasattr``/``setattr``/``delattr`` with a constant
   name; ``vars(x)[...]``, ``vars(x).get(...)``, ``... in vars(x)``) where ``x`` is not ``self``, ``cls`` or
@@ -13,9 +13,9 @@ imported names are estimator classes). What it flags:
   ``self._name``): one module's private name read by another;
 * outside ``dpfair.algorithms``: ``isinstance``/``issubclass``/``type(x) is C`` against a dpfair estimator class
   (imported from ``dpfair.algorithms``, or a loop variable over ``METHODS``/``ESTIMATORS``), and
-  ``type(x).__name__ == "<an estimator's class name>"``. Callers ask :func:`dpfair.capabilities.capabilities`.
+  ``type(x).__name__ == "<an estimator's class name>"``. Callers ask :func:`dpfair.utils.capabilities.capabilities`.
 
-``dpfair._compat`` is exempt: it is the one module that reads the internals of the libraries dpfair builds on,
+``dpfair.utils.upstream`` is exempt: it is the one module that reads the internals of the libraries dpfair builds on,
 behind a version check. :data:`ALLOWED` lists what other work of issue 29 is still removing; it shrinks to empty.
 """
 
@@ -30,8 +30,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "dpfair"
 
 #: The module whose reads of other libraries' internals are its purpose; the upstream names it re-exports keep
-#: upstream's spelling (``from dpfair._compat import _ALL``: fairlearn's ``_ALL``).
-EXEMPT = {"dpfair._compat"}
+#: upstream's spelling (``from dpfair.utils.upstream import _ALL``: fairlearn's ``_ALL``).
+EXEMPT = {"dpfair.utils.upstream"}
 #: Upstream names that are public despite their underscore: namedtuple's methods, ``os._exit``.
 UPSTREAM_PUBLIC = {"_asdict", "_replace", "_fields", "_make", "_exit"}
 
@@ -113,7 +113,7 @@ def _private_reads(tree: ast.Module, module: str) -> list[tuple[int, str]]:
             source = node.module
             for alias in node.names:
                 target = f"{source}.{alias.name}"
-                if _private(alias.name) and not _submodule_of(target, package) and source not in EXEMPT:
+                if _private(alias.name) and not _submodule_of(target, package):
                     flag(node, f"from {source} import {alias.name}")
             if not _may_import(source, module):
                 flag(node, f"from {source} import ...")
@@ -250,7 +250,7 @@ def test_no_module_reads_another_modules_private_names():
 def test_no_caller_outside_the_algorithms_tests_an_estimators_class():
     unexpected = _unexpected(_findings()[1])
     assert not unexpected, ("estimator classes tested outside dpfair.algorithms (ask "
-                            "dpfair.capabilities.capabilities(estimator) instead):\n" + "\n".join(unexpected))
+                            "dpfair.utils.capabilities.capabilities(estimator) instead):\n" + "\n".join(unexpected))
 
 
 def test_the_allow_list_holds_only_what_is_still_there():

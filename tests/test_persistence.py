@@ -26,7 +26,7 @@ from dpfair.algorithms import (
     DPSGDClassifier,
     ERMClassifier,
 )
-from dpfair.capabilities import capabilities
+from dpfair.utils.capabilities import capabilities
 from dpfair.datasets import make_synthetic
 from dpfair.persistence import FORMAT, VERSION, load_estimator, save_estimator
 

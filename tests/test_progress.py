@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from dpfair import progress as progress_module
+from dpfair.utils import progress as progress_module
 from dpfair.algorithms import (
     METHODS,
     DPFERMIClassifier,

@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from dpfair import __version__
-from dpfair.capabilities import capabilities
+from dpfair.utils.capabilities import capabilities
 
 _STARTED = time.perf_counter()  # the command's start, near enough: this module loads first
 
@@ -575,7 +575,7 @@ def _evaluation_record(evaluation: dict) -> dict:
 
 def _check_eval_args(args) -> None:
     """``--eval-epsilon`` / ``--eval-delta`` checked before any data is loaded."""
-    from dpfair.validation import check_epsilon
+    from dpfair.utils.validation import check_epsilon
 
     if getattr(args, "eval_epsilon", None) is not None:
         check_epsilon(args.eval_epsilon, "--eval-epsilon", budget=True)
@@ -1088,7 +1088,7 @@ def _privacy_rows_of(eps: float, delta: float, guarantee: str | None, protects: 
 
 def cmd_datasets(args) -> int:
     from dpfair.datasets import dataset_info, list_datasets
-    from dpfair.progress import progress
+    from dpfair.utils.progress import progress
 
     names = [args.name] if args.name else list_datasets()
     infos = []
@@ -2123,7 +2123,7 @@ def main(argv=None) -> int:
     warnings.showwarning = _show_warning
     silenced = contextlib.nullcontext()
     if getattr(args, "quiet", False):  # every progress bar of the command, the library's included
-        from dpfair.progress import quiet
+        from dpfair.utils.progress import quiet
 
         silenced = quiet()
     try:

@@ -158,7 +158,7 @@ def _library_sklearn() -> tuple[type, ...]:
     )
     from sklearn.svm import LinearSVC
 
-    from dpfair._compat import InterpolatedThresholder
+    from dpfair.utils.upstream import InterpolatedThresholder
 
     return (LogisticRegression, LinearSVC, GaussianNB, DummyClassifier, LinearDiscriminantAnalysis, StandardScaler,
             MinMaxScaler, MaxAbsScaler, RobustScaler, DemographicParity, EqualizedOdds, TruePositiveRateParity,
@@ -177,7 +177,7 @@ def _skops_trusted() -> list[type]:
     part and the two objects ThresholdOptimizer's rule holds (its threshold operations, in sklearn ``Bunch``es)."""
     from sklearn.utils import Bunch
 
-    from dpfair._compat import ThresholdOperation
+    from dpfair.utils.upstream import ThresholdOperation
 
     return [c for c in _sklearn_classes().values() if not c.__module__.startswith("sklearn.")] + [
         ThresholdOperation, Bunch]
@@ -196,7 +196,7 @@ class _Wrapper:
 
     ``drop``: public fitted attributes not saved because they hold training data and prediction does not read them;
     ``check``: save-time check(obj, where); ``restore``: load-time rebuild of the private state that prediction
-    reads, from the public attributes (fairlearn's internals, behind :mod:`dpfair._compat`).
+    reads, from the public attributes (fairlearn's internals, behind :mod:`dpfair.utils.upstream`).
     """
 
     cls: type
@@ -206,7 +206,7 @@ class _Wrapper:
 
 
 def _check_eg(obj, where):
-    from dpfair._compat import exponentiated_gradient_hypotheses_are_predictors
+    from dpfair.utils.upstream import exponentiated_gradient_hypotheses_are_predictors
 
     if not exponentiated_gradient_hypotheses_are_predictors(obj):
         raise _SaveError(f"{where}: this fairlearn version's ExponentiatedGradient keeps hypotheses that are not "
@@ -220,7 +220,7 @@ def _check_pipeline(obj, where):
 
 
 def _restore_eg(obj):
-    from dpfair._compat import restore_exponentiated_gradient_hypotheses
+    from dpfair.utils.upstream import restore_exponentiated_gradient_hypotheses
 
     restore_exponentiated_gradient_hypotheses(obj)
 

@@ -26,7 +26,7 @@ import pandas as pd
 from dpfair.fairness.group_table import DIFFERENCE, OVERALL, STATISTICS, bootstrap_mean_interval
 from dpfair.fairness.tradeoff import pareto_front
 from dpfair.privacy.accounting import PrivacyLedger
-from dpfair.validation import check_delta
+from dpfair.utils.validation import check_delta
 
 SPREADS = ("std", "interval", None)
 
@@ -252,7 +252,7 @@ def privacy_spent(estimator_or_ledger, delta: float | None = None, *, points: in
     (:meth:`~dpfair.privacy.PrivacyLedger.epsilon_curve`, ``points`` accountings); the last is
     the ε the fit reports. A curve whose accountings take longer than
     :data:`~dpfair.privacy.accounting.CURVE_DELAY` seconds shows a progress bar on stderr
-    (:mod:`dpfair.progress`; ``dpfair.progress.quiet()`` silences it). ``kwargs`` go to ``ax.plot``.
+    (:mod:`dpfair.utils.progress`; ``dpfair.utils.progress.quiet()`` silences it). ``kwargs`` go to ``ax.plot``.
     """
     if isinstance(estimator_or_ledger, PrivacyLedger):
         ledger = estimator_or_ledger

@@ -107,7 +107,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfair.algorithms.base import named_sensitive_columns, public_categories
 from dpfair.algorithms.signal import floor_counts
-from dpfair.capabilities import Capabilities, capabilities
+from dpfair.utils.capabilities import Capabilities, capabilities
 from dpfair.fairness.notions import get_notion
 from dpfair.fairness.scorers import predict_with_groups
 from dpfair.privacy import (
@@ -123,7 +123,7 @@ from dpfair.privacy import (
     ledger_totals,
 )
 from dpfair.privacy.budget import charging_grid
-from dpfair.validation import (
+from dpfair.utils.validation import (
     check_1d,
     check_delta,
     check_epsilon,
@@ -403,7 +403,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         return getattr(self.estimator, "privacy_unit", "record")
 
     def __dpfair_capabilities__(self) -> Capabilities:
-        """What callers may ask of the search (:func:`dpfair.capabilities.capabilities`): its winner reads s at
+        """What callers may ask of the search (:func:`dpfair.utils.capabilities.capabilities`): its winner reads s at
         prediction when the estimator searched over does. It declares no more: a search is no method another
         search could repeat."""
         return Capabilities(predict_needs_sensitive=capabilities(self.estimator).predict_needs_sensitive)

@@ -1,4 +1,4 @@
-"""What each estimator declares it can do (:mod:`dpfair.capabilities`) is what it does (issue 29).
+"""What each estimator declares it can do (:mod:`dpfair.utils.capabilities`) is what it does (issue 29).
 
 Each declared capability is checked against the estimator's own behaviour: its hyper-parameters, its
 signature, what ``check_hyperparameters`` refuses and what ``fit`` refuses, data-free or on a few rows.
@@ -14,7 +14,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils import get_tags
 
 from dpfair.algorithms import METHODS, DPFERMIClassifier, DPSGDClassifier, method_name
-from dpfair.capabilities import Capabilities, capabilities
+from dpfair.utils.capabilities import Capabilities, capabilities
 from dpfair.private_search import PrivateSearch
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:absl")

@@ -499,7 +499,7 @@ def test_a_grid_fitted_one_model_at_a_time_composes_its_models():
 
 
 def test_a_grid_checks_its_features_once_and_still_refuses_nan(monkeypatch):
-    import dpfair.validation as validation
+    import dpfair.utils.validation as validation
 
     calls, check = [], validation._check_features
     monkeypatch.setattr(validation, "_check_features", lambda X, name: calls.append(name) or check(X, name))

@@ -19,7 +19,7 @@ from dpfair.algorithms import (
     PrivateDemographicsClassifier,
 )
 from dpfair.algorithms.fit_context import PublicShape, running
-from dpfair.capabilities import capabilities
+from dpfair.utils.capabilities import capabilities
 from dpfair.privacy import PrivacyBudget, ledger_totals
 
 N, D = 240, 3

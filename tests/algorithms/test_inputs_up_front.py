@@ -16,7 +16,7 @@ import pytest
 
 from dpfair.algorithms import METHODS, DPFERMIClassifier, DPSGDClassifier, ERMClassifier, PFLDClassifier
 from dpfair.datasets import make_synthetic
-from dpfair.validation import FLOAT32_MAX_ROW_NORM, check_feature_scale
+from dpfair.utils.validation import FLOAT32_MAX_ROW_NORM, check_feature_scale
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 
 from dpfair.algorithms import METHODS
 from dpfair.algorithms.clipping import CLIPPING_RULES
-from dpfair.constraints import parameter_values, refusal
+from dpfair.utils.constraints import parameter_values, refusal
 
 #: Values of many kinds, among which each declaration must refuse at least one.
 CANDIDATES = (None, True, False, -1, 0, 1, 2, 1.5, -0.5, 0.5, 1e-16, math.inf, -math.inf, math.nan, "auto",

@@ -38,7 +38,7 @@ from dpfair.algorithms import (
     ReductionsClassifier,
     ThresholdClassifier,
 )
-from dpfair.validation import NonNumericError, check_features
+from dpfair.utils.validation import NonNumericError, check_features
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -73,7 +73,7 @@ def test_methods_prints_each_class_default_and_description(capsys):
         assert all(f"  {p.name}={p.default!r} " in text for p in params), method
         assert [p["name"] for p in shown["parameters"]] == [p.name for p in params]
         assert set(shown["parameters"][0]) == {"name", "default", "description", "accepts"}
-        # what each hyper-parameter accepts, from its declared constraints (dpfair.constraints)
+        # what each hyper-parameter accepts, from its declared constraints (dpfair.utils.constraints)
         assert all(p["accepts"] == accepted(cls, p["name"]) != "" for p in shown["parameters"]), method
         assert all(f"[accepts {p['accepts']}]" in text for p in shown["parameters"]), method
         assert shown["estimator"] == cls.__name__

@@ -23,7 +23,7 @@ from dpfair.experiments.spec import SweepSpec
 from dpfair.experiments.store import ResultsStore
 from dpfair.experiments.sweep import plan_tasks
 from dpfair.privacy import PrivacyLedger, accounting
-from dpfair.progress import quiet
+from dpfair.utils.progress import quiet
 
 SPEC = """
 [sweep]

@@ -122,7 +122,7 @@ def test_the_figures_are_small_palette_pngs_and_the_page_is_small(report):
 
 
 def test_the_report_shows_its_progress_unless_quiet(store, tmp_path, capsys):
-    from dpfair.progress import quiet
+    from dpfair.utils.progress import quiet
 
     render_report(store, tmp_path / "r.html")
     err = capsys.readouterr().err

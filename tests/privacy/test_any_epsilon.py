@@ -28,7 +28,7 @@ from dpfair.datasets import make_synthetic
 from dpfair.privacy import calibration, subsampled_rdp
 from dpfair.privacy.accounting import epsilon_of
 from dpfair.privacy.mechanisms import gaussian_event, laplace_event, pure_dp_event, randomized_response_event
-from dpfair.validation import MAX_EPSILON
+from dpfair.utils.validation import MAX_EPSILON
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfair.algorithms import METHODS, DPFERMIClassifier, DPPostProcessingClassifier, DPSGDClassifier, fit_dpfermi_grid
 from dpfair.algorithms._jagielski import cell_counts
-from dpfair.capabilities import capabilities
+from dpfair.utils.capabilities import capabilities
 from dpfair.privacy import SecretRandom, ledger_totals
 from dpfair.privacy.randomness import ENTROPY_BITS
 

@@ -13,7 +13,7 @@ from dpfair.algorithms import (
     PrivateDemographicsClassifier,
     fit_dpfermi_grid,
 )
-from dpfair.capabilities import capabilities
+from dpfair.utils.capabilities import capabilities
 from dpfair.datasets import make_synthetic
 from dpfair.privacy import Part, PrivacyLedger, Release, SecretRandom, reproducible_noise, samplers
 

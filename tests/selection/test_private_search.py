@@ -19,7 +19,7 @@ from dpfair.algorithms import (
     PrivateDemographicsClassifier,
     load_estimator,
 )
-from dpfair.capabilities import capabilities
+from dpfair.utils.capabilities import capabilities
 from dpfair.datasets import make_synthetic
 from dpfair.exceptions import BudgetExceededError
 from dpfair.privacy import PrivacyBudget, SecretRandom

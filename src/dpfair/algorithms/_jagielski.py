@@ -16,7 +16,7 @@ from scipy.optimize import linprog
 from sklearn.utils.validation import check_is_fitted
 
 from dpfair.fairness.notions import get_notion
-from dpfair.validation import encode_categories
+from dpfair.utils.validation import encode_categories
 
 #: Seed stream (beside ``random_state``) of the coins a randomized classifier tosses in ``predict``.
 _PREDICT_STREAM = 7

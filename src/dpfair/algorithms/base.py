@@ -58,8 +58,8 @@ from dpfair.algorithms import method_name
 from dpfair.algorithms.fit_context import FitContext, FitPlan, PublicShape, running
 from dpfair.algorithms.learned import check_learned
 from dpfair.algorithms.unaccounted_search import warn_if_parallel_search, warn_if_unaccounted_search
-from dpfair.capabilities import Capabilities
-from dpfair.constraints import Bools, Instances, Interval, Listing, Options, check_parameters
+from dpfair.utils.capabilities import Capabilities
+from dpfair.utils.constraints import Bools, Instances, Interval, Listing, Options, check_parameters
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.model_files import register_estimator
 from dpfair.nn import MODEL_NAMES, make_model
@@ -74,8 +74,8 @@ from dpfair.privacy import (
 )
 from dpfair.privacy.budget import charging
 from dpfair.privacy.randomness import VOID_GUARANTEE
-from dpfair.progress import progress
-from dpfair.validation import (
+from dpfair.utils.progress import progress
+from dpfair.utils.validation import (
     check_1d,
     check_delta,
     check_epsilon,
@@ -213,15 +213,15 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
     #: the privacy units a private method with a ``privacy_unit`` hyper-parameter can guarantee (a method whose
     #: class fixes ``privacy_unit`` guarantees that one)
     _units: tuple[str, ...] = ("sensitive", "record")
-    #: what else callers may ask (:class:`~dpfair.capabilities.Capabilities`'s fields of the same names): a grid
+    #: what else callers may ask (:class:`~dpfair.utils.capabilities.Capabilities`'s fields of the same names): a grid
     #: trained batched, λ following a public target error, public group shares, a certificate's distance bound
     _batched_grid = False
     _target_error = False
     _public_group_shares = False
     _certificate: str | None = None
-    #: whether ``fit`` trains in float32, whose range X's rows must respect (:func:`~dpfair.validation.check_feature_scale`)
+    #: whether ``fit`` trains in float32, whose range X's rows must respect (:func:`~dpfair.utils.validation.check_feature_scale`)
     _float32_training = False
-    #: The values each constructor hyper-parameter accepts (:mod:`dpfair.constraints`), checked in one place by
+    #: The values each constructor hyper-parameter accepts (:mod:`dpfair.utils.constraints`), checked in one place by
     #: :meth:`check_hyperparameters`. A subclass extends it (``{**Base.parameter_constraints, "lam": [...]}``);
     #: declared here: the hyper-parameters most methods share (a name the class does not take is skipped).
     parameter_constraints: ClassVar[dict] = {
@@ -250,9 +250,9 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         It reads the hyper-parameters alone (public), never the data, so callers may run it before any data is
         loaded or any release is made: the CLI, a sweep spec's grid, a private search's candidates
         (:class:`~dpfair.private_search.PrivateSearch`), each asking a clone with the candidate set. Here: every
-        declared constraint (:attr:`parameter_constraints`, :func:`dpfair.constraints.check_parameters`: a real is
+        declared constraint (:attr:`parameter_constraints`, :func:`dpfair.utils.constraints.check_parameters`: a real is
         finite unless its constraint takes ``inf``, as ``epsilon``'s does), then a finite ``epsilon`` at most
-        :data:`~dpfair.validation.MAX_EPSILON`; a subclass adds the rules that tie several hyper-parameters together.
+        :data:`~dpfair.utils.validation.MAX_EPSILON`; a subclass adds the rules that tie several hyper-parameters together.
         """
         check_parameters(self, self.parameter_constraints)
         if self._private:
@@ -278,8 +278,8 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         return tags
 
     def __dpfair_capabilities__(self) -> Capabilities:
-        """What this method can do (:mod:`dpfair.capabilities`; callers ask
-        :func:`dpfair.capabilities.capabilities`), from the class attributes above and two hyper-parameters: a
+        """What this method can do (:mod:`dpfair.utils.capabilities`; callers ask
+        :func:`dpfair.utils.capabilities.capabilities`), from the class attributes above and two hyper-parameters: a
         class that fixes ``privacy_unit`` guarantees that unit alone, and a ``secure_mode`` fit draws its exact
         noise for one model at a time (:class:`~dpfair.privacy.Release`), so its grids are not batched."""
         params = self.get_params(deep=False)
@@ -341,7 +341,7 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         ``callback``: ``callback(estimator, info)`` at the end of every epoch (round, solve) of
         training, ``info`` holding public counters (``epoch``, ``step``, ``steps``); it may read
         :meth:`privacy_spent_so_far`. With ``verbose=True`` a progress bar shows the steps and the ε
-        spent so far (:mod:`dpfair.progress`; ``dpfair.progress.quiet()`` silences it).
+        spent so far (:mod:`dpfair.utils.progress`; ``dpfair.utils.progress.quiet()`` silences it).
 
         A fit that learned nothing (one class predicted, or a training loss not below the constant model's)
         warns with the likely cause (:func:`dpfair.algorithms.learned.check_learned`: it reads the rows only
@@ -650,7 +650,7 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
         The default is a loop of their own ``fit``: each a separate fit with its own secret randomness, each
         claimed on its budget (``budget``: a :class:`~dpfair.privacy.PrivacyBudget` attached to every estimator
         first; ``None``: each draws from its own, if any). A method whose grids train together overrides it and
-        declares ``batched_grid`` (:mod:`dpfair.capabilities`): DP-FERMI trains its models in one batched loop,
+        declares ``batched_grid`` (:mod:`dpfair.utils.capabilities`): DP-FERMI trains its models in one batched loop,
         each model's fit running the contract's steps (:meth:`begin_fit`, its steps, :meth:`end_fit`) and the
         grid claimed on the budget as one joint release before its first release. Callers ask ``fit_many`` of the
         estimator's class (``type(est).fit_many(...)``) and need not know which it does.
@@ -796,8 +796,8 @@ def load_estimator(path, *, model=None) -> FairEstimator:
 class TorchClassifier(FairEstimator):
     """Estimators that train a ``torch.nn.Module`` (a name from :func:`dpfair.nn.make_model` or a module).
 
-    Training runs in float32: X's rows must have norm below :data:`~dpfair.validation.FLOAT32_MAX_ROW_NORM`
-    (:func:`~dpfair.validation.check_feature_scale`), and a fit whose parameters end NaN or infinite (gradient
+    Training runs in float32: X's rows must have norm below :data:`~dpfair.utils.validation.FLOAT32_MAX_ROW_NORM`
+    (:func:`~dpfair.utils.validation.check_feature_scale`), and a fit whose parameters end NaN or infinite (gradient
     steps too long for the scale of X) is refused rather than returned: the check reads only the fitted
     parameters, which the fit would publish, so under either unit it is post-processing of the release.
     """

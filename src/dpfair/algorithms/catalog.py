@@ -3,7 +3,7 @@
 Nothing here is written twice: a method's summary is the first line of its class docstring, its
 hyper-parameters are its constructor's (``get_params``) with their defaults, described by the
 numpydoc ``Parameters`` section of the same docstring, and its notions, strength and privacy are what the class
-declares (:func:`dpfair.capabilities.capabilities`).
+declares (:func:`dpfair.utils.capabilities.capabilities`).
 
 Reading them takes importing every estimator (torch, scikit-learn, fairlearn), so ``dpfair methods`` prints
 ``catalog.json`` beside this module instead: what :func:`build_catalog` reads from the classes, written by
@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpfair.capabilities import capabilities
+from dpfair.utils.capabilities import capabilities
 
 #: The catalog as written by :func:`write_catalog` (package data, read by :func:`read_catalog`).
 CATALOG_FILE = Path(__file__).with_name("catalog.json")
@@ -116,8 +116,8 @@ def _json_default(value):
 
 def accepted(cls, name: str) -> str:
     """What the hyper-parameter ``name`` of ``cls`` accepts, in one line, from its declared constraints
-    (:mod:`dpfair.constraints`; ``""`` where none is declared)."""
-    from dpfair.constraints import describe
+    (:mod:`dpfair.utils.constraints`; ``""`` where none is declared)."""
+    from dpfair.utils.constraints import describe
 
     allowed = getattr(cls, "parameter_constraints", {}).get(name)
     return "" if allowed is None else describe(allowed)

@@ -57,7 +57,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from dpfair.constraints import Interval, Options, check_parameters
+from dpfair.utils.constraints import Interval, Options, check_parameters
 from dpfair.fairness.bias_variance import bias_variance_terms
 from dpfair.model_files import register_dataclass
 from dpfair.nn import clipped_gradient_sum, layer_groups
@@ -92,7 +92,7 @@ class ClippingRule:
     statistics_name: ClassVar[str | None] = None
 
     _bounds: np.ndarray = field(default=None, init=False, repr=False, compare=False)
-    #: the values each setting accepts (:mod:`dpfair.constraints`), checked by :meth:`check`; a subclass extends it
+    #: the values each setting accepts (:mod:`dpfair.utils.constraints`), checked by :meth:`check`; a subclass extends it
     parameter_constraints: ClassVar[dict] = {
         "by": [Options(*BY)],
         "statistics_share": [Interval(float, 0, 1, closed="left")],

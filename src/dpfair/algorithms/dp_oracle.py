@@ -53,7 +53,7 @@ from sklearn.linear_model import LogisticRegression
 from dpfair.algorithms._jagielski import RandomizedGroupClassifierMixin, cell_counts
 from dpfair.algorithms.base import FairEstimator
 from dpfair.algorithms.signal import noise_tolerance
-from dpfair.constraints import Bools, Interval, Options
+from dpfair.utils.constraints import Bools, Interval, Options
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, check_privacy_unit
 
 #: The names of the plan's parts (and of the ledger's entries).
@@ -124,7 +124,7 @@ class DPOracleClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
     random_state : seeds public randomness only (``predict``'s coins); every noise draw comes from a secret
         generator made fresh for each fit.
-    verbose : a progress bar on stderr over the rounds, with the ε spent so far (:mod:`dpfair.progress`).
+    verbose : a progress bar on stderr over the rounds, with the ε spent so far (:mod:`dpfair.utils.progress`).
     """
 
     _private = True

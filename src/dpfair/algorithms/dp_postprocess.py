@@ -49,8 +49,8 @@ from dpfair.algorithms._jagielski import (
 from dpfair.algorithms.base import FairEstimator
 from dpfair.algorithms.fit_context import PublicShape
 from dpfair.algorithms.signal import warn_small_groups
-from dpfair.capabilities import capabilities
-from dpfair.constraints import Bools, HasMethods, Interval
+from dpfair.utils.capabilities import capabilities
+from dpfair.utils.constraints import Bools, HasMethods, Interval
 from dpfair.privacy import (
     LedgerEntry,
     Part,
@@ -60,7 +60,7 @@ from dpfair.privacy import (
     epsilon_of,
     ledger_totals,
 )
-from dpfair.validation import check_epsilon, encode_categories
+from dpfair.utils.validation import check_epsilon, encode_categories
 
 COUNTS = "joint counts (y_hat, s, y)"
 
@@ -89,7 +89,7 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
     random_state : seeds public randomness only (``predict``'s coins); the noise comes from a secret
         generator made fresh for each fit.
-    verbose : a progress bar on stderr (the base classifier's fit shows on it; :mod:`dpfair.progress`).
+    verbose : a progress bar on stderr (the base classifier's fit shows on it; :mod:`dpfair.utils.progress`).
 
     Fitted attributes: ``estimator_``, ``mixing_`` (``p[ŷ, r]``), ``noisy_counts_`` (``[ŷ, r, y]``, as released),
     ``slack_`` (per label), ``noise_multiplier_``, ``privacy_spent_``, ``privacy_ledger_``.

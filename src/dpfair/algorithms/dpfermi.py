@@ -50,12 +50,12 @@ from dpfair.algorithms.dpfermi_reference import COUNTS, STEP, FermiHyperParamete
 from dpfair.algorithms.dpfermi_sweep import GridFit, fit_grid, grid_points
 from dpfair.algorithms.fit_context import FitContext, FitPlan, PublicShape
 from dpfair.algorithms.signal import count_floor, floor_counts, warn_if_too_few_records, warn_small_groups
-from dpfair.constraints import Interval, Listing, Options
+from dpfair.utils.constraints import Interval, Listing, Options
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.fairness.notions import get_notion
 from dpfair.nn import LogisticRegression
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, SecretRandom, check_privacy_unit
-from dpfair.validation import check_group_proportions
+from dpfair.utils.validation import check_group_proportions
 
 #: The notions DP-FERMI targets: ERMI within each reference cell of the notion's partition.
 NOTIONS = ("demographic_parity", "equalized_odds", "equal_opportunity", "predictive_equality")
@@ -184,7 +184,7 @@ class DPFERMIClassifier(TorchClassifier):
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
     random_state : seeds public randomness only (initialisation, public minibatch order); Poisson batches
         and every noise draw come from a secret generator made fresh for each fit.
-    verbose : a progress bar on stderr over the steps, with the ε spent so far (:mod:`dpfair.progress`).
+    verbose : a progress bar on stderr over the steps, with the ε spent so far (:mod:`dpfair.utils.progress`).
     """
 
     _private = True

@@ -63,7 +63,7 @@ import torch.nn.functional as F
 
 from dpfair.algorithms.dpfermi_reference import LAM_MAX, FermiData, FermiHyperParameters, FermiSchedule
 from dpfair.nn import clipped_gradient_sum, padded_size, pads
-from dpfair.progress import SILENT, Progress
+from dpfair.utils.progress import SILENT, Progress
 
 
 @dataclass
@@ -620,7 +620,7 @@ class BatchedTorch:
         public torch generator per seed group (its public minibatch order).
         After each (expected) epoch of steps the models with a target error adapt their λ (:func:`adapt_lambda`,
         in ``hp.lam``), then ``on_epoch(step, W)`` is called; ``bar``
-        (:mod:`dpfair.progress`) advances by one per step.
+        (:mod:`dpfair.utils.progress`) advances by one per step.
         """
         dev = data.X.device
         S, G = hp.lam.shape

@@ -41,8 +41,8 @@ from dpfair.algorithms.dpfermi_reference import COUNTS, STEP
 from dpfair.nn import LogisticRegression
 from dpfair.privacy import PrivacyLedger, Release, SecretRandom, epsilon_of, gaussian_event
 from dpfair.privacy.budget import charging_grid
-from dpfair.progress import progress
-from dpfair.validation import reusing_checked_features
+from dpfair.utils.progress import progress
+from dpfair.utils.validation import reusing_checked_features
 
 
 class GridFit(list):
@@ -81,7 +81,7 @@ def fit_grid(estimators, X, y, sensitive_features, *, budget=None) -> GridFit:
     secret batches (they need the same data, notion, batch size, epochs and privacy unit); any other model, and
     every model of a grid where one is in ``secure_mode`` (whose exact noise is drawn for one model at a time),
     is trained one at a time (``shared_batches`` False). ``verbose=True`` on any model: one progress bar for the
-    whole grid (:mod:`dpfair.progress`). ``budget``: a :class:`~dpfair.privacy.PrivacyBudget` the grid's joint ε
+    whole grid (:mod:`dpfair.utils.progress`). ``budget``: a :class:`~dpfair.privacy.PrivacyBudget` the grid's joint ε
     (``privacy_spent``) is drawn from; the joint plan is checked against it before anything is released.
     """
     estimators = GridFit(estimators)

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from dpfair.algorithms.base import TorchClassifier
 from dpfair.algorithms.clipping import CLIPPING_RULES, ClippingRule, make_clipping_rule
 from dpfair.algorithms.signal import warn_if_too_few_records
-from dpfair.constraints import Instances, Interval, Options
+from dpfair.utils.constraints import Instances, Interval, Options
 from dpfair.nn import CLIP_METHODS, assign_grads, padded_size, pads, trainable_params
 from dpfair.privacy import Part, PrivacyPlan, Release
 
@@ -137,7 +137,7 @@ class DPSGDClassifier(TorchClassifier):
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
     random_state : seeds public randomness only (initialisation); Poisson batches and every noise draw
         come from a secret generator made fresh for each fit.
-    verbose : a progress bar on stderr over the steps, with the ε spent so far (:mod:`dpfair.progress`).
+    verbose : a progress bar on stderr over the steps, with the ε spent so far (:mod:`dpfair.utils.progress`).
 
     A fit calibrated to ε warns when √(p·ln(1/δ))/(N·ε) > 0.02 (p parameters): too few records for that
     privacy to expect better than a constant predictor (:func:`warn_if_too_few_records`).

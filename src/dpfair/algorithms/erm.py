@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from dpfair.algorithms.base import TorchClassifier
-from dpfair.constraints import Interval, Options
+from dpfair.utils.constraints import Interval, Options
 
 
 class ERMClassifier(TorchClassifier):
@@ -39,7 +39,7 @@ class ERMClassifier(TorchClassifier):
         estimator takes them; ``None`` infers them from the data (not private here: no warning).
     device : "cpu" (default), "cuda", "cuda:N" or "auto" (CUDA when available).
     random_state : seeds initialisation and minibatch order.
-    verbose : a progress bar on stderr (L-BFGS's function evaluations, or the epochs; :mod:`dpfair.progress`).
+    verbose : a progress bar on stderr (L-BFGS's function evaluations, or the epochs; :mod:`dpfair.utils.progress`).
 
     ``n_iter_``: L-BFGS iterations run, or the epochs of the minibatch path (``n_steps_``: its optimizer steps).
     """

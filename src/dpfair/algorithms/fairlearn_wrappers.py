@@ -48,10 +48,10 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.validation import check_is_fitted, has_fit_parameter
 
-from dpfair._compat import pmf_predict
+from dpfair.utils.upstream import pmf_predict
 from dpfair.algorithms.base import FairEstimator
-from dpfair.constraints import Bools, HasMethods, Interval, Options
-from dpfair.validation import encode_categories
+from dpfair.utils.constraints import Bools, HasMethods, Interval, Options
+from dpfair.utils.validation import encode_categories
 
 #: dpfair notion → fairlearn moment of ExponentiatedGradient.
 REDUCTION_MOMENTS = {
@@ -112,7 +112,7 @@ class ReductionsClassifier(FairEstimator):
     groups, classes : the public lists of group and label values (an int k: ``0..k-1``), as every dpfair
         estimator takes them; ``None`` infers them from the data (not private here: no warning).
     random_state : seeds the base estimator (when its ``random_state`` is unset) and ``predict``'s draws.
-    verbose : a progress bar on stderr (:mod:`dpfair.progress`).
+    verbose : a progress bar on stderr (:mod:`dpfair.utils.progress`).
     """
 
     _requires_sensitive = True
@@ -198,7 +198,7 @@ class ThresholdClassifier(FairEstimator):
     groups, classes : the public lists of group and label values (an int k: ``0..k-1``), as every dpfair
         estimator takes them; ``None`` infers them from the data (not private here: no warning).
     random_state : seeds the base estimator (when its ``random_state`` is unset) and ``predict``'s draws.
-    verbose : a progress bar on stderr (:mod:`dpfair.progress`).
+    verbose : a progress bar on stderr (:mod:`dpfair.utils.progress`).
     """
 
     _requires_sensitive = True

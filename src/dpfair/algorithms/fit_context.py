@@ -43,7 +43,7 @@ from dpfair.privacy import (
     SecretRandom,
 )
 from dpfair.privacy.budget import Claim, claim
-from dpfair.progress import SILENT, Progress
+from dpfair.utils.progress import SILENT, Progress
 
 #: Seconds between two computations of the ε spent so far for a fit's progress bar.
 EPSILON_INTERVAL = 1.0

@@ -83,7 +83,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfair.algorithms.base import FairEstimator
 from dpfair.algorithms.signal import warn_if_too_few_records
-from dpfair.constraints import Bools, Interval, Listing, Options
+from dpfair.utils.constraints import Bools, Interval, Listing, Options
 from dpfair.privacy import (
     Part,
     PrivacyPlan,
@@ -91,7 +91,7 @@ from dpfair.privacy import (
     SecretRandom,
     check_privacy_unit,
 )
-from dpfair.validation import check_epsilon, check_positive
+from dpfair.utils.validation import check_epsilon, check_positive
 
 #: The names of the plan's parts (and of the ledger's entries).
 RELEASE, PUBLIC_MINIMIZER = "perturbed minimiser", "minimiser (reads no sensitive attribute)"
@@ -253,7 +253,7 @@ class OutputPerturbationClassifier(FairEstimator):
         with a ``PrivacyLeakWarning`` where the data are private.
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks).
     random_state : seeds nothing a guarantee rests on (the noise comes from a secret generator).
-    verbose : a progress bar on stderr (:mod:`dpfair.progress`).
+    verbose : a progress bar on stderr (:mod:`dpfair.utils.progress`).
 
     Under ``"record"``, a fit calibrated to ε warns when √(p·ln(1/δ))/(N·ε) > 0.02 (p released parameters):
     too few records for that privacy (:func:`dpfair.algorithms.signal.warn_if_too_few_records`).

@@ -91,12 +91,12 @@ import torch.nn.functional as F
 
 from dpfair.algorithms.base import TorchClassifier, public_categories
 from dpfair.algorithms.signal import count_floor, floor_counts, noise_tolerance, warn_small_groups
-from dpfair.constraints import Instances, Interval, Listing, Options
+from dpfair.utils.constraints import Instances, Interval, Listing, Options
 from dpfair.exceptions import SmallGroupWarning
 from dpfair.fairness.notions import ACCURACY, POSITIVE, get_notion
 from dpfair.nn import assign_grads, clipped_gradient_sum
 from dpfair.privacy import Part, PrivacyPlan, PrivacyUnit, Release, check_privacy_unit
-from dpfair.validation import check_group_proportions, encode_categories
+from dpfair.utils.validation import check_group_proportions, encode_categories
 
 #: The notions PF-LD targets (its constraint machinery is generic over the notion's partition and rate).
 NOTIONS = ("demographic_parity", "equalized_odds", "accuracy_parity", "predictive_equality")
@@ -230,7 +230,7 @@ class PFLDClassifier(TorchClassifier):
     secure_mode : draw the noise from :mod:`dpfair.privacy.samplers` (resists floating-point attacks; slower).
     random_state : seeds public randomness only (initialisation, public minibatch order); Poisson batches
         and every noise draw come from a secret generator made fresh for each fit.
-    verbose : a progress bar on stderr over the primal steps, with the ε spent so far (:mod:`dpfair.progress`).
+    verbose : a progress bar on stderr over the primal steps, with the ε spent so far (:mod:`dpfair.utils.progress`).
 
     Fitted attributes: ``noise_multiplier_`` (σ_p), ``dual_noise_multiplier_`` (σ_d), ``group_sizes_``
     (the normalisers ñ_g, released or public), ``constraint_keys_`` (each constraint group's ``(label, group)``

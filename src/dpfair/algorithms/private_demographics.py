@@ -53,7 +53,16 @@ import math
 import numpy as np
 import pandas as pd
 
-from dpfair._compat import _ALL, _EVENT, _GROUP_ID, _LABEL, _SIGN, Moment, UtilityParity, set_utility_parity_state
+from dpfair.utils.upstream import (
+    MOMENT_ALL,
+    MOMENT_EVENT,
+    MOMENT_GROUP_ID,
+    MOMENT_LABEL,
+    MOMENT_SIGN,
+    Moment,
+    UtilityParity,
+    set_utility_parity_state,
+)
 from dpfair.algorithms.base import FairEstimator
 from dpfair.algorithms.fairlearn_wrappers import ReductionsClassifier
 from dpfair.fairness.notions import ACCURACY, Notion, get_notion
@@ -90,10 +99,10 @@ def _events(notion: Notion, y: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """0/1 matrix (n, m) of the events a notion conditions on (its reference cells; binary labels, 1 positive),
     with fairlearn's event names."""
     if not notion.conditions_on_label:
-        return np.ones((len(y), 1)), [_ALL]
+        return np.ones((len(y), 1)), [MOMENT_ALL]
     cells = notion.cell_labels(2, 1)
     reference = notion.reference_cells(y, 2, 1)
-    names = [f"{_LABEL}={'|'.join(str(v) for v in labels)}" for labels in cells]
+    names = [f"{MOMENT_LABEL}={'|'.join(str(v) for v in labels)}" for labels in cells]
     return np.stack([(reference == c).astype(np.float64) for c in range(len(cells))], axis=1), names
 
 
@@ -135,12 +144,13 @@ class CorrectedParity(UtilityParity):
         # A small group's estimated share can come out <= 0 (randomized response's noise): floor it at
         # 1/n, post-processing of the release, so that no fit fails on what the private s holds.
         p_group_event = np.maximum(p_group_event, 1.0 / n)
-        cells = pd.MultiIndex.from_product([names, range(k)], names=[_EVENT, _GROUP_ID])
-        index = pd.MultiIndex.from_product([["+", "-"], names, range(k)], names=[_SIGN, _EVENT, _GROUP_ID])
+        cells = pd.MultiIndex.from_product([names, range(k)], names=[MOMENT_EVENT, MOMENT_GROUP_ID])
+        index = pd.MultiIndex.from_product([["+", "-"], names, range(k)],
+                                           names=[MOMENT_SIGN, MOMENT_EVENT, MOMENT_GROUP_ID])
         plus = (events / p_event)[:, :, None] - events[:, :, None] * weights[:, None, :] / p_group_event
         plus = plus.reshape(n, -1)
         set_utility_parity_state(self, utilities=utilities,
-                                 prob_event=pd.Series(p_event, index=pd.Index(names, name=_EVENT)),
+                                 prob_event=pd.Series(p_event, index=pd.Index(names, name=MOMENT_EVENT)),
                                  prob_group_event=pd.Series(p_group_event.ravel(), index=cells), index=index,
                                  U=pd.DataFrame(np.hstack([plus, -plus]), columns=index))
 
@@ -166,7 +176,7 @@ class PrivateDemographicsClassifier(ReductionsClassifier):
     secure_mode : draw the coins of randomized response from the OS CSPRNG (:mod:`dpfair.privacy.samplers`).
     random_state : seeds public randomness only (the base estimator, ``predict``'s draws); the randomized
         response draws from a secret generator made fresh for each fit.
-    verbose : a progress bar on stderr (:mod:`dpfair.progress`).
+    verbose : a progress bar on stderr (:mod:`dpfair.utils.progress`).
 
     Fitted attributes: ``local_epsilon_`` (the ε of the randomized response actually run),
     ``randomization_matrix_`` (T), ``mitigator_`` (fairlearn's fitted ``ExponentiatedGradient``).

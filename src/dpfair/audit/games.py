@@ -46,9 +46,9 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 
 from dpfair.audit.epsilon import LowerBound, epsilon_lower_bound
-from dpfair.capabilities import capabilities
+from dpfair.utils.capabilities import capabilities
 from dpfair.privacy import check_privacy_unit
-from dpfair.progress import progress
+from dpfair.utils.progress import progress
 
 __all__ = ["MEASUREMENT_METRICS", "RELEASE_MECHANISMS", "AuditReport", "audit_epsilon", "audit_measurement",
            "audit_one_run", "audit_release", "choose_canary"]
@@ -233,7 +233,7 @@ def audit_epsilon(estimator, X, y, sensitive_features, *, unit=None, runs: int =
     ``unit``: the neighbouring relation audited (default: the unit of the estimator's guarantee, its
     ``privacy_unit``; ``"record"`` for estimators without one, the non-private references). The
     claimed ε is the ``privacy_spent_`` of the fits (the largest, if they differ). ``verbose``: a
-    progress bar on stderr over the fits (:mod:`dpfair.progress`).
+    progress bar on stderr over the fits (:mod:`dpfair.utils.progress`).
     """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
@@ -509,7 +509,7 @@ def audit_one_run(estimator, X, y, sensitive_features, *, canaries: int = 1000, 
     flipped labels (input-space canaries; the auditor owns the data); the score of a canary is
     minus its loss (members fit better); :func:`dpfair.audit.epsilon.one_run_epsilon_lower_bound`
     turns the guesses into a bound. The inclusion coins are public randomness of the audit, not of
-    the mechanism. ``verbose``: a progress bar on stderr over the training run (:mod:`dpfair.progress`).
+    the mechanism. ``verbose``: a progress bar on stderr over the training run (:mod:`dpfair.utils.progress`).
     """
     from dpfair.audit.epsilon import one_run_epsilon_lower_bound
 

@@ -90,9 +90,9 @@ from dpfair.audit.metrics import (
     check_confidence,
     fpr_label,
 )
-from dpfair.capabilities import capabilities
-from dpfair.progress import progress
-from dpfair.validation import check_1d, check_features
+from dpfair.utils.capabilities import capabilities
+from dpfair.utils.progress import progress
+from dpfair.utils.validation import check_1d, check_features
 
 #: Said in every output of a membership audit.
 NOTE = ("membership inference is an empirical evaluation of one attack, not a privacy guarantee; a low AUC "
@@ -445,7 +445,7 @@ def membership_inference(estimator, X, y, sensitive_features=None, *, attacks=AT
     n_bootstrap : bootstrap resamples per interval (see :mod:`dpfair.audit.metrics`).
     group_names : labels of the group values in the per-group rows (a mapping, or a sequence indexed by
         the group code); default ``str(value)``.
-    verbose : a progress bar on stderr over the models trained (:mod:`dpfair.progress`).
+    verbose : a progress bar on stderr over the models trained (:mod:`dpfair.utils.progress`).
 
     Returns a :class:`MembershipReport`; its every output carries :data:`NOTE`.
     """

@@ -36,10 +36,10 @@ from dpfair.algorithms.clipping import FlatClipping, make_clipping_rule
 from dpfair.bounds.distance import dpsgd_radius, output_perturbation_radius
 from dpfair.bounds.fairness_lipschitz import CERTIFIED_NOTIONS, FairnessGapBound, fairness_gap_bound, fairness_levels
 from dpfair.bounds.margins import confidence_margins, module_lipschitz, module_scores, normalized_margins
-from dpfair.capabilities import capabilities
+from dpfair.utils.capabilities import capabilities
 from dpfair.nn.models import LogisticRegression
-from dpfair.progress import progress
-from dpfair.validation import check_1d, check_features, encode_on
+from dpfair.utils.progress import progress
+from dpfair.utils.validation import check_1d, check_features, encode_on
 
 __all__ = ["Certificate", "certify", "certify_margins", "empirical_gaps"]
 
@@ -178,7 +178,7 @@ def empirical_gaps(estimator, X_train, y_train, s_train, X_eval, y_eval, s_eval,
     h* is the estimator refitted at ``epsilon=inf``; each h_j is a private fit with fresh
     noise (an estimator with ``private_draws`` reuses one optimum and redraws only the noise).
     A research diagnostic: it uses the non-private model, so the printed ε does not cover it.
-    ``verbose``: a progress bar on stderr over the draws (:mod:`dpfair.progress`).
+    ``verbose``: a progress bar on stderr over the draws (:mod:`dpfair.utils.progress`).
     """
     from sklearn.base import clone
 

@@ -34,7 +34,7 @@ import math
 
 from scipy.stats import chi2
 
-from dpfair.validation import check_positive
+from dpfair.utils.validation import check_positive
 
 __all__ = ["dpsgd_radius", "output_perturbation_radius", "paper_noise_std"]
 

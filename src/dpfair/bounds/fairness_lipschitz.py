@@ -25,7 +25,7 @@ import numpy as np
 
 from dpfair.bounds.concentration import chernoff_bound, flip_probability, markov_bound
 from dpfair.fairness import FairnessCoefficients, accuracy_group_codes, fairness_coefficients, get_notion, notion_names
-from dpfair.validation import check_1d
+from dpfair.utils.validation import check_1d
 
 __all__ = ["ACCURACY", "CERTIFIED_NOTIONS", "FairnessGapBound", "fairness_gap_bound", "fairness_levels",
            "notion_coefficients", "pointwise_lipschitz"]

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from dpfair.validation import check_positive
+from dpfair.utils.validation import check_positive
 
 __all__ = ["finite_sample_term"]
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dpfair.validation import check_1d, check_features
+from dpfair.utils.validation import check_1d, check_features
 
 __all__ = ["confidence_margins", "linear_lipschitz", "module_lipschitz", "module_scores", "normalized_margins"]
 

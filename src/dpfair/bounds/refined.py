@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpfair.validation import check_features
+from dpfair.utils.validation import check_features
 
 __all__ = ["refined_lipschitz"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dpfair.validation import check_positive
+from dpfair.utils.validation import check_positive
 
 #: The regions and the ways the export writes each of them.
 MESSY_REGIONS = {"North": ("North", "NORTH", "north ", " North"), "South": ("South", "south", "SOUTH"),

@@ -15,7 +15,7 @@ import numpy as np
 from dpfair.datasets import _acs, _celeba, _mnist, _synthetic, _tabular
 from dpfair.datasets._files import DataFile, is_available, locate
 from dpfair.datasets._presets import load_preset, presets_of
-from dpfair.cache_folder import read_entry, write_entry
+from dpfair.utils.cache_folder import read_entry, write_entry
 from dpfair.datasets.base import Dataset
 
 COMMON = ("sensitive", "test_size", "random_state", "data_home", "path")

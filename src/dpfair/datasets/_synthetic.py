@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from dpfair.datasets.base import Column, Dataset, Schema, Table, finish
-from dpfair.validation import check_positive
+from dpfair.utils.validation import check_positive
 
 
 def make_synthetic(n_samples: int = 2000, n_features: int = 10, n_groups: int = 2, n_classes: int = 2,

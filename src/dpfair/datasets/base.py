@@ -30,7 +30,7 @@ import pandas as pd
 
 from dpfair.datasets.schema import (KINDS, OTHER, SCHEMA_VERSION, Column, Prepared, Schema, as_text,  # noqa: F401
                                      numeric_columns)
-from dpfair.validation import check_1d, check_features
+from dpfair.utils.validation import check_1d, check_features
 
 
 @dataclass(repr=False)

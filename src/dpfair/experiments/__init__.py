@@ -12,7 +12,7 @@ functions named like their modules (``evaluate``, ``frontier``) are imported her
 
 from dpfair.experiments.evaluate import INEQUALITY_INDICES, evaluate
 from dpfair.experiments.frontier import Frontier, frontier
-from dpfair.lazy_exports import lazy_exports
+from dpfair.utils.lazy_exports import lazy_exports
 
 __all__ = ["INEQUALITY_INDICES", "Frontier", "GridResult", "ResultsStore", "SweepSpec", "SweepSummary", "evaluate",
            "frontier", "render_report", "run_grid", "run_sweep", "shipped_specs"]

@@ -44,7 +44,7 @@ import pandas as pd
 
 from dpfair.experiments.frontier import BASE_METHOD, frontier, point_ids, reference_errors
 from dpfair.experiments.papers import beside_ours, load_papers, published_numbers
-from dpfair.progress import progress
+from dpfair.utils.progress import progress
 
 #: The slacks of the "lowest violation at error ≤ base + slack" tables.
 SLACKS = (0.01, 0.03)
@@ -711,7 +711,7 @@ def render_report(store_or_frame, out_path, *, title: str | None = None, tables=
     The figures are drawn in a forked worker process while the page goes on being built, where this process
     may use more than one CPU (:class:`_Drawers`); the page is the same byte for byte.
 
-    ``verbose``: show a progress bar on stderr (:mod:`dpfair.progress`; ``dpfair --quiet`` silences it): the
+    ``verbose``: show a progress bar on stderr (:mod:`dpfair.utils.progress`; ``dpfair --quiet`` silences it): the
     fronts, then per data set each trade-off plot, the per-group accuracies and the ledgers (with their ε
     curves), then the summary with the privacy totals and the published numbers, one step each. It prints
     counts of steps and the time taken, nothing read from the store.

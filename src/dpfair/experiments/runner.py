@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpfair.capabilities import capabilities
+from dpfair.utils.capabilities import capabilities
 from dpfair.experiments.evaluate import evaluate
 from dpfair.privacy.accounting import event_to_json
 
@@ -37,7 +37,7 @@ from dpfair.privacy.accounting import event_to_json
 @functools.cache
 def batched_method(method: str) -> bool:
     """Whether a sweep trains ``method``'s points of one (data, split, notion) as one task: those of a method that
-    declares batched grids (:attr:`~dpfair.capabilities.Capabilities.batched_grid`, at its default
+    declares batched grids (:attr:`~dpfair.utils.capabilities.Capabilities.batched_grid`, at its default
     hyper-parameters; :func:`run_grid` asks each grid's own)."""
     from dpfair.algorithms import METHODS
 

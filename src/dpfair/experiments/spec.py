@@ -107,8 +107,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from dpfair.capabilities import capabilities
-from dpfair.validation import check_epsilon
+from dpfair.utils.capabilities import capabilities
+from dpfair.utils.validation import check_epsilon
 
 #: The reproduction specs shipped with the package, by name (``dpfair sweep NAME`` runs one).
 SPEC_PACKAGE = "dpfair.experiments.specs"
@@ -575,7 +575,7 @@ def table_key_path() -> Path:
     not empty, else in ``~/.cache/dpfair``. It is made (32 random bytes, readable by its owner alone) at first
     use; without it the same table gets a new key, so its points train again. Never publish it: with it, a
     table's key is a plain hash of its rows again."""
-    from dpfair.cache_folder import cache_dir, default_cache_dir
+    from dpfair.utils.cache_folder import cache_dir, default_cache_dir
 
     return (cache_dir() or default_cache_dir()) / "table-key"
 

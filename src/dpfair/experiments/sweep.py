@@ -23,7 +23,7 @@ from dpfair.experiments.backends import get_backend
 from dpfair.experiments.runner import batched_method, run_task
 from dpfair.experiments.spec import SweepSpec
 from dpfair.experiments.store import Claims, ResultsStore
-from dpfair.progress import progress
+from dpfair.utils.progress import progress
 
 #: Seconds between looks at the store while another sweep trains the last points this one needs.
 POLL_S = 2.0

@@ -67,7 +67,7 @@ from dpfair.fairness.notions import (
     notion_names,
     register_notion,
 )
-from dpfair.lazy_exports import lazy_exports
+from dpfair.utils.lazy_exports import lazy_exports
 
 __all__ = [
     "CONVENTIONS",

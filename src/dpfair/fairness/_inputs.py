@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpfair.validation import check_1d, encode_categories
+from dpfair.utils.validation import check_1d, encode_categories
 
 
 def check_same_length(a: np.ndarray, name: str, ref: np.ndarray, ref_name: str) -> None:

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from dpfair.validation import check_positive
+from dpfair.utils.validation import check_positive
 
 __all__ = ["bias_variance_terms", "clipping_bias", "mean_excess_norm", "noise_variance"]
 

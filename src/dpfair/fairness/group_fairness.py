@@ -67,7 +67,7 @@ import numpy as np
 
 from dpfair.fairness._inputs import check_same_length, encode_groups, label_index
 from dpfair.fairness.notions import ACCURACY, Notion, get_notion
-from dpfair.validation import check_1d, encode_categories, encode_on
+from dpfair.utils.validation import check_1d, encode_categories, encode_on
 
 
 class FairnessCoefficients(NamedTuple):

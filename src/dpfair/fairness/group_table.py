@@ -42,7 +42,7 @@ import pandas as pd
 
 from dpfair.fairness._inputs import check_same_length, encode_groups, encode_label_pair, label_index
 from dpfair.fairness.metrics import group_name_list
-from dpfair.validation import check_1d, check_positive
+from dpfair.utils.validation import check_1d, check_positive
 
 #: Row labels of the table besides the groups.
 OVERALL, DIFFERENCE = "overall", "difference"

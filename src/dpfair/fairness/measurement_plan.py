@@ -81,7 +81,7 @@ from dpfair.privacy import (
     epsilon_of,
     gaussian_event,
 )
-from dpfair.validation import check_epsilon
+from dpfair.utils.validation import check_epsilon
 
 __all__ = ["COUNT_TABLES", "FULL", "GROUPS", "LABELS", "MECHANISMS", "PLANNING_RATE", "PREDICTIONS", "SCORES",
            "SQUARED", "SUM_TABLES", "MeasurementForecast", "MeasurementPlan", "epsilon_for_width",

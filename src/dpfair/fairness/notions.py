@@ -59,7 +59,7 @@ from dpfair.fairness._inputs import (
     encode_label_pair,
     label_index,
 )
-from dpfair.validation import check_1d, encode_categories
+from dpfair.utils.validation import check_1d, encode_categories
 
 __all__ = [
     "ACCURACY",

@@ -86,7 +86,7 @@ from dpfair.privacy import (
     SecretRandom,
     check_privacy_unit,
 )
-from dpfair.validation import check_1d, check_epsilon, check_positive
+from dpfair.utils.validation import check_1d, check_epsilon, check_positive
 
 __all__ = ["METRICS", "SCORE_METRIC_NAMES", "PrivateMetricFrame"]
 

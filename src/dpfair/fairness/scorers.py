@@ -39,7 +39,7 @@ import numbers
 from sklearn.metrics import accuracy_score
 from sklearn.utils.metadata_routing import MetadataRequest
 
-from dpfair.capabilities import capabilities
+from dpfair.utils.capabilities import capabilities
 from dpfair.fairness.metrics import summary_positive_label
 from dpfair.fairness.notions import check_convention, get_notion, notion_names
 

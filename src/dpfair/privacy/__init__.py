@@ -6,7 +6,7 @@ on the mechanisms) are imported on first use (``from dpfair.privacy import Relea
 (``dpfair report``) does not pay for torch.
 """
 
-from dpfair.lazy_exports import lazy_exports
+from dpfair.utils.lazy_exports import lazy_exports
 from dpfair.privacy.accounting import (
     ACCOUNTANTS,
     LedgerEntry,

@@ -20,9 +20,9 @@ that the sensitive unit's releases and the RDP-only repeated-run bounds of priva
 selection (``RepeatAndSelectDpEvent``) compose.
 
 Upstream behaviours worked around (dp-accounting 0.5.0–0.6.0; each is pinned
-by a test in ``tests/test_compat.py`` that fails once upstream changes it, and
+by a test in ``tests/test_upstream.py`` that fails once upstream changes it, and
 says which workaround to remove then). Upstream internals are reached only
-through :mod:`dpfair._compat`.
+through :mod:`dpfair.utils.upstream`.
 
 1. The RDP accountant ignores ``REPLACE_ONE`` for an unsampled
    ``GaussianDpEvent``: it accounts a shift of one bound, i.e. the
@@ -66,7 +66,7 @@ from types import SimpleNamespace
 import dp_accounting as dpa
 from dp_accounting import NeighboringRelation
 
-from dpfair._compat import (
+from dpfair.utils.upstream import (
     AccountantHook,
     PLDAccountantBase,
     RdpAccountantBase,
@@ -77,11 +77,11 @@ from dpfair._compat import (
 from dpfair.privacy.memo import MEMO, Computed, MemoKey
 from dpfair.privacy.subsampled_rdp import replace_one_sampled_gaussian_rdp
 from dpfair.privacy.units import relation_of
-from dpfair.progress import progress
+from dpfair.utils.progress import progress
 
 ACCOUNTANTS = ("pld", "rdp")
 
-#: An ε curve (:meth:`PrivacyLedger.epsilon_curve`) shows its progress (:mod:`dpfair.progress`) once it
+#: An ε curve (:meth:`PrivacyLedger.epsilon_curve`) shows its progress (:mod:`dpfair.utils.progress`) once it
 #: has run this many seconds (inside a shown operation, such as a report, a note on that bar).
 CURVE_DELAY = 2.0
 

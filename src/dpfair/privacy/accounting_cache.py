@@ -28,7 +28,7 @@ import math
 from importlib import metadata
 from pathlib import Path
 
-from dpfair.cache_folder import CACHE_ENV, cache_dir, read_entry, write_entry  # noqa: F401 (re-exported)
+from dpfair.utils.cache_folder import CACHE_ENV, cache_dir, read_entry, write_entry  # noqa: F401 (re-exported)
 
 #: The cache's folder of accounting entries.
 _KIND = "accounting"
@@ -37,7 +37,7 @@ _KIND = "accounting"
 FORMAT = 1
 
 #: The modules whose code computes ε from an event (relative to the package): their source is part of every key.
-_ACCOUNTING_MODULES = ("privacy/accounting.py", "privacy/subsampled_rdp.py", "_compat.py")
+_ACCOUNTING_MODULES = ("privacy/accounting.py", "privacy/subsampled_rdp.py", "utils/upstream.py")
 
 
 def _code_version() -> str | None:

@@ -62,7 +62,7 @@ from dpfair.exceptions import BudgetExceededError
 from dpfair.privacy.accounting import ACCOUNTANTS, PrivacyLedger
 from dpfair.privacy.plan import PrivacyPlan, ledger_totals
 from dpfair.privacy.units import PrivacyUnit, check_privacy_unit
-from dpfair.validation import check_delta, check_epsilon
+from dpfair.utils.validation import check_delta, check_epsilon
 
 #: Relative slack of the check (the last digits of a PLD's ε move with the order of composition).
 _RTOL = 1e-9

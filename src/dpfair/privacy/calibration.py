@@ -29,13 +29,13 @@ from dpfair.privacy.accounting import absl_quiet, epsilon_of, make_accountant
 from dpfair.privacy.mechanisms import gaussian_event
 from dpfair.privacy.memo import MEMO, Computed, MemoKey
 from dpfair.privacy.units import relation_of
-from dpfair.progress import progress
-from dpfair.validation import check_delta, check_epsilon, check_positive
+from dpfair.utils.progress import progress
+from dpfair.utils.validation import check_delta, check_epsilon, check_positive
 
 #: the calibrated ε lies in [(1 − CALIBRATION_RTOL)·target, target].
 CALIBRATION_RTOL = 0.005
 
-#: A calibration shows its progress (:mod:`dpfair.progress`) once it has run this many seconds.
+#: A calibration shows its progress (:mod:`dpfair.utils.progress`) once it has run this many seconds.
 CALIBRATION_DELAY = 1.0
 
 
@@ -55,7 +55,7 @@ def calibrate_noise(
     description must give the same event at every σ); with it the search is an entry of the memo
     (:func:`calibration_key`), computed once per process. A search that runs longer than
     :data:`CALIBRATION_DELAY` seconds shows its progress (or, inside a shown operation such as a verbose
-    fit, a note on that bar; :mod:`dpfair.progress`).
+    fit, a note on that bar; :mod:`dpfair.utils.progress`).
     """
     target = check_epsilon(target_epsilon, "epsilon", allow_inf=False, budget=True)
     delta = check_delta(delta)

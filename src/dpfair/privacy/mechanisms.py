@@ -43,7 +43,7 @@ import torch
 
 from dpfair.privacy.accounting import PrivacyLedger
 from dpfair.privacy.randomness import SecretRandom
-from dpfair.validation import check_positive
+from dpfair.utils.validation import check_positive
 
 # ---- events -----------------------------------------------------------------------------------
 

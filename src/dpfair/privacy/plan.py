@@ -48,7 +48,7 @@ from dpfair.privacy.mechanisms import (
 )
 from dpfair.privacy.memo import MemoKey
 from dpfair.privacy.units import relation_of
-from dpfair.validation import check_positive
+from dpfair.utils.validation import check_positive
 
 MECHANISMS = ("gaussian", "laplace", "randomized_response", "exponential", "fixed")
 

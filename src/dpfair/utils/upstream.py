@@ -7,7 +7,7 @@ it was written against and what breaks if upstream changes. The rest of the
 package reaches upstream internals only through this module.
 
 Supported upstream releases (kept in step with ``pyproject.toml``; pinned by
-``tests/test_compat.py``):
+``tests/test_upstream.py``):
 
 - dp-accounting ``>=0.5.0,<=0.6.0`` (written against 0.6.0, checked on 0.5.0 and
   0.5.1). 0.4.x has no ``RandomizedResponseDpEvent``, which dpfair releases.
@@ -47,13 +47,13 @@ __all__ = [
     "set_utility_parity_state",
     "exponentiated_gradient_hypotheses_are_predictors",
     "restore_exponentiated_gradient_hypotheses",
-    # fairlearn names, loaded on first access (see __getattr__ and _FAIRLEARN_PRIVATE).
-    "_ALL",
-    "_EVENT",
-    "_GROUP_ID",
-    "_LABEL",
-    "_SIGN",
-    "_PredictorAsCallable",
+    # fairlearn names, loaded on first access (see __getattr__ and FAIRLEARN_INTERNALS).
+    "MOMENT_ALL",
+    "MOMENT_EVENT",
+    "MOMENT_GROUP_ID",
+    "MOMENT_LABEL",
+    "MOMENT_SIGN",
+    "PredictorAsCallable",
     "InterpolatedThresholder",
     "ThresholdOperation",
     "Moment",
@@ -62,7 +62,7 @@ __all__ = [
 
 
 class UnsupportedUpstreamError(ImportError):
-    """An upstream release whose internals dpfair._compat does not know."""
+    """An upstream release whose internals dpfair.utils.upstream does not know."""
 
 
 def _installed(dist: str) -> str:
@@ -75,7 +75,7 @@ def _installed(dist: str) -> str:
 def _unsupported(dist: str, supported: str, what: str) -> UnsupportedUpstreamError:
     return UnsupportedUpstreamError(
         f"dpfair supports {dist}{supported}, found {dist} {_installed(dist)}: {what}. "
-        f"Install a supported release (pip install '{dist}{supported}') or update dpfair._compat."
+        f"Install a supported release (pip install '{dist}{supported}') or update dpfair.utils.upstream."
     )
 
 
@@ -215,7 +215,7 @@ def exponentiated_gradient_hypotheses_are_predictors(eg) -> bool:
     hs, predictors = getattr(eg, "_hs", None), getattr(eg, "predictors_", None)
     if hs is None and predictors is None:
         return True
-    wrap = _load_fairlearn()["_PredictorAsCallable"]
+    wrap = _load_fairlearn()["PredictorAsCallable"]
     return (hs is not None and predictors is not None and len(hs) == len(predictors)
             and list(hs.index) == list(predictors.index)
             and all(type(h) is wrap and vars(h).get("_classifier") is p
@@ -233,7 +233,7 @@ def restore_exponentiated_gradient_hypotheses(eg) -> None:
     predictors = vars(eg).get("predictors_")
     if predictors is None:
         return
-    wrap = _load_fairlearn()["_PredictorAsCallable"]
+    wrap = _load_fairlearn()["PredictorAsCallable"]
     eg._hs = pd.Series([wrap(p) for p in predictors.values], index=predictors.index, dtype=object)
 
 
@@ -257,25 +257,27 @@ def set_utility_parity_state(moment, *, utilities, prob_event, prob_group_event,
     moment.default_objective_lambda_vec = None
 
 
-#: fairlearn names this module re-exports, loaded on first access: name → private module holding it.
-#: Written against fairlearn 0.15.0 (same in 0.13/0.14). ``_ALL``, ``_EVENT``, ``_GROUP_ID``, ``_LABEL``
-#: and ``_SIGN`` name the columns of ``Moment.tags`` and the levels of a moment's constraint index;
-#: ``_PredictorAsCallable`` wraps ExponentiatedGradient's fitted predictors in its ``_hs``;
+#: fairlearn names this module re-exports, loaded on first access: dpfair's public name → (the module holding it,
+#: upstream's name there). Written against fairlearn 0.15.0 (same in 0.13/0.14). ``MOMENT_ALL``, ``MOMENT_EVENT``,
+#: ``MOMENT_GROUP_ID``, ``MOMENT_LABEL`` and ``MOMENT_SIGN`` are fairlearn's ``_ALL``, ``_EVENT``, ``_GROUP_ID``,
+#: ``_LABEL`` and ``_SIGN``: the columns of ``Moment.tags`` and the levels of a moment's constraint index;
+#: ``PredictorAsCallable`` (``_PredictorAsCallable``) wraps ExponentiatedGradient's fitted predictors in its ``_hs``;
 #: ``InterpolatedThresholder`` and ``ThresholdOperation`` are ThresholdOptimizer's fitted rule.
 #: If upstream moves or renames one, accessing it raises :class:`UnsupportedUpstreamError`.
-_FAIRLEARN_PRIVATE = {
-    "_ALL": "fairlearn.reductions._moments.moment",
-    "_EVENT": "fairlearn.reductions._moments.moment",
-    "_GROUP_ID": "fairlearn.reductions._moments.moment",
-    "_LABEL": "fairlearn.reductions._moments.moment",
-    "_SIGN": "fairlearn.reductions._moments.moment",
-    "_PredictorAsCallable": "fairlearn.reductions._exponentiated_gradient._lagrangian",
-    "InterpolatedThresholder": "fairlearn.postprocessing._interpolated_thresholder",
-    "ThresholdOperation": "fairlearn.postprocessing._threshold_operation",
+_MOMENT = "fairlearn.reductions._moments.moment"
+FAIRLEARN_INTERNALS = {
+    "MOMENT_ALL": (_MOMENT, "_ALL"),
+    "MOMENT_EVENT": (_MOMENT, "_EVENT"),
+    "MOMENT_GROUP_ID": (_MOMENT, "_GROUP_ID"),
+    "MOMENT_LABEL": (_MOMENT, "_LABEL"),
+    "MOMENT_SIGN": (_MOMENT, "_SIGN"),
+    "PredictorAsCallable": ("fairlearn.reductions._exponentiated_gradient._lagrangian", "_PredictorAsCallable"),
+    "InterpolatedThresholder": ("fairlearn.postprocessing._interpolated_thresholder", "InterpolatedThresholder"),
+    "ThresholdOperation": ("fairlearn.postprocessing._threshold_operation", "ThresholdOperation"),
 }
 #: Public fairlearn classes re-exported beside them (the base classes of dpfair's moments).
-_FAIRLEARN_PUBLIC = {"Moment": "fairlearn.reductions", "UtilityParity": "fairlearn.reductions"}
-_FAIRLEARN_NAMES = tuple(_FAIRLEARN_PRIVATE) + tuple(_FAIRLEARN_PUBLIC)
+FAIRLEARN_PUBLIC = {"Moment": ("fairlearn.reductions", "Moment"), "UtilityParity": ("fairlearn.reductions", "UtilityParity")}
+_FAIRLEARN_NAMES = tuple(FAIRLEARN_INTERNALS) + tuple(FAIRLEARN_PUBLIC)
 
 
 def _load_fairlearn() -> dict:
@@ -292,14 +294,14 @@ def _load_fairlearn() -> dict:
 
     dist, supported = "fairlearn", SUPPORTED_FAIRLEARN
     names = {}
-    for name, module_name in {**_FAIRLEARN_PRIVATE, **_FAIRLEARN_PUBLIC}.items():
+    for name, (module_name, upstream) in {**FAIRLEARN_INTERNALS, **FAIRLEARN_PUBLIC}.items():
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise _unsupported(dist, supported, f"cannot import {module_name} ({exc})") from exc
-        if not hasattr(module, name):
-            raise _unsupported(dist, supported, f"{module_name} has no {name}")
-        names[name] = getattr(module, name)
+        if not hasattr(module, upstream):
+            raise _unsupported(dist, supported, f"{module_name} has no {upstream}")
+        names[name] = getattr(module, upstream)
     parity = names["UtilityParity"]
     if not isinstance(parity.__dict__.get("index"), property):
         raise _unsupported(dist, supported, "UtilityParity.index is not a property over _index")

@@ -56,7 +56,7 @@ def is_enabled() -> bool:
 
 @contextlib.contextmanager
 def quiet():
-    """``with dpfair.progress.quiet():`` no bar opened inside is shown (the command line's ``--quiet``)."""
+    """``with dpfair.utils.progress.quiet():`` no bar opened inside is shown (the command line's ``--quiet``)."""
     previous = set_enabled(False)
     try:
         yield

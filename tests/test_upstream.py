@@ -1,4 +1,4 @@
-"""dpfair._compat: the upstream behaviours dpfair works around, and the private-API boundary.
+"""dpfair.utils.upstream: the upstream behaviours dpfair works around, and the private-API boundary.
 
 The first three tests pin dp_accounting behaviours that :mod:`dpfair.privacy.accounting` works
 around. Each FAILS when upstream changes the behaviour; its message says which workaround to
@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 from dp_accounting import NeighboringRelation
 
-from dpfair import _compat
-from dpfair._compat import PLDAccountantBase, RdpAccountantBase, UnsupportedUpstreamError
+from dpfair.utils import upstream
+from dpfair.utils.upstream import PLDAccountantBase, RdpAccountantBase, UnsupportedUpstreamError
 from dpfair.privacy import epsilon_of
 
 REPLACE = NeighboringRelation.REPLACE_ONE
@@ -92,12 +92,12 @@ def _release(dist: str) -> tuple[int, ...]:
 
 def test_pyproject_bounds_are_the_ones_compat_was_checked_against():
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert f"dp-accounting{_compat.SUPPORTED_DP_ACCOUNTING}" in deps
-    assert f"fairlearn{_compat.SUPPORTED_FAIRLEARN}" in deps
+    assert f"dp-accounting{upstream.SUPPORTED_DP_ACCOUNTING}" in deps
+    assert f"fairlearn{upstream.SUPPORTED_FAIRLEARN}" in deps
 
 
-@pytest.mark.parametrize("dist,spec", [("dp-accounting", _compat.SUPPORTED_DP_ACCOUNTING),
-                                       ("fairlearn", _compat.SUPPORTED_FAIRLEARN)])
+@pytest.mark.parametrize("dist,spec", [("dp-accounting", upstream.SUPPORTED_DP_ACCOUNTING),
+                                       ("fairlearn", upstream.SUPPORTED_FAIRLEARN)])
 def test_installed_release_is_supported(dist, spec):
     low, high = _bounds(spec)
     assert low <= _release(dist) <= high, f"{dist} {metadata.version(dist)} is outside {spec}"
@@ -111,28 +111,28 @@ def test_missing_accountant_internals_name_the_supported_range():
             self._pld_v2 = self.__dict__.pop("_pld")
 
     with pytest.raises(UnsupportedUpstreamError, match=r"dp-accounting>=0\.5\.0,<=0\.6\.0.*Renamed has no _pld"):
-        _compat._check_dp_accounting(pld_cls=Renamed)
+        upstream._check_dp_accounting(pld_cls=Renamed)
 
     class Bypassed(RdpAccountantBase):
         def compose(self, event, count=1):
             return self
 
     with pytest.raises(ImportError, match="no longer goes through _maybe_compose"):
-        _compat._check_dp_accounting(rdp_cls=Bypassed)
+        upstream._check_dp_accounting(rdp_cls=Bypassed)
 
 
 def test_pmf_predict_names_the_supported_range_when_fairlearn_renames_it():
     with pytest.raises(UnsupportedUpstreamError, match=r"fairlearn>=0\.13,<=0\.15\.0.*object has no _pmf_predict"):
-        _compat.pmf_predict(object(), np.zeros((1, 1)))
+        upstream.pmf_predict(object(), np.zeros((1, 1)))
 
 
 def test_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        _compat.nothing  # noqa: B018
+        upstream.nothing  # noqa: B018
 
 
 def test_importing_compat_does_not_import_fairlearn():
-    code = "import sys, dpfair._compat; print('fairlearn' in sys.modules)"
+    code = "import sys, dpfair.utils.upstream; print('fairlearn' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -142,12 +142,12 @@ def test_fairlearn_names_are_the_private_ones():
     from fairlearn.reductions import Moment, UtilityParity
     from fairlearn.reductions._moments import moment
 
-    from dpfair._compat import _ALL, _EVENT, _GROUP_ID, _LABEL, _SIGN
-    assert (_ALL, _EVENT, _GROUP_ID, _LABEL, _SIGN) == (moment._ALL, moment._EVENT, moment._GROUP_ID,
-                                                        moment._LABEL, moment._SIGN)
-    assert _compat.Moment is Moment and _compat.UtilityParity is UtilityParity
-    for name in ("_PredictorAsCallable", "InterpolatedThresholder", "ThresholdOperation"):
-        assert isinstance(getattr(_compat, name), type)
+    from dpfair.utils.upstream import MOMENT_ALL, MOMENT_EVENT, MOMENT_GROUP_ID, MOMENT_LABEL, MOMENT_SIGN
+    assert (MOMENT_ALL, MOMENT_EVENT, MOMENT_GROUP_ID, MOMENT_LABEL, MOMENT_SIGN) == (
+        moment._ALL, moment._EVENT, moment._GROUP_ID, moment._LABEL, moment._SIGN)
+    assert upstream.Moment is Moment and upstream.UtilityParity is UtilityParity
+    for name in ("PredictorAsCallable", "InterpolatedThresholder", "ThresholdOperation"):
+        assert isinstance(getattr(upstream, name), type)
 
 
 def test_set_utility_parity_state_reproduces_fairlearns_own_moment():
@@ -163,8 +163,8 @@ def test_set_utility_parity_state_reproduces_fairlearns_own_moment():
 
     class Copy(UtilityParity):
         def load_data(self, X, y, *, sensitive_features):
-            _compat.Moment.load_data(self, X, y, sensitive_features=sensitive_features)
-            _compat.set_utility_parity_state(
+            upstream.Moment.load_data(self, X, y, sensitive_features=sensitive_features)
+            upstream.set_utility_parity_state(
                 self, utilities=reference.utilities, prob_event=reference.prob_event,
                 prob_group_event=reference.prob_group_event, index=reference.index, U=reference.U,
             )
@@ -180,10 +180,10 @@ def test_set_utility_parity_state_reproduces_fairlearns_own_moment():
 
 
 # ---- the boundary --------------------------------------------------------------------------------
-#: Upstream private attributes that only dpfair._compat may touch.
+#: Upstream private attributes that only dpfair.utils.upstream may touch.
 _PRIVATE_ATTRIBUTES = {"_maybe_compose", "_pld", "_rdp", "_orders", "_contains_non_dp_event",
                        "_value_discretization_interval", "_pmf_predict"}
-#: Modules still importing upstream private modules directly; each is to switch to dpfair._compat
+#: Modules still importing upstream private modules directly; each is to switch to dpfair.utils.upstream
 #: (the names it needs are exported there) and then leave this set.
 _PENDING: set[str] = set()
 
@@ -210,18 +210,18 @@ def test_only_compat_reaches_upstream_internals():
     offenders = {}
     for path in sorted(src.rglob("*.py")):
         rel = path.relative_to(src).as_posix()
-        if rel == "_compat.py" or rel in _PENDING:
+        if rel == "utils/upstream.py" or rel in _PENDING:
             continue
         uses = _private_uses(path)
         if uses:
             offenders[rel] = uses
-    assert not offenders, f"upstream private API outside dpfair._compat (add a helper there): {offenders}"
+    assert not offenders, f"upstream private API outside dpfair.utils.upstream (add a helper there): {offenders}"
 
 
 def test_compat_module_documents_every_helper_against_an_upstream_version():
     for name in ("AccountantHook", "pld_discretization", "absorb_pld", "absorb_rdp", "pmf_predict",
                  "set_utility_parity_state", "exponentiated_gradient_hypotheses_are_predictors",
                  "restore_exponentiated_gradient_hypotheses", "_load_fairlearn"):
-        doc = getattr(_compat, name).__doc__ or ""
+        doc = getattr(upstream, name).__doc__ or ""
         assert re.search(r"(dp-accounting|fairlearn) \d+\.\d+", doc) or "fairlearn 0.13" in doc, name
-    assert math.isfinite(_compat.pld_discretization(PLDAccountantBase()))
+    assert math.isfinite(upstream.pld_discretization(PLDAccountantBase()))
