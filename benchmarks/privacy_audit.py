@@ -45,7 +45,7 @@ import pandas as pd  # noqa: E402
 
 from dpfair.algorithms import METHODS  # noqa: E402
 from dpfair.audit import audit_epsilon, audit_release  # noqa: E402
-from dpfair.cli import main as dpfair_main  # noqa: E402
+from dpfair.cli.main import main as dpfair_main  # noqa: E402
 from dpfair.datasets import load_dataset  # noqa: E402
 from dpfair.exceptions import PrivacyLeakWarning  # noqa: E402
 from tests.planted import planted_bug  # noqa: E402

@@ -55,12 +55,12 @@ python_use_unqualified_type_names = True
 
 class CliHelp(SphinxDirective):
     """``.. dpfair-cli::``: the ``--help`` of ``dpfair`` and of every subcommand, made from
-    :func:`dpfair.cli.build_parser` at build time, so the page cannot drift from the parser."""
+    :func:`dpfair.cli.main.build_parser` at build time, so the page cannot drift from the parser."""
 
     has_content = False
 
     def run(self) -> list[nodes.Node]:
-        from dpfair.cli import build_parser
+        from dpfair.cli.main import build_parser
 
         text = []
         for prog, parser in _walk(build_parser()):

@@ -2,6 +2,6 @@
 
 import sys
 
-from dpfair.cli import console_main
+from dpfair.cli.main import console_main
 
 sys.exit(console_main())

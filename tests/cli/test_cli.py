@@ -249,11 +249,11 @@ def test_audit_membership_prints_the_table_and_the_note_and_writes_json(tmp_path
 
 
 def test_audit_membership_constants_match_the_library():
-    from dpfair import cli
     from dpfair.audit import ATTACKS, NOTE
+    from dpfair.cli import audit
 
-    assert cli.ATTACK_NAMES == ATTACKS
-    assert cli.MEMBERSHIP_NOTE.rstrip(".").lower() == NOTE.lower()
+    assert audit.ATTACK_NAMES == ATTACKS
+    assert audit.MEMBERSHIP_NOTE.rstrip(".").lower() == NOTE.lower()
 
 
 def test_audit_membership_loss_only_on_a_non_private_method(tmp_path, capsys):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-import dpfair.cli as cli
+import dpfair.cli.results
 import dpfair.experiments
 from dpfair.algorithms import load_estimator
 from dpfair.cli import main
@@ -59,7 +59,7 @@ class _OneSecond(datetime):
 
 def test_default_names_taken_in_the_same_second_move_to_the_next_free_name(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "datetime", _OneSecond)
+    monkeypatch.setattr(dpfair.cli.results, "datetime", _OneSecond)
     names = []
     for _ in range(3):
         code, stdout, err = run(capsys, *TRAIN)
@@ -74,7 +74,7 @@ def test_default_names_taken_in_the_same_second_move_to_the_next_free_name(tmp_p
 
 def test_default_name_of_audit_release_moves_to_the_next_free_name(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "datetime", _OneSecond)
+    monkeypatch.setattr(dpfair.cli.results, "datetime", _OneSecond)
     argv = ["audit", "release", "--mechanism", "gaussian", "--epsilon", "1", "--releases", "2000"]
     assert run(capsys, *argv)[0] in (0, 1)  # 1: a lower bound above the claim, which does not matter here
     code, stdout, err = run(capsys, *argv)

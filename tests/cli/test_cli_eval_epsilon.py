@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from dpfair.cli import DIAGNOSTIC_LABEL, main
+from dpfair.cli import main
+from dpfair.cli.evaluation import DIAGNOSTIC_LABEL
 
 TRAIN = ["train", "--method", "erm", "--quiet"]
 

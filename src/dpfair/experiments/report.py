@@ -44,6 +44,7 @@ import pandas as pd
 
 from dpfair.experiments.frontier import BASE_METHOD, frontier, point_ids, reference_errors
 from dpfair.experiments.papers import beside_ours, load_papers, published_numbers
+from dpfair.utils.files import WriteError, write_atomic
 from dpfair.utils.progress import progress
 
 #: The slacks of the "lowest violation at error ≤ base + slack" tables.
@@ -851,16 +852,11 @@ def _markdown(table: pd.DataFrame) -> str:
 
 
 def _write(out: Path, text: str) -> Path:
-    """Write ``text`` to a temporary file beside ``out``, then rename it over ``out`` (atomic on POSIX)."""
+    """Write ``text`` to ``out`` as one unit, replacing it (:func:`dpfair.utils.files.write_atomic`: a temporary
+    file beside it, renamed over it)."""
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, out)
-    except OSError as exc:
-        if "tmp" in locals():
-            tmp.unlink(missing_ok=True)
-        raise ValueError(f"cannot write the report to {str(out)!r} ({exc.strerror or exc}); pass --out PATH "
-                         "in a writable folder") from None
+        write_atomic(out, lambda target: [(target, text.encode("utf-8"))], overwrite=True)
+    except WriteError as exc:
+        raise ValueError(f"cannot write the report to {str(out)!r} ({exc.reason}); pass "
+                         "--out PATH in a writable folder") from None
     return out
