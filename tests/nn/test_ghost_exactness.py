@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-import dpfair.nn.per_sample as ps
+from dpfair.nn.per_sample import methods
 from dpfair.nn import (
     MLP,
     GhostUnsupportedError,
@@ -196,13 +196,13 @@ def data(n=10, seed=1, dtype=torch.float64):
 def chosen_method(model, X, y, max_norm, monkeypatch):
     """Run method="auto" and report which path produced the result."""
     used = []
-    vmap_path = ps._vmap_gradients
+    vmap_path = methods.vmap_gradients
 
     def spy(*args, **kwargs):
         used.append("vmap")
         return vmap_path(*args, **kwargs)
 
-    monkeypatch.setattr(ps, "_vmap_gradients", spy)
+    monkeypatch.setattr(methods, "vmap_gradients", spy)
     result = clipped_gradient_sum(model, ce, X, y, max_norm, method="auto")
     return ("vmap" if used else "ghost"), result
 

@@ -14,8 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import dpfair.nn.per_sample as ps
 from dpfair.nn import CNN, GhostUnsupportedError, clipped_gradient_sum, ghost_supported, layer_groups
+from dpfair.nn.per_sample import ghost as ghost_engine
+from dpfair.nn.per_sample import ghost_rules as rules
+from dpfair.nn.per_sample import methods
 
 
 def ce(logits, y):
@@ -101,11 +103,11 @@ def test_per_example_convolution_gradients_unfolded_equal_the_grouped_backward(c
     d = torch.randn(conv(a).shape, generator=g, dtype=torch.float64)
     if type(conv) is nn.Conv1d:
         a, d = a.unsqueeze(2), d.unsqueeze(2)
-    geometry = ps._conv_geometry(conv)
-    torch.testing.assert_close(ps._unfold(a, geometry), F.unfold(a, **geometry), rtol=0, atol=0)
-    chunked = ps._conv_per_example(a, d, geometry)
+    geometry = rules.conv_geometry(conv)
+    torch.testing.assert_close(rules.unfold(a, geometry), F.unfold(a, **geometry), rtol=0, atol=0)
+    chunked = rules.conv_per_example(a, d, geometry)
     assert chunked.shape == (37, conv.out_channels, conv.in_channels, *geometry["kernel_size"])
-    torch.testing.assert_close(ps._conv_per_example_unfolded(a, d, geometry), chunked, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(rules.conv_per_example_unfolded(a, d, geometry), chunked, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", ["conv2d_valid_stack", "groupnorm", "cnn_group", "layernorm_2d_shape"])
@@ -134,7 +136,7 @@ def test_removing_one_example_moves_the_ghost_sum_by_at_most_the_bound(name):
 def test_mixed_rule_takes_both_branches(monkeypatch):
     """Conv layers of a 28x28 CNN materialise (T² > in·out), the Linear head is a ghost norm (T = 1)."""
     ghost, materialised = [], []
-    outer, per_example = ps._outer_sq_norms, ps._conv_per_example
+    outer, per_example = ghost_engine._outer_sq_norms, rules.conv_per_example
 
     def spy_outer(a, d):
         sq, g = outer(a, d)
@@ -145,8 +147,8 @@ def test_mixed_rule_takes_both_branches(monkeypatch):
         materialised.append(d[0, 0].numel())
         return per_example(a, d, geometry)
 
-    monkeypatch.setattr(ps, "_outer_sq_norms", spy_outer)
-    monkeypatch.setattr(ps, "_conv_per_example", spy_conv)
+    monkeypatch.setattr(ghost_engine, "_outer_sq_norms", spy_outer)
+    monkeypatch.setattr(rules, "conv_per_example", spy_conv)
     model = CNN(1, 10, image_size=28, channels=(4, 8), hidden=16, kernel_size=5, seed=0).double()
     X = torch.rand(3, 784, dtype=torch.float64)
     y = torch.tensor([1, 2, 3])
@@ -163,8 +165,8 @@ def test_mixed_rule_takes_both_branches(monkeypatch):
 
 def test_exactness_check_runs_once_per_call_structure(monkeypatch):
     calls = []
-    original = ps._verify
-    monkeypatch.setattr(ps, "_verify", lambda *a: calls.append(1) or original(*a))
+    original = ghost_engine._verify
+    monkeypatch.setattr(ghost_engine, "_verify", lambda *a: calls.append(1) or original(*a))
     model, X, y = case("cnn_group")
     for _ in range(3):
         clipped_gradient_sum(model, ce, X, y, 0.5, method="ghost")
@@ -200,7 +202,7 @@ def test_a_refused_model_is_remembered_and_auto_uses_vmap(monkeypatch):
     with pytest.raises(GhostUnsupportedError, match="mixes the examples"):
         clipped_gradient_sum(model, ce, X, y, 1.0, method="ghost")
     with pytest.raises(GhostUnsupportedError, match="mixes the examples"):  # remembered, not re-run
-        monkeypatch.setattr(ps, "_verify", lambda *a: pytest.fail("checked twice"))
+        monkeypatch.setattr(ghost_engine, "_verify", lambda *a: pytest.fail("checked twice"))
         clipped_gradient_sum(model, ce, X, y, 1.0, method="ghost")
     auto = clipped_gradient_sum(model, ce, X, y, 1.0, method="auto")
     assert_same(auto, clipped_gradient_sum(model, ce, X, y, 1.0, method="vmap"))
@@ -241,7 +243,7 @@ def test_dp_fermi_module_loss_takes_the_ghost_path(monkeypatch):
     """DP-FERMI's per-sample loss (cross-entropy weight, ERMI logit weights h, λ) on a CNN: ghost, exact."""
     from dpfair.algorithms.dpfermi_engine import fermi_loss
 
-    monkeypatch.setattr(ps, "_vmap_gradients", lambda *a, **k: pytest.fail("fell back to vmap"))
+    monkeypatch.setattr(methods, "vmap_gradients", lambda *a, **k: pytest.fail("fell back to vmap"))
     model, X, y = case("cnn_group", n=6)
     g = torch.Generator().manual_seed(5)
     h = torch.randn(6, 3, generator=g, dtype=torch.float64)

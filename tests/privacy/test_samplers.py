@@ -17,6 +17,7 @@ import torch
 from scipy import stats
 
 from dpfair.privacy import samplers as S
+from dpfair.privacy.samplers import exact as coins
 
 P_MIN = 1e-6
 N_SE = 6.0
@@ -111,7 +112,7 @@ def test_numpy_log_is_far_inside_the_fast_path_margin():
     # The fast path trusts float64 -ln(u) to a few ulp; its margin is 2^-40·(1 + r). Check numpy's log
     # against a correctly rounded value on the very points it is evaluated at: (p + 1)·2^-bits.
     ctx = decimal.Context(prec=40)
-    for bits, words in [(53, S._u64(3000) >> np.uint64(11)), (32, S._u32(3000))]:
+    for bits, words in [(53, coins.random_u64(3000) >> np.uint64(11)), (32, coins.random_u32(3000))]:
         p = words.astype(np.float64)
         u = np.concatenate([(p + 1.0) * 2.0**-bits, [2.0**-bits, 1.0 - 2.0**-bits]])
         fast = -np.log(u)
@@ -124,32 +125,32 @@ def test_numpy_log_is_far_inside_the_fast_path_margin():
 def test_exact_path_is_a_bernoulli_of_exp_minus_r(r):
     # With no prefix bits the decision is made entirely on the exact (decimal, refined) path.
     n = 5_000
-    hits = sum(S._LazyUniform(0, 0).less_than_exp_neg(r) for _ in range(n))
+    hits = sum(coins._LazyUniform(0, 0).less_than_exp_neg(r) for _ in range(n))
     p = math.exp(-float(r))
     assert stats.binomtest(hits, n, p).pvalue > P_MIN
 
 
 def test_exact_path_edges():
-    assert S._LazyUniform(0, 0).less_than_exp_neg(Fraction(0))  # U < 1
-    assert not S._LazyUniform(1, 1).less_than_exp_neg(Fraction(1))  # U ≥ 1/2 > e^-1
-    assert S._LazyUniform(0, 2).less_than_exp_neg(Fraction(1))  # U < 1/4 < e^-1
-    assert not S._LazyUniform(1, 64).less_than_exp_neg(Fraction(10**9))  # far tail: no decimal needed
-    assert not S._LazyUniform(0, 53).less_than_exp_neg(Fraction(10**12))  # zero prefix: refined, not exp(-1e12)
+    assert coins._LazyUniform(0, 0).less_than_exp_neg(Fraction(0))  # U < 1
+    assert not coins._LazyUniform(1, 1).less_than_exp_neg(Fraction(1))  # U ≥ 1/2 > e^-1
+    assert coins._LazyUniform(0, 2).less_than_exp_neg(Fraction(1))  # U < 1/4 < e^-1
+    assert not coins._LazyUniform(1, 64).less_than_exp_neg(Fraction(10**9))  # far tail: no decimal needed
+    assert not coins._LazyUniform(0, 53).less_than_exp_neg(Fraction(10**12))  # zero prefix: refined, not exp(-1e12)
     with pytest.raises(ValueError):
-        S._LazyUniform(0, 0).less_than_exp_neg(Fraction(-1))
+        coins._LazyUniform(0, 0).less_than_exp_neg(Fraction(-1))
 
 
 def test_samplers_stay_exact_when_most_decisions_take_the_exact_path(monkeypatch):
     # A huge margin sends a large share of the decisions to the exact path; the laws must not move.
     calls = {"n": 0}
-    exact = S._LazyUniform.less_than_exp_neg
+    exact = coins._LazyUniform.less_than_exp_neg
 
     def counted(self, r):
         calls["n"] += 1
         return exact(self, r)
 
-    monkeypatch.setattr(S, "_TOL", 2.0**-12)
-    monkeypatch.setattr(S._LazyUniform, "less_than_exp_neg", counted)
+    monkeypatch.setattr(coins, "_TOL", 2.0**-12)
+    monkeypatch.setattr(coins._LazyUniform, "less_than_exp_neg", counted)
     n = 20_000
     x = S.secure_discrete_laplace(n, 2.5)
     z = np.arange(-60, 61)

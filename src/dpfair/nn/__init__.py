@@ -3,7 +3,8 @@
 Models (:mod:`dpfair.nn.models`) return logits ``(B, n_classes)``; the
 per-sample machinery (:mod:`dpfair.nn.per_sample`) computes the clipped
 gradient sums DP-SGD needs, with ``torch.func`` (any module) or ghost norms
-(models made of ``nn.Linear`` and parameter-free layers); :mod:`dpfair.nn.validator` checks
+(models whose trainable layers have a ghost rule, :func:`ghost_rule`: ``nn.Linear``,
+``nn.Conv1d``/``nn.Conv2d``, ``nn.GroupNorm``, ``nn.LayerNorm``); :mod:`dpfair.nn.validator` checks
 and fixes a user's module for layers that mix the examples of a batch.
 """
 
@@ -25,6 +26,8 @@ from dpfair.nn.per_sample import (
     clip_coefficients,
     clipped_gradient_sum,
     clipped_sum,
+    ghost_layers,
+    ghost_rule,
     ghost_supported,
     layer_groups,
     padded_size,
@@ -51,6 +54,8 @@ __all__ = [
     "clipped_sum",
     "count_parameters",
     "fix_module",
+    "ghost_layers",
+    "ghost_rule",
     "ghost_supported",
     "layer_groups",
     "padded_size",
