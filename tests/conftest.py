@@ -70,8 +70,10 @@ def replay():
 
 
 class ReleaseSpy:
-    """Counts every release per part (``calls``, with the noise multipliers seen in ``sigmas``) and every draw of
-    secret coins made outside a release (``outside_draws``: must stay 0, the release path is the only one)."""
+    """Counts every release per part (``calls``, with the noise multipliers seen in ``sigmas``), every part a
+    release session hands out (``sessions``: the one door, :class:`dpfair.privacy.session.ReleaseSession`), and
+    every draw of secret coins made outside a release (``outside_draws``: must stay 0, the release path is the only
+    one)."""
 
     RELEASES = ("noisy_sum", "randomize", "select", "repeat")
     DRAWS = ("normal", "laplace", "gumbel", "random", "integers", "public_seeds")
@@ -81,10 +83,20 @@ class ReleaseSpy:
 
         from dpfair.privacy import Release, SecretRandom
 
+        from dpfair.privacy.session import ReleaseSession
+
         self.calls: Counter = Counter()
         self.sigmas: dict = {}
+        self.sessions: Counter = Counter()  # every part handed out by a release session, by name
         self.inside = 0
         self.outside_draws = 0
+        session_release = ReleaseSession.release
+
+        def through_session(session, name, *args, **kwargs):
+            self.sessions[name] += 1
+            return session_release(session, name, *args, **kwargs)
+
+        monkeypatch.setattr(ReleaseSession, "release", through_session)
         for method in self.RELEASES:
             monkeypatch.setattr(Release, method, self._wrap_release(getattr(Release, method)))
         for method in self.DRAWS:

@@ -147,7 +147,8 @@ def _unreleased_scores(stack: ExitStack) -> None:
 
 def _unnoised_counts(stack: ExitStack) -> None:
     import dpfair.fairness.private_metric_frame  # noqa: F401  (loaded before its binding is patched)
-    from dpfair.privacy import Release
+    from dpfair.privacy.mechanisms import Release
+    from dpfair.privacy.session import ReleaseSession
 
     class ExactRelease(Release):
         """A release of the measurement: noise drawn and recorded, as the correct code does, then dropped."""
@@ -156,11 +157,23 @@ def _unnoised_counts(stack: ExitStack) -> None:
             super().noisy_sum(total, bound, scale=scale)
             return total
 
-    # the seam: `Release` as the measurement modules (dpfair.fairness) bind it; DP-FERMI's, the searches' and
-    # every other layer's releases keep theirs
+    class ExactSession(ReleaseSession):
+        """The measurement's release session, handing out exact releases."""
+
+        def release(self, name, ledger=None):
+            made = super().release(name, ledger)
+            made.__class__ = ExactRelease
+            return made
+
+    # the seam: `ReleaseSession` as the measurement modules bind it; DP-FERMI's, the searches' and every other
+    # layer's sessions keep theirs
     for mod_name, mod in list(sys.modules.items()):
-        if mod_name.startswith("dpfair.fairness.") and vars(mod).get("Release") is Release:
-            stack.enter_context(mock.patch.object(mod, "Release", ExactRelease))
+        if mod_name.startswith(MEASUREMENT_MODULES) and vars(mod).get("ReleaseSession") is ReleaseSession:
+            stack.enter_context(mock.patch.object(mod, "ReleaseSession", ExactSession))
+
+
+#: The modules whose release sessions are the measurement's (the seam of ``unnoised_counts``).
+MEASUREMENT_MODULES = ("dpfair.fairness.", "dpfair.measurement")
 
 
 _PATCHES = {"halve_noise": _halve_noise, "skip_clipping": _skip_clipping,

@@ -115,7 +115,6 @@ from dpfair.privacy import (
     PrivacyBudget,
     PrivacyLedger,
     PrivacyUnit,
-    Release,
     SecretRandom,
     calibrate_noise,
     check_privacy_unit,
@@ -123,6 +122,7 @@ from dpfair.privacy import (
     ledger_totals,
 )
 from dpfair.privacy.budget import charging_grid
+from dpfair.privacy.session import ReleaseSession
 from dpfair.utils.validation import (
     check_1d,
     check_delta,
@@ -553,27 +553,30 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
                                                       sigma_counts, sigma_score, ref_plan)
         self._check_same_plan(base, candidates, Xf, yf, sf, run_epsilon)
 
-        secret = SecretRandom(("private search", self.random_state),
-                              secure=bool(params.get("secure_mode", False)))
         ledger = PrivacyLedger(relation)
-        with charging_grid(self._budget(), self, "a private search") as charge:
+        run_entry = next(e for e in planned.entries if e.label.startswith("repeated runs"))
+        run_part = Part(run_entry.label, mechanism="fixed", fixed=run_entry.event)
+        parts = {Part(COUNTS): sigma_counts, run_part: 0.0, Part(SCORE): sigma_score}
+        if ref_plan is not None:
+            parts[Part(REFERENCE_ERROR)] = ref_plan[1]
+        with charging_grid(self._budget(), self, "a private search") as charge, \
+                ReleaseSession.of_parts(ledger, parts, key=("private search", self.random_state),
+                                        secure=bool(params.get("secure_mode", False))) as session:
             if charge is not None:  # the whole search, before its first release
                 charge.claim_ledger(planned, delta)
             counts = cell_counts(notion, yv_codes, sv_codes, len(classes), len(groups))
-            noisy = Release(Part(COUNTS), sigma_counts, secret, ledger).noisy_sum(counts, bound=_counts_bound(unit))
+            noisy = session.release(COUNTS).noisy_sum(counts, bound=_counts_bound(unit))
             denominators = floor_counts(noisy, sigma_counts * _counts_bound(unit))
             if shares_released:
                 base.set_params(group_proportions=_shares(denominators))
             if ref_plan is not None:
-                reference = self._private_reference(ref_plan, Xf, yf, sf, Xv, y[val_rows], sv, n_val, secret, ledger)
+                reference = self._private_reference(ref_plan, Xf, yf, sf, Xv, y[val_rows], sv, n_val, session)
             score = SelectionScore(notion, float(reference) + float(self.max_error_increase), float(self.penalty),
                                    denominators, n_val, len(classes), unit,
                                    capabilities(self).predict_needs_sensitive)
-            run_entry = next(e for e in planned.entries if e.label.startswith("repeated runs"))
-            runs = Release(Part(run_entry.label, mechanism="fixed", fixed=run_entry.event), 0.0, secret, ledger)
-            best, best_point, released = self._run(base, candidates, law, runs, run_epsilon, delta, secret, score,
-                                                   sigma_score, Xf, yf, sf, Xv, sv, yv_codes, sv_codes, classes,
-                                                   unit)
+            runs = session.release(run_part.name)
+            best, best_point, released = self._run(base, candidates, law, runs, run_epsilon, delta, session, score,
+                                                   Xf, yf, sf, Xv, sv, yv_codes, sv_codes, classes)
         if ledger_totals(ledger) != ledger_totals(planned):
             raise RuntimeError(f"the search's ledger {ledger.to_records()} differs from its plan; please report this")
         self._finish(best, best_point, released, ledger, delta, candidates, law, run_epsilon, score, sigma_score,
@@ -677,13 +680,12 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         return model, calibrate_noise(gaussian_event, half, delta, PrivacyUnit.RECORD.relation)
 
     @staticmethod
-    def _private_reference(ref_plan, Xf, yf, sf, Xv, yv, sv, n_val, secret, ledger) -> float:
-        model, sigma, _ = ref_plan
-        model = clone(model).fit(Xf, yf, sensitive_features=sf)
-        ledger.extend(SimpleNamespace(label=f"reference model: {e.label}", event=e.event, count=e.count)
-                      for e in model.privacy_ledger_.entries)
+    def _private_reference(ref_plan, Xf, yf, sf, Xv, yv, sv, n_val, session) -> float:
+        model = clone(ref_plan[0]).fit(Xf, yf, sensitive_features=sf)
+        session.ledger.extend(SimpleNamespace(label=f"reference model: {e.label}", event=e.event, count=e.count)
+                              for e in model.privacy_ledger_.entries)
         error = float(np.sum(predict_with_groups(model, Xv, sv) != yv)) / n_val
-        noisy = Release(Part(REFERENCE_ERROR), sigma, secret, ledger).noisy_sum(np.array([error]), bound=1.0 / n_val)
+        noisy = session.release(REFERENCE_ERROR).noisy_sum(np.array([error]), bound=1.0 / n_val)
         return float(np.clip(noisy[0], 0.0, 1.0))
 
     # ---- the plan: the per-model ε that spends the total --------------------------------------------
@@ -755,8 +757,8 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
                                  "hyper-parameters that leave the plan unchanged (e.g. lam, learning_rate)")
 
     # ---- the runs ------------------------------------------------------------------------------------
-    def _run(self, base, candidates, law, runs, run_epsilon, delta, secret, score, sigma_score, Xf, yf, sf, Xv, sv,
-             yv_codes, sv_codes, classes, unit):
+    def _run(self, base, candidates, law, runs, run_epsilon, delta, session, score, Xf, yf, sf, Xv, sv,
+             yv_codes, sv_codes, classes):
         """The runs of the repeat-and-select release ``runs`` (K, each run's candidate and seed drawn by it), each
         scored and its score released; the best by released score is returned, K and the others are dropped."""
         picks, seeds = runs.repeat(law, len(candidates))
@@ -765,7 +767,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
                              "counts were released, so its budget is spent: run it again with a new budget")
         points = [{**candidates[int(j)], "epsilon": run_epsilon, "delta": delta, "random_state": int(seed)}
                   for j, seed in zip(picks, seeds)]
-        release = Release(Part(SCORE), sigma_score, secret, PrivacyLedger(unit.relation))
+        release = session.release(SCORE, ledger=session.covered(runs.part.name))  # inside the runs' event
         released = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # how many runs warned would tell K (the module docstring)

@@ -155,7 +155,7 @@ def test_each_planted_bug_breaks_its_seam_inside_the_block_only():
     from dpfair.algorithms.dpfermi import COUNTS
     from dpfair.fairness import private_metric_frame as frame_module
     from dpfair.nn import per_sample
-    from dpfair.privacy import Part, PrivacyLedger, PrivacyUnit, Release, SecretRandom
+    from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, PrivacyUnit, Release, SecretRandom
 
     def release(name="part"):
         return Release(Part(name), 2.0, SecretRandom(), PrivacyLedger("record"))
@@ -175,8 +175,9 @@ def test_each_planted_bug_breaks_its_seam_inside_the_block_only():
                     reuse_seed=np.array_equal(SecretRandom("k").normal((3,)), SecretRandom("k").normal((3,))),
                     unreleased_scores=selection.best_released([0.3, 0.1, 0.2]),
                     unnoised_counts=np.array_equal(
-                        frame_module.Release(Part("table"), 2.0, SecretRandom(), PrivacyLedger("record")).noisy_sum(
-                            counts), counts))
+                        frame_module.ReleaseSession(PrivacyLedger("record"), plan=PrivacyPlan((Part("table"),)),
+                                                    sigmas={"table": 2.0}).release("table").noisy_sum(counts),
+                        counts))
 
     correct = dict(halve_noise=3.0, skip_clipping=0.25, private_proportions=False, reuse_seed=False,
                    unreleased_scores=0, unnoised_counts=False)

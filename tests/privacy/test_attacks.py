@@ -233,6 +233,7 @@ def test_the_noise_drawn_is_what_the_ledger_records_and_the_ledger_is_the_plan(n
     spy = release_spy
     est = _estimator(name, params).fit(X, y, sensitive_features=s)
     assert spy.outside_draws == 0
+    assert set(spy.calls) <= set(spy.sessions)  # every release was handed out by a release session
     totals = ledger_totals(est.privacy_ledger_)
     planned = {p.name: p for p in est.privacy_plan_.parts}
     for part_name, calls in spy.calls.items():
@@ -250,7 +251,7 @@ def test_a_batched_grid_records_every_models_releases_and_matches_each_plan(rele
     spy = release_spy
     grid = fit_dpfermi_grid(X, y, s, {"epsilon": [1.0, 2.0], "lam": [0.0, 1.0]}, epochs=2, batch_size=30, groups=3,
                             group_proportions=[0.45, 0.45, 0.1], random_state=0)
-    assert spy.outside_draws == 0
+    assert spy.outside_draws == 0 and spy.sessions["dp-fermi step"] == 1  # the grid's one batched release
     assert spy.calls["dp-fermi step"] == grid[0].n_steps_  # one batched draw per step for all models
     for est in grid:
         assert est.privacy_plan_.matches(est.privacy_ledger_, est.noise_multipliers_)

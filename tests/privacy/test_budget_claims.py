@@ -13,7 +13,7 @@ from sklearn.preprocessing import StandardScaler
 from dpfair.algorithms import DPFERMIClassifier
 from dpfair.exceptions import BudgetExceededError
 from dpfair.privacy import Part, PrivacyBudget, PrivacyLedger, PrivacyPlan, PrivacyUnit
-from dpfair.privacy.budget import Claim, charging, claim
+from dpfair.privacy.budget import Claim, charging
 
 DELTA = 1e-5
 RECORD = PrivacyUnit.RECORD.relation
@@ -32,8 +32,8 @@ def _fit(budget, epsilon: float) -> PrivacyLedger:
     """One fit of a bare owner through the hooks an estimator calls: claimed before its releases, then charged."""
     owner, fit_claim = Owner(), _claim(epsilon)
     with charging(owner, budget) as charge:
-        claim(owner, Claim(RECORD, True, delta=DELTA))  # the start of a fit: nothing calibrated, nothing claimed
-        claim(owner, fit_claim)  # its calibration
+        charge.claim_fit(owner, Claim(RECORD, True, delta=DELTA))  # a fit's start: nothing calibrated, nor claimed
+        charge.claim_fit(owner, fit_claim)  # its calibration
         ledger = fit_claim.ledger()  # what running the plan records
         charge.spent(ledger, DELTA)
     return ledger
@@ -64,8 +64,8 @@ def test_the_budget_charges_plain_claims_and_refuses_past_its_total():
 def test_a_non_private_claim_costs_infinity():
     budget, owner = PrivacyBudget(10.0, DELTA), Owner()
     with pytest.raises(BudgetExceededError, match="is not private"):
-        with charging(owner, budget):
-            claim(owner, Claim(RECORD, False))
+        with charging(owner, budget) as charge:
+            charge.claim_fit(owner, Claim(RECORD, False))
     assert PrivacyBudget().spent() == (0.0, 0.0)
 
 

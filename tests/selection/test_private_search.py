@@ -267,7 +267,7 @@ def test_every_secret_draw_of_a_search_goes_through_a_release(data, estimator, r
     search = PrivateSearch(estimator, {"learning_rate": [0.05, 0.1]}, strategy="random_stopping", epsilon=2.0,
                            notion="demographic_parity", validation_size=0.2, mean_runs=3, random_state=0)
     search.fit(X[:800], y[:800], s[:800])
-    assert release_spy.outside_draws == 0
+    assert release_spy.outside_draws == 0 and set(release_spy.calls) <= set(release_spy.sessions)
     assert release_spy.calls["selection score"] >= 1 and release_spy.calls["validation counts"] == 1
     labels = [e.label for e in search.privacy_ledger_.entries]
     assert labels[0] == "validation counts" and labels[-1].startswith("repeated runs")

@@ -68,11 +68,11 @@ from dpfair.privacy import (
     PrivacyLedger,
     PrivacyPlan,
     PrivacyUnit,
-    SecretRandom,
     check_privacy_unit,
     check_public_features,
 )
 from dpfair.privacy.budget import charging
+from dpfair.privacy.session import ReleaseSession
 from dpfair.privacy.randomness import VOID_GUARANTEE
 from dpfair.utils.progress import progress
 from dpfair.utils.validation import (
@@ -352,7 +352,7 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             try:
                 data = self.begin_fit(X, y, sensitive_features, **fit_params)
                 ctx = self.fit_context
-                ctx.bar, ctx.callback = bar, callback
+                ctx.bar, ctx.callback, ctx.charge = bar, callback, charge
                 ctx.claim()  # a non-private fit claims ε = ∞ here, before reading data; others at calibration
                 self._fit(ctx, *data)
                 self._check_fitted()
@@ -422,10 +422,12 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             weight = check_sample_weight(weight, X.shape[0])
         self.device_ = resolve_device(getattr(self, "device", "cpu"))
         np_rng, torch_rng, self.random_state_ = make_generators(getattr(self, "random_state", None), self.device_)
-        secret = None
+        self.privacy_ledger_ = PrivacyLedger(self.privacy_unit_ if self._private else "record")
+        session = None
         if self._private:
-            secret = SecretRandom((type(self).__name__, self.random_state_),
-                                  secure=bool(getattr(self, "secure_mode", False)))
+            session = ReleaseSession(self.privacy_ledger_, key=(type(self).__name__, self.random_state_),
+                                     secure=bool(getattr(self, "secure_mode", False)))
+            secret = session.secret
             self.epsilon_target_ = check_epsilon(self.epsilon, budget=True)
             if self.delta is None and len(X) < 2:  # the default δ = 1/n² is 1 there: no guarantee at all
                 raise ValueError(f"{type(self).__name__} got {len(X)} training row; a private fit needs at least 2 "
@@ -434,12 +436,11 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             self.privacy_guarantee_ = VOID_GUARANTEE if secret.reproducible else "differential privacy"
         else:
             self.privacy_guarantee_ = "none (non-private method)"
-        self.privacy_ledger_ = PrivacyLedger(self.privacy_unit_ if self._private else "record")
         self.history_ = []
         shape = PublicShape(len(X), X.shape[1], tuple(np.asarray(self.groups_).tolist())
                             if s_codes is not None and self.groups_ is not None else None,
                             tuple(np.asarray(self.classes_).tolist()), tuple(named))
-        FitContext(self, self.privacy_ledger_, shape, np_rng, torch_rng, secret, private=self._private,
+        FitContext(self, self.privacy_ledger_, shape, np_rng, torch_rng, session, private=self._private,
                    delta=vars(self).get("delta_"), accountant=getattr(self, "accountant", "pld"),
                    sample_weight=weight).open()
         return X, y_codes, s_codes

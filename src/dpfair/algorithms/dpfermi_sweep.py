@@ -39,8 +39,9 @@ import torch
 from dpfair.algorithms import dpfermi_engine as engine
 from dpfair.algorithms.dpfermi_reference import COUNTS, STEP
 from dpfair.nn import LogisticRegression
-from dpfair.privacy import PrivacyLedger, Release, SecretRandom, epsilon_of, gaussian_event
+from dpfair.privacy import PrivacyLedger, epsilon_of, gaussian_event
 from dpfair.privacy.budget import charging_grid
+from dpfair.privacy.session import ReleaseSession
 from dpfair.utils.progress import progress
 from dpfair.utils.validation import reusing_checked_features
 
@@ -224,7 +225,9 @@ def _train_batched(estimators, preps, bar) -> None:
     ledgers = [estimators[i].privacy_ledger_ if j < len(g) else PrivacyLedger(unit)
                for g, row in zip(members, filled) for j, i in enumerate(row)]
     sigmas = [estimators[i].noise_multiplier_ for g in filled for i in g]
-    release = Release(estimators[0].privacy_plan_[STEP], sigmas, SecretRandom(("dpfermi grid", "noise")), ledgers)
+    session = ReleaseSession(ledgers, plan=estimators[0].privacy_plan_, sigmas={STEP: sigmas},
+                             key=("dpfermi grid", "noise"))
+    release = session.release(STEP)
 
     def on_epoch(step, W):
         norms, lams = W.flatten(2).norm(dim=-1).tolist(), hp.lam.tolist()
@@ -232,8 +235,9 @@ def _train_batched(estimators, preps, bar) -> None:
             for j, i in enumerate(g):
                 estimators[i].history_.append({"step": step, "w_norm": norms[gi][j], "lam": lams[gi][j]})
 
-    W = engine.train(models, first.data, first.hp.schedule, hp, [preps[g[0]].sampler for g in members], release,
-                     [preps[g[0]].public_generator for g in members], on_epoch=on_epoch, bar=bar)
+    with session:
+        W = engine.train(models, first.data, first.hp.schedule, hp, [preps[g[0]].sampler for g in members], release,
+                         [preps[g[0]].public_generator for g in members], on_epoch=on_epoch, bar=bar)
     for gi, g in enumerate(members):
         for j, i in enumerate(g):
             estimators[i].finish_fit(preps[i], W[gi, j], hp.lam[gi, j], (models.weight[gi, j], models.bias[gi, j]))

@@ -12,7 +12,8 @@ computed, compared, claimed on a budget and printed before any data is touched.
 **The context.** ``fit`` makes one :class:`FitContext` per fit and hands it to the method's
 ``_fit(ctx, X, y, s)``: this fit's secret generator (:class:`~dpfair.privacy.SecretRandom`, never stored on the
 estimator), its public generators (seeded from ``random_state``), its ledger, its calibrated plan and σ, its
-progress bar and callback, and the hook that hands the budget its claims. The release path runs through it
+progress bar and callback, and the budget charge it hands its claims. The release path runs through its
+:class:`~dpfair.privacy.session.ReleaseSession`, the one door every private consumer of dpfair releases through
 (:meth:`FitContext.calibrate` before the first release, then :meth:`FitContext.release` for each part), and it
 is dropped when the fit ends: the estimator keeps its fitted ``name_`` attributes only.
 
@@ -42,7 +43,8 @@ from dpfair.privacy import (
     Release,
     SecretRandom,
 )
-from dpfair.privacy.budget import Claim, claim
+from dpfair.privacy.budget import Claim
+from dpfair.privacy.session import ReleaseSession
 from dpfair.utils.progress import SILENT, Progress
 
 #: Seconds between two computations of the ε spent so far for a fit's progress bar.
@@ -153,13 +155,15 @@ def running(estimator) -> FitContext | None:
 class FitContext:
     """One fit of ``estimator`` while it runs: handed to its ``_fit(ctx, X, y, s)``, dropped when it ends.
 
-    ``secret``: the fit's :class:`~dpfair.privacy.SecretRandom` (``None`` for a method that is not private; every
-    noisy quantity is drawn from it, through :meth:`release`); ``np_rng`` and ``torch_rng``: the public generators
-    seeded from ``random_state`` (initialisation, public minibatch orders); ``ledger``: the estimator's
+    ``session``: the fit's :class:`~dpfair.privacy.session.ReleaseSession` (``None`` for a method that is not
+    private): its secret generator, its ledger (the estimator's ``privacy_ledger_``), the plan and σ it adopts at
+    :meth:`calibrate`, and the budget claim made before each release; ``np_rng`` and ``torch_rng``: the public
+    generators seeded from ``random_state`` (initialisation, public minibatch orders); ``ledger``: the estimator's
     ``privacy_ledger_``; ``shape``: the fit's :class:`PublicShape`; ``private``, ``delta``, ``accountant``: how
     its ledger is measured; ``sample_weight``: the checked row weights of a method that takes them (else
-    ``None``); ``bar`` and ``callback``: its progress bar and the ``callback`` given to ``fit``. After
-    :meth:`calibrate`: ``plan`` (the :class:`FitPlan`) and ``sigmas`` (every part's σ).
+    ``None``); ``bar`` and ``callback``: its progress bar and the ``callback`` given to ``fit``; ``charge``: the
+    budget charge its claims go to (set by ``fit``; ``None``: no budget, or a grid that claims for its models).
+    After :meth:`calibrate`: ``plan`` (the :class:`FitPlan`) and ``sigmas`` (every part's σ).
     """
 
     estimator: object
@@ -167,18 +171,38 @@ class FitContext:
     shape: PublicShape
     np_rng: np.random.Generator
     torch_rng: object
-    secret: SecretRandom | None = None
+    session: ReleaseSession | None = None
     private: bool = False
     delta: float | None = None
     accountant: str = "pld"
     sample_weight: np.ndarray | None = None
     bar: Progress = SILENT
     callback: object = None
+    charge: object = None
     plan: FitPlan | None = None
-    sigmas: dict = field(default_factory=dict)
     epochs_ended: int = 0
-    side_ledgers: list = field(default_factory=list)
     accounting_seconds: float = 0.0
+
+    def __post_init__(self):
+        if self.session is not None:
+            self.session.claim = self.claim
+
+    @property
+    def secret(self) -> SecretRandom | None:
+        """The fit's secret generator (its session's; ``None`` for a method that is not private, or once closed)."""
+        return None if self.session is None else self.session.secret
+
+    @property
+    def sigmas(self) -> dict:
+        """Every part's σ, once calibrated (``{}`` before)."""
+        if self.session is None:
+            return {} if self.plan is None else dict(self.plan.sigmas)
+        return self.session.sigmas
+
+    @property
+    def side_ledgers(self) -> list:
+        """The side ledgers opened and not yet closed (:meth:`side_ledger`)."""
+        return [] if self.session is None else self.session.side_ledgers
 
     # ---- while it runs ---------------------------------------------------------------------------
     def open(self) -> FitContext:
@@ -188,60 +212,64 @@ class FitContext:
         return self
 
     def close(self) -> None:
-        """The fit ended: forget this context (its secret generator goes with it)."""
+        """The fit ended: forget this context; its session closes (the secret generator goes with it)."""
         with _LOCK:
             if _RUNNING.get(self.estimator) is self:
                 del _RUNNING[self.estimator]
-        self.secret = None
+        if self.session is not None:
+            self.session.close()
 
     # ---- the budget ------------------------------------------------------------------------------
     def claim(self) -> None:
         """Hand the budget this fit draws from its :class:`~dpfair.privacy.budget.Claim`, as plain values: the
         unit's relation, whether the fit is private, its calibrated plan and σ (once calibrated), its δ."""
+        if self.charge is None:
+            return
         plan = None if self.plan is None else self.plan.plan
-        claim(self.estimator, Claim(self.ledger.relation, self.private, plan,
-                                    dict(self.sigmas) if self.plan is not None else None, self.delta))
+        self.charge.claim_fit(self.estimator, Claim(self.ledger.relation, self.private, plan,
+                                                    dict(self.sigmas) if self.plan is not None else None,
+                                                    self.delta))
 
     # ---- the release path ------------------------------------------------------------------------
     def calibrate(self, plan: FitPlan) -> dict[str, float]:
         """Adopt ``plan`` (the estimator's :meth:`~dpfair.algorithms.FairEstimator.plan` of this fit's shape)
         before the first release: published as ``privacy_plan_`` and ``noise_multipliers_`` (public: functions of
-        the plan and the budget), claimed from the budget. Returns every part's σ."""
+        the plan and the budget), adopted by the session and claimed from the budget. Returns every part's σ."""
         self.plan = plan
-        self.sigmas = dict(plan.sigmas)
         self.estimator.privacy_plan_ = plan.plan
-        self.estimator.noise_multipliers_ = dict(self.sigmas)
-        self.claim()
+        self.estimator.noise_multipliers_ = dict(plan.sigmas)
+        if self.session is not None:
+            self.session.adopt(plan.plan, plan.sigmas)
         return self.sigmas
 
     def set_sigmas(self, sigmas: Mapping[str, float]) -> None:
         """Set some parts' σ after calibration (a method's own rule, e.g. a paper's closed form); published and
         claimed again before the next release."""
-        self.sigmas = {**self.sigmas, **sigmas}
-        self.plan = FitPlan(self.plan.plan, dict(self.sigmas), self.plan.epsilon, self.plan.delta, self.plan.unit,
+        merged = {**self.sigmas, **sigmas}
+        self.plan = FitPlan(self.plan.plan, merged, self.plan.epsilon, self.plan.delta, self.plan.unit,
                             self.plan.accountant)
-        self.estimator.noise_multipliers_ = dict(self.sigmas)
-        self.claim()
+        self.estimator.noise_multipliers_ = dict(merged)
+        if self.session is not None:
+            self.session.set_sigmas(sigmas)
 
     def release(self, name: str, ledger: PrivacyLedger | None = None) -> Release:
-        """The release of the plan's part ``name``, drawing from this fit's secret generator and recording on its
-        ledger (or on ``ledger``, one of :meth:`side_ledger`'s). The plan and σ are claimed again first."""
-        self.claim()
-        return Release(self.plan.plan[name], self.sigmas[name], self.secret,
-                       self.ledger if ledger is None else ledger)
+        """The release of the plan's part ``name`` through the fit's session (its secret generator; recorded on
+        the fit's ledger, or on ``ledger``, one of :meth:`side_ledger`'s). The plan and σ are claimed again first."""
+        return self._session().release(name, ledger)
 
     def side_ledger(self) -> PrivacyLedger:
         """A ledger for one recurring release, appended to the fit's at :meth:`close_side_ledgers` (composition does
         not depend on the order, and a ledger grouped by kind is fast to account); :meth:`spent_so_far` reads it."""
-        ledger = PrivacyLedger(self.ledger.relation)
-        self.side_ledgers.append(ledger)
-        return ledger
+        return self._session().side_ledger()
 
     def close_side_ledgers(self) -> None:
         """Append every side ledger's entries to the fit's ledger, in the order they were opened."""
-        for ledger in self.side_ledgers:
-            self.ledger.extend(ledger.entries)
-        self.side_ledgers = []
+        self._session().close_side_ledgers()
+
+    def _session(self) -> ReleaseSession:
+        if self.session is None:
+            raise RuntimeError(f"{type(self.estimator).__name__} is not private: it has no release session")
+        return self.session
 
     # ---- progress --------------------------------------------------------------------------------
     def progress(self, total, unit: str = "step") -> Progress:
@@ -254,8 +282,7 @@ class FitContext:
         many releases were made, never of the data; ``(inf, 0)`` for a method that is not private."""
         if not self.private:
             return math.inf, 0.0
-        ledger = PrivacyLedger.combined([self.ledger, *self.side_ledgers])
-        return ledger.epsilon(self.delta, self.accountant), self.delta
+        return self.session.spent_so_far(self.delta, self.accountant)[0], self.delta
 
     def end_epoch(self, **info) -> None:
         """An epoch (round, solve) ended; ``info``: its public counters (``epoch``, ``step``, ``steps``).

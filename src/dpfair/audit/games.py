@@ -299,10 +299,12 @@ def audit_release(mechanism: str = "gaussian", *, epsilon: float = 1.0, delta: f
     Each coordinate of one vector release is an independent run of the one-person mechanism (its own noise
     draw or coin), so hundreds of thousands of runs cost one call. The released value is the Neyman–Pearson
     statistic, so the bound approaches the primitive's ε as runs grow (a Gaussian's only slowly: its ε at a
-    small δ lives in tails that few runs reach). The releases go through :class:`~dpfair.privacy.Release` as
-    every estimator's do, so a broken noise scale shows here (the tests' planted ``halve_noise``).
+    small δ lives in tails that few runs reach). The releases go through a release session
+    (:class:`~dpfair.privacy.session.ReleaseSession`) as every estimator's do, so a broken noise scale shows here
+    (the tests' planted ``halve_noise``).
     """
-    from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, Release, SecretRandom
+    from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan
+    from dpfair.privacy.session import ReleaseSession
 
     mechanism = str(mechanism).replace("-", "_")
     if mechanism not in RELEASE_MECHANISMS:
@@ -329,12 +331,14 @@ def audit_release(mechanism: str = "gaussian", *, epsilon: float = 1.0, delta: f
     t0 = time.perf_counter()
     draws = []
     for centre in worlds:
-        release = Release(part, sigma, SecretRandom(("audit release", centre)), PrivacyLedger(relation.relation))
-        if rr:
-            out = release.randomize(np.full(per_world, int(centre)), int(buckets))
-            draws.append({"released value is world 1's": (out == 1).astype(np.float64)})
-        else:
-            draws.append({"released value": release.noisy_sum(np.full(per_world, centre), bound=bound)})
+        with ReleaseSession(PrivacyLedger(relation.relation), plan=plan, sigmas={part.name: sigma},
+                            key=("audit release", centre)) as session:
+            release = session.release(part.name)
+            if rr:
+                out = release.randomize(np.full(per_world, int(centre)), int(buckets))
+                draws.append({"released value is world 1's": (out == 1).astype(np.float64)})
+            else:
+                draws.append({"released value": release.noisy_sum(np.full(per_world, centre), bound=bound)})
     result = epsilon_lower_bound(draws[0], draws[1], delta=delta, confidence=confidence)
     canary = ({"kind": "value changed", "from": 0, "to": 1, "buckets": int(buckets)} if rr
               else {"kind": "canary at the bound", "bound": bound, "world 0": worlds[0], "world 1": worlds[1]})

@@ -82,10 +82,9 @@ from dpfair.fairness.measurement_plan import (
 from dpfair.fairness.measurement_intervals import LinearNoise, count_intervals, ratio_intervals
 from dpfair.privacy import (
     PrivacyLedger,
-    Release,
-    SecretRandom,
     check_privacy_unit,
 )
+from dpfair.privacy.session import ReleaseSession
 from dpfair.utils.validation import check_1d, check_epsilon, check_positive
 
 __all__ = ["METRICS", "SCORE_METRIC_NAMES", "PrivateMetricFrame"]
@@ -273,11 +272,12 @@ class PrivateMetricFrame:
             if SQUARED in plan.tables:
                 exact[SQUARED] = np.bincount(g, weights=(score - (yt == l - 1)) ** 2, minlength=k)
         self.privacy_ledger_ = PrivacyLedger(unit)
-        secret = SecretRandom(("PrivateMetricFrame", random_state), secure=self.secure_mode)
+        session = ReleaseSession(self.privacy_ledger_, plan=self.privacy_plan_, sigmas=sigmas,
+                                 key=("PrivateMetricFrame", random_state), secure=self.secure_mode)
         self.noisy_tables_, self.noise_multipliers_, self.noise_stds_ = {}, {}, {}
         spread = math.sqrt(2.0) if plan.mechanism == "laplace" else 1.0  # a Laplace of scale b has std √2·b
         for t in plan.tables:
-            release = Release(self.privacy_plan_[t], sigmas[t], secret, self.privacy_ledger_)
+            release = session.release(t)
             margins = plan.public_margins and t in COUNT_TABLES
             if margins:
                 # group 0's slice released; group 1's is the public total (over groups: y, ŷ only) less it
@@ -288,6 +288,7 @@ class PrivateMetricFrame:
             self.noise_multipliers_[t] = float(sigmas[t])
             block = exact[t][0] if margins else exact[t]
             self.noise_stds_[t] = float(spread * release.noise_scale(bounds[t], dim=np.size(block)))
+        session.close()
         exact_cube = cube if math.isinf(self.epsilon) and y_pred is not None else None
         del cube, exact, g, yt, yp
         power = 1 if plan.mechanism == "laplace" else 2  # one Laplace spends Σ_t 1/σ_t; one Gaussian (Σ σ_t⁻²)^-½

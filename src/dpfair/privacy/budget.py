@@ -33,8 +33,8 @@ pickled: a process pool (``n_jobs > 1`` with joblib's default backend) would giv
 own copy, each of which would allow the whole total.
 
 How a fit talks to its budget: in plain values, never by the budget reading the estimator. The fit runs inside
-:func:`charging` (the budget it draws from, its :class:`Charge`), hands a :class:`Claim` to :func:`claim` at its
-start, at its calibration and before each release (its privacy unit's relation, whether it is private, its
+:func:`charging` (the budget it draws from, its :class:`Charge`, which the fit's release session holds), hands a
+:class:`Claim` to :meth:`Charge.claim_fit` at its start, at its calibration and before each release (its privacy unit's relation, whether it is private, its
 calibrated plan and σ, its δ), and reports its ledger with :meth:`Charge.spent`. A grid or a private search claims
 its joint release whole (:func:`charging_grid`). A caller that needs a fit's plan before it runs asks the estimator
 (``FairEstimator.plan``: public inputs only, no side effect). So this module knows no estimator class, and anything that makes these claims can draw from a budget.
@@ -67,7 +67,8 @@ from dpfair.utils.validation import check_delta, check_epsilon
 #: Relative slack of the check (the last digits of a PLD's ε move with the order of composition).
 _RTOL = 1e-9
 
-#: The claim of the fit (or grid) running in this thread, that the estimators' hooks report to.
+#: The charge of the fit (or grid) running in this thread: what a fit started inside it (a base model's fit inside
+#: the enclosing fit, the fits of a search) finds as its parent.
 _ACTIVE: ContextVar = ContextVar("dpfair_privacy_charge", default=None)
 _SERIAL = itertools.count()
 
@@ -370,6 +371,9 @@ class Charge:
 class _NoCharge:
     """What :func:`charging` yields for a fit that draws from no budget."""
 
+    def claim_fit(self, owner, claim: Claim) -> None:
+        pass
+
     def spent(self, ledger, delta) -> None:
         pass
 
@@ -381,14 +385,6 @@ def _event_totals(event: dpa.DpEvent, label: str) -> Counter:
     if isinstance(event, dpa.SelfComposedDpEvent):
         return Counter({key: count * event.count for key, count in _event_totals(event.event, label).items()})
     return Counter({(label, event): 1})
-
-
-def claim(owner, fit_claim: Claim) -> None:
-    """The estimators' hook (at the start of ``fit``, at calibration, before each release): ``owner`` hands its
-    :class:`Claim` to the charge of the fit running in this thread, if any."""
-    active = _ACTIVE.get()
-    if active is not None:
-        active.claim_fit(owner, fit_claim)
 
 
 @contextmanager
@@ -426,7 +422,7 @@ def charging_grid(budget: PrivacyBudget | None, grid, name: str):
         yield None
         return
     charge = Charge(budget, grid, name=name)
-    token = _ACTIVE.set(charge)  # its estimators' own hooks report here and are covered by the joint claim
+    token = _ACTIVE.set(charge)  # the fits started inside it (a search's runs) find it as their parent
     try:
         yield charge
     finally:
