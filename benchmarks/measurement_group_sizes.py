@@ -3,7 +3,7 @@
 Synthetic population (public, generated here): five groups of 1, 4, 16, 64 and 1,000 people whose base rate,
 true- and false-positive rates all differ (`tests/fairness/test_interval_coverage.py`'s `_population`); and the
 issue's case, 12,000 decisions in groups of 2,725 / 2,178 / 16 / 7,081 through `dpfair measure`'s own path
-(`dpfair.measurement.measure_rows`, its default metrics). Each setting is released `--releases` times with fresh
+(`dpfair.measurement.files.measure_rows`, its default metrics). Each setting is released `--releases` times with fresh
 noise (under `sampling=True`, "population" intervals, fresh rows too) and each group's interval is checked against
 the true value: the exact value on the rows for noise-only intervals, the population's value otherwise. The
 simulation is the test's (`_coverage`), so the table is what the test asserts, with more releases.

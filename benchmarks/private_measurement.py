@@ -57,7 +57,7 @@ from scipy.stats import binomtest  # noqa: E402
 from dpfair.algorithms import ERMClassifier  # noqa: E402
 from dpfair.datasets import load_dataset  # noqa: E402
 from dpfair.exceptions import UtilityWarning  # noqa: E402
-from dpfair.fairness import PrivateMetricFrame  # noqa: E402
+from dpfair.measurement import PrivateMetricFrame  # noqa: E402
 from dpfair.privacy import Part, PrivacyPlan, check_privacy_unit  # noqa: E402
 
 OUT = REPO / "results" / "measurement"

@@ -1,6 +1,6 @@
 """The figure of the measurement guide: how wide the demographic-parity interval is, against ε and n.
 
-Public inputs only: :func:`dpfair.fairness.measurement_plan.plan_measurement` forecasts the 95 % half-width of
+Public inputs only: :func:`dpfair.measurement.plan.plan_measurement` forecasts the 95 % half-width of
 the difference of two groups' selection rates (each rate ½: the widest sampling variance) for n = 1,000, 10,000
 and 100,000 rows, split 50/50 and 90/10 between the groups, sensitive unit, δ = 1/n², against ε; the dotted
 lines are the sampling alone (ε = ∞). No data is read.
@@ -25,7 +25,7 @@ EPSILONS = np.geomspace(0.05, 10.0, 14)
 
 def widths(n: int, shares) -> tuple[list[float], float]:
     """The forecast half-widths at each ε of :data:`EPSILONS`, and the sampling's alone."""
-    from dpfair.fairness.measurement_plan import plan_measurement
+    from dpfair.measurement.plan import plan_measurement
 
     out = []
     for eps in EPSILONS:

@@ -19,7 +19,7 @@ documented seam of the production code (``unittest.mock.patch.object``) for the 
 * ``"unreleased_scores"``: :meth:`dpfair.private_search.SelectionScore.value` records each exact score it computes and
   :func:`dpfair.private_search.best_released` returns the run with the best exact validation score instead of the best
   released (noisy) one (the scores are still released and recorded), so which run wins reveals the validation part;
-* ``"unnoised_counts"``: :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame`'s release of its
+* ``"unnoised_counts"``: :class:`~dpfair.measurement.frame.PrivateMetricFrame`'s release of its
   tables (:meth:`~dpfair.privacy.Release.noisy_sum` of the :class:`~dpfair.privacy.Release` the measurement modules,
   ``dpfair.fairness.*``, bind: every part its ``privacy_plan_`` lists) draws and records its noise, then returns
   the exact counts, so every figure the frame publishes is the exact figure of the private table (it patches the
@@ -146,7 +146,7 @@ def _unreleased_scores(stack: ExitStack) -> None:
 
 
 def _unnoised_counts(stack: ExitStack) -> None:
-    import dpfair.fairness.private_metric_frame  # noqa: F401  (loaded before its binding is patched)
+    import dpfair.measurement.frame  # noqa: F401  (loaded before its binding is patched)
     from dpfair.privacy.mechanisms import Release
     from dpfair.privacy.session import ReleaseSession
 
@@ -173,7 +173,7 @@ def _unnoised_counts(stack: ExitStack) -> None:
 
 
 #: The modules whose release sessions are the measurement's (the seam of ``unnoised_counts``).
-MEASUREMENT_MODULES = ("dpfair.fairness.", "dpfair.measurement")
+MEASUREMENT_MODULES = ("dpfair.measurement",)
 
 
 _PATCHES = {"halve_noise": _halve_noise, "skip_clipping": _skip_clipping,

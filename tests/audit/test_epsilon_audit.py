@@ -153,7 +153,7 @@ def test_each_planted_bug_breaks_its_seam_inside_the_block_only():
 
     from dpfair import private_search as selection
     from dpfair.algorithms.dpfermi import COUNTS
-    from dpfair.fairness import private_metric_frame as frame_module
+    from dpfair.measurement import frame as frame_module
     from dpfair.nn import per_sample
     from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, PrivacyUnit, Release, SecretRandom
 

@@ -147,7 +147,7 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path, capsys, argv, match
 
 
 def test_the_planted_bug_publishes_the_exact_table_and_keeps_the_ledger():
-    from dpfair.fairness.private_metric_frame import PrivateMetricFrame
+    from dpfair.measurement.frame import PrivateMetricFrame
 
     y, y_pred, s = _people(2000)  # enough people that no figure is flagged
     exact = np.stack([[[np.sum((s == g) & (y == a) & (y_pred == b)) for b in (0, 1)] for a in (0, 1)]

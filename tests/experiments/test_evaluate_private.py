@@ -80,7 +80,7 @@ def test_a_finite_budget_is_one_accounted_release_of_every_figure_by_group(fitte
 
 def test_the_private_figures_are_the_notions_table_violations_of_one_released_table(fitted, monkeypatch):
     """The figures are post-processing of the released table: recomputed from the frame's table_ they agree."""
-    import dpfair.fairness.private_metric_frame as pmf
+    import dpfair.measurement.frame as pmf
 
     est, data = fitted
     frames = []

@@ -81,7 +81,7 @@ def test_release_objects_are_made_only_inside_the_privacy_package():
 
 def test_the_measurement_frame_and_the_audit_game_release_through_sessions(release_spy):
     from dpfair.audit import audit_release
-    from dpfair.fairness import PrivateMetricFrame
+    from dpfair.measurement import PrivateMetricFrame
 
     rng = np.random.default_rng(0)
     y, s = rng.integers(0, 2, 400), rng.integers(0, 2, 400)

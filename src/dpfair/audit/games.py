@@ -29,7 +29,7 @@ threshold are chosen on those calibration runs and the bound is proved on the ot
 (:func:`dpfair.audit.epsilon.epsilon_lower_bound`).
 
 :func:`audit_release` plays the game with one noise primitive, :func:`audit_measurement` with the private
-measurement (:class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame`): a table of people (y, ŷ, s)
+measurement (:class:`~dpfair.measurement.frame.PrivateMetricFrame`): a table of people (y, ŷ, s)
 and its neighbour, many frames per world, attacked through what each frame publishes.
 """
 
@@ -390,7 +390,7 @@ def audit_measurement(y_true, y_pred, sensitive_features, *, groups, classes=(0,
                       delta: float | None = None, unit="sensitive", releases: int = 400,
                       metrics=MEASUREMENT_METRICS, accountant: str = "pld", confidence: float = 0.95,
                       canary: dict | None = None, random_state: int = 0, verbose: bool = False) -> AuditReport:
-    """Audit :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame` itself: a distinguishing game on
+    """Audit :class:`~dpfair.measurement.frame.PrivateMetricFrame` itself: a distinguishing game on
     the table of people ``(y_true, y_pred, sensitive_features)``, ``releases`` frames (half per world).
 
     World 0 is the table as given, world 1 its neighbour under ``unit``: ``"sensitive"``, one canary person's
@@ -414,7 +414,7 @@ def audit_measurement(y_true, y_pred, sensitive_features, *, groups, classes=(0,
     ln(r / ln 40) with r evaluation runs per world).
     """
     from dpfair.exceptions import UtilityWarning
-    from dpfair.fairness.private_metric_frame import PrivateMetricFrame
+    from dpfair.measurement.frame import PrivateMetricFrame
 
     relation = check_privacy_unit(unit).value
     if int(releases) != releases or releases < 8:

@@ -22,7 +22,7 @@ from dpfair.cli.runs import load_model, method_name
 HELP = "private fairness figures of any model's predictions: per-group rates with intervals"
 DESCRIPTION = ("Release the counts group × label × prediction of a file of predictions once, with Laplace "
                "or Gaussian noise (whichever is smaller at the budget) on a ledger "
-               "(dpfair.fairness.private_metric_frame), and print every group's rates, the "
+               "(dpfair.measurement.frame), and print every group's rates, the "
                "differences and ratios between groups, demographic parity and equalized odds, each with an "
                "interval that includes the noise; a group too small for the budget is flagged. The group and "
                "class lists are public: declare them. Writes the figures and the ledger as JSON.")
@@ -107,7 +107,7 @@ def measurement_table(record: dict) -> list[list[str]]:
 
 def run(args) -> int:
     """``dpfair measure``: the private fairness figures of a file of predictions (:mod:`dpfair.measurement`)."""
-    from dpfair.measurement import DEFAULT_METRICS, measure_file, measurement_record
+    from dpfair.measurement.files import DEFAULT_METRICS, measure_file, measurement_record
     from dpfair.privacy.record import PrivacyRecord
 
     if not args.epsilon > 0:
@@ -186,7 +186,7 @@ def run(args) -> int:
 def measure_model(args, options: dict):
     """``dpfair measure --model M --data FILE``: the model predicts the rows of FILE (read through its schema),
     then they are measured with the schema's public group and class lists."""
-    from dpfair.measurement import measure_rows, predictions_of_model
+    from dpfair.measurement.files import measure_rows, predictions_of_model
     from dpfair.persistence import load_provenance
 
     est = load_model(args.model)

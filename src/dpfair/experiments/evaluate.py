@@ -3,7 +3,7 @@
 :func:`evaluate` is what ``dpfair train``, ``tune`` and ``predict`` print and save, and what a sweep stores. Every
 figure by group reads the rows' sensitive attribute, so it is published one of two ways:
 
-- ``epsilon=`` finite: through one :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame` (the table
+- ``epsilon=`` finite: through one :class:`~dpfair.measurement.frame.PrivateMetricFrame` (the table
   ``counts[group, y, ŷ]`` of the rows, released once with Laplace or Gaussian noise (the plan's choice) and recorded on its own ledger); every
   violation, per-group accuracy and inequality index is post-processing of that released table, by the same code
   that computes the exact figures from the exact table
@@ -108,7 +108,7 @@ def evaluate(estimator, X, y, s=None, group_names=None, *, sensitive_features=No
     ``epsilon=None`` (the default): the figures by group are exact, and ``evaluation`` is ``{"private": False,
     "note": ...}``: a non-private diagnostic of these rows' people, covered by no ε. ``epsilon`` given: the table
     ``counts[group, y, ŷ]`` is released once through a
-    :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame` at ``(epsilon, delta)`` (``delta=None``:
+    :class:`~dpfair.measurement.frame.PrivateMetricFrame` at ``(epsilon, delta)`` (``delta=None``:
     1/n²) under ``privacy_unit`` (``"sensitive"``: y and ŷ public, one person's group replaced; ``"record"``: one
     person added or removed), and every figure by group is computed from the released table (post-processing).
     The error needs no group: it stays exact under the sensitive unit, where y and ŷ are public, and comes from
@@ -151,7 +151,7 @@ def evaluate(estimator, X, y, s=None, group_names=None, *, sensitive_features=No
 def _private_evaluation(y, y_pred, s, group_names, *, epsilon, delta, privacy_unit, random_state, groups, classes,
                         accountant) -> dict:
     """:func:`evaluate`'s figures from one released table (its docstring)."""
-    from dpfair.fairness.private_metric_frame import PrivateMetricFrame
+    from dpfair.measurement.frame import PrivateMetricFrame
     from dpfair.privacy import check_privacy_unit
     from dpfair.privacy.accounting import event_to_json
 

@@ -12,7 +12,7 @@ release group, the event that accounts for it, so a store composes what was actu
 :class:`~dpfair.experiments.store.ResultsStore`). The test metrics read the test part, which no ledger
 covers (the guide's privacy model) unless the grid is given an evaluation budget (``eval_epsilon``): each
 model's test figures by group are then released through a
-:class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame` (:func:`~dpfair.experiments.evaluate`), and
+:class:`~dpfair.measurement.frame.PrivateMetricFrame` (:func:`~dpfair.experiments.evaluate`), and
 its event is composed into the model's release group. Within one split the test people are not the training
 people, but another seed's split trains on them, so a sweep (whose totals compose every split of a data set
 as one population) counts the evaluations with the fits: an upper bound.

@@ -1,4 +1,5 @@
-"""Fairness notions, violations, ERMI and inequality indices.
+"""Fairness notions, violations, ERMI and inequality indices: pure metrics, which import no privacy module (the
+private measurement of them is :mod:`dpfair.measurement`).
 
 * :mod:`~dpfair.fairness.notions`: the notion objects (:class:`Notion`: reference cells, rate,
   partition into constraint groups, violation), registered by name (:func:`get_notion`);
@@ -12,12 +13,6 @@
   of a DP-SGD step;
 * :mod:`~dpfair.fairness.group_table`: per-group metric tables (fairlearn's ``MetricFrame``) with
   bootstrap intervals over runs or test rows (:func:`group_metrics`);
-* :mod:`~dpfair.fairness.private_metric_frame`: :class:`PrivateMetricFrame`, fairlearn's ``MetricFrame`` released
-  with differential privacy (one noisy table of counts, intervals that include the noise); imported on first use,
-  so that ``import dpfair.fairness`` does not load the accountant;
-* :mod:`~dpfair.fairness.measurement_plan`: which tables a measurement releases and how its ε is split
-  (:class:`MeasurementPlan`), and choosing ε before touching data (:func:`plan_measurement`,
-  :func:`epsilon_for_width`); imported on first use too;
 * :mod:`~dpfair.fairness.scorers`: scorers for ``GridSearchCV`` / ``cross_validate`` that receive s by
   metadata routing (:func:`error_scorer`, :func:`violation_scorer`, :func:`fairness_scorer`); imported on first
   use, so that reading results (``dpfair report``) does not load sklearn.
@@ -73,8 +68,6 @@ __all__ = [
     "CONVENTIONS",
     "NOTIONS",
     "ConstraintGroups",
-    "MeasurementPlan",
-    "PrivateMetricFrame",
     "FairScorer",
     "FairnessCoefficients",
     "MissingGroupsError",
@@ -92,7 +85,6 @@ __all__ = [
     "equal_opportunity_violation",
     "equalized_odds_violation",
     "ermi",
-    "epsilon_for_width",
     "error_scorer",
     "accuracy_group_codes",
     "fairness_coefficients",
@@ -109,7 +101,6 @@ __all__ = [
     "noise_variance",
     "notion_names",
     "per_group_accuracy",
-    "plan_measurement",
     "predict_with_groups",
     "register_notion",
     "selection_rates",
@@ -117,13 +108,9 @@ __all__ = [
     "violation_scorer",
 ]
 
-#: Names imported on first use (``from dpfair.fairness import PrivateMetricFrame``): their modules load the privacy
-#: accountant or sklearn, which the rest of the package (and ``dpfair methods``, ``dpfair report``) must not pay for.
-_LAZY = {"PrivateMetricFrame": "dpfair.fairness.private_metric_frame",
-         "MeasurementPlan": "dpfair.fairness.measurement_plan", "plan_measurement": "dpfair.fairness.measurement_plan",
-         "epsilon_for_width": "dpfair.fairness.measurement_plan",
-         # the scorers import sklearn, which reading results (``dpfair report``) does not need
-         **dict.fromkeys(("FairScorer", "MissingGroupsError", "error_scorer", "fairness_scorer", "predict_with_groups",
+#: Names imported on first use (``from dpfair.fairness import error_scorer``): the scorers import sklearn, which
+#: the rest of the package (``dpfair methods``, ``dpfair report``) must not pay for.
+_LAZY = {**dict.fromkeys(("FairScorer", "MissingGroupsError", "error_scorer", "fairness_scorer", "predict_with_groups",
                           "violation_scorer"), "dpfair.fairness.scorers")}
 
 

@@ -2,7 +2,7 @@
 
 A lender or a regulator holds a table with one row per person: the true label, the model's prediction (from any
 system: a CSV another tool wrote) and the person's group. :func:`measure_file` reads those three columns and
-releases every figure through one :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame`: the table
+releases every figure through one :class:`~dpfair.measurement.frame.PrivateMetricFrame`: the table
 of counts group × label × prediction is released once with Laplace or Gaussian noise, on a ledger, and each rate, difference,
 ratio and interval is post-processing of it. :func:`predictions_of_model` makes the three columns from a dpfair
 model file and a table in the model's own schema (``dpfair measure --model M --data FILE``).
@@ -23,7 +23,7 @@ import pandas as pd
 
 from dpfair.datasets import Schema, read_table, read_with_schema
 from dpfair.datasets.schema import GROUP_JOIN
-from dpfair.fairness.private_metric_frame import PrivateMetricFrame
+from dpfair.measurement.frame import PrivateMetricFrame
 from dpfair.fairness.scorers import predict_with_groups
 
 __all__ = ["DEFAULT_METRICS", "INTERVAL_TARGETS", "measure_file", "measure_rows", "measurement_record",

@@ -1,6 +1,6 @@
 """What a private measurement releases, how it splits ε, and how wide its intervals will be (public inputs only).
 
-A :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame` releases a few tables of per-group counts or
+A :class:`~dpfair.measurement.frame.PrivateMetricFrame` releases a few tables of per-group counts or
 sums with Gaussian or Laplace noise and computes every figure from them. :class:`MeasurementPlan` chooses those tables and
 the split of the budget between them from PUBLIC inputs only (the metrics, the number of classes l); the number
 of groups, the privacy unit and the data do not change the choice. :func:`plan_measurement` forecasts the
@@ -450,7 +450,7 @@ def plan_measurement(metrics, *, epsilon, delta=None, n=None, group_sizes=None, 
                      classes=(0, 1), privacy_unit="sensitive", accountant="pld", positive_rate=None,
                      score_range=(0.0, 1.0), confidence=0.95, sampling=True,
                      mechanism="auto") -> MeasurementForecast:
-    """Forecast a :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame`'s interval half-widths.
+    """Forecast a :class:`~dpfair.measurement.frame.PrivateMetricFrame`'s interval half-widths.
 
     Public inputs only: the metrics, ε and δ (``None``: ``1/n²``, the frame's default), the groups' sizes
     (``group_sizes``, or ``group_shares`` with ``n``), the classes, the unit, and ``positive_rate``, the

@@ -1,14 +1,14 @@
 """A differentially private ``MetricFrame``: per-group metrics from a few noisy tables of counts or sums.
 
 :class:`PrivateMetricFrame` releases, once and with Gaussian or Laplace noise (``mechanism``), the tables its
-:class:`~dpfair.fairness.measurement_plan.MeasurementPlan` chooses for the requested metrics — the counts
+:class:`~dpfair.measurement.plan.MeasurementPlan` chooses for the requested metrics — the counts
 ``[g, y, ŷ]`` (k public groups × l classes × l classes), or the marginals ``[g, ŷ]``, ``[g, y]``, ``[g]`` where
 they give the same figures with less noise, and the per-group sums of a bounded score for ``mean_prediction``
 and ``brier_score`` — through dpfair's release path: a :class:`~dpfair.privacy.PrivacyPlan` with one Gaussian
 part per table, σ calibrated once for one Gaussian at (ε, δ) and split ``σ_t = σ/√w_t`` (the composition is
 that one Gaussian; checked on the accountant) — or one Laplace part per table with shares ``ε_t`` of ε,
 ``Σ ε_t = ε`` (``mechanism="auto"`` picks the mechanism of smaller predicted noise from public inputs; see
-:mod:`~dpfair.fairness.measurement_plan`) — :class:`~dpfair.privacy.Release` s drawing from one fresh
+:mod:`~dpfair.measurement.plan`) — :class:`~dpfair.privacy.Release` s drawing from one fresh
 :class:`~dpfair.privacy.SecretRandom`, recorded on one :class:`~dpfair.privacy.PrivacyLedger`. Every figure it
 reports (fairlearn's metric names, ``.overall``, ``.by_group``, ``.difference()``, ``.ratio()``, the intervals and
 the flags) is computed from the released tables alone: post-processing, no further privacy cost.
@@ -31,7 +31,7 @@ table:
   by 1 (L1 and L2): ``bound = ½``. A model whose predictions read s must be measured under ``"record"``.
 
 Intervals of one group's figure (:meth:`PrivateMetricFrame.intervals`, ``.overall_interval()``) come from the
-mechanism itself (:mod:`~dpfair.fairness.measurement_intervals`): a count is ``N̂ = N + e`` with e the known
+mechanism itself (:mod:`~dpfair.measurement.intervals`): a count is ``N̂ = N + e`` with e the known
 noise law of the cells it sums, inverted (``N ∈ [N̂ − q_{1−α/2}, N̂ − q_{α/2}] ∩ [0, n]``, n public); a rate
 ``N/D`` by Fieller's test inversion of ``N̂ − p·D̂``, with, under ``sampling=True`` (the population value), a
 binomial for the rows within the group's denominator (Bhatia–Davis's variance bound for a score). They hold at
@@ -63,7 +63,7 @@ import numpy as np
 import pandas as pd
 
 from dpfair.exceptions import UtilityWarning
-from dpfair.fairness.measurement_plan import (
+from dpfair.measurement.plan import (
     COUNT_TABLES,
     FULL,
     GROUPS,
@@ -79,7 +79,7 @@ from dpfair.fairness.measurement_plan import (
     read,
     slice_weights,
 )
-from dpfair.fairness.measurement_intervals import LinearNoise, count_intervals, ratio_intervals
+from dpfair.measurement.intervals import LinearNoise, count_intervals, ratio_intervals
 from dpfair.privacy import (
     PrivacyLedger,
     check_privacy_unit,
@@ -90,7 +90,7 @@ from dpfair.utils.validation import check_1d, check_epsilon, check_positive
 __all__ = ["METRICS", "SCORE_METRIC_NAMES", "PrivateMetricFrame"]
 
 #: The part the frame releases when it releases the full table (its other tables: see
-#: :mod:`dpfair.fairness.measurement_plan`).
+#: :mod:`dpfair.measurement.plan`).
 TABLE = FULL
 
 #: The metrics the frame computes from counts (fairlearn's names), with aliases.
@@ -151,7 +151,7 @@ class PrivateMetricFrame:
         the grid's calibration (``noise_stds_`` says by how much) and the random state cannot be made reproducible.
 
     What it holds after construction: ``n_``, the number of rows (public); ``measurement_plan_``, the
-    :class:`~dpfair.fairness.measurement_plan.MeasurementPlan` (tables, readings, weights); ``noisy_tables_``,
+    :class:`~dpfair.measurement.plan.MeasurementPlan` (tables, readings, weights); ``noisy_tables_``,
     each released table by name (floats, before clipping; with public margins group 1's rows are the public
     totals less group 0's); ``mechanism_``, the mechanism used; ``noise_multipliers_`` and ``noise_stds_``, each
     table's σ_t and noise std per cell (``σ_t·bound_t``, Laplace ``√2·σ_t·bound_t``); ``noise_multiplier_``, σ, the
@@ -492,7 +492,7 @@ class PrivateMetricFrame:
     @property
     def intervals(self) -> pd.DataFrame:
         """Per group, each metric's ``(low, high)`` interval at ``confidence`` (columns ``(metric, "low"/"high")``),
-        by inverting the mechanism (:mod:`~dpfair.fairness.measurement_intervals`: a count from the law of its
+        by inverting the mechanism (:mod:`~dpfair.measurement.intervals`: a count from the law of its
         noise, a rate or mean by Fieller's test inversion, with the rows' sampling when ``sampling``): it holds at
         its level for every group size, down to one person (computed once; each call returns a copy)."""
         return self._interval_table.copy()

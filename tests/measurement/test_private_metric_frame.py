@@ -7,14 +7,14 @@ import pandas as pd
 import pytest
 
 from dpfair.exceptions import UtilityWarning
-from dpfair.fairness.measurement_plan import (
+from dpfair.measurement.plan import (
     FULL,
     PREDICTIONS,
     SCORES,
     SQUARED,
     MeasurementPlan,
 )
-from dpfair.fairness.private_metric_frame import METRICS, PrivateMetricFrame
+from dpfair.measurement.frame import METRICS, PrivateMetricFrame
 from dpfair.privacy import Part, PrivacyPlan, max_neighbour_distance, reproducible_noise
 
 RATES = ["selection_rate", "true_positive_rate", "false_positive_rate", "accuracy"]

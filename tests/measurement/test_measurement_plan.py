@@ -5,14 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from dpfair.fairness.measurement_plan import (
+from dpfair.measurement.plan import (
     FULL,
     PREDICTIONS,
     MeasurementPlan,
     epsilon_for_width,
     plan_measurement,
 )
-from dpfair.fairness.private_metric_frame import PrivateMetricFrame
+from dpfair.measurement.frame import PrivateMetricFrame
 
 SHARES = [0.7, 0.3]
 

@@ -16,8 +16,8 @@ import warnings
 import numpy as np
 import pytest
 
-from dpfair.fairness import PrivateMetricFrame
-from dpfair.measurement import DEFAULT_METRICS, measure_rows
+from dpfair.measurement import PrivateMetricFrame
+from dpfair.measurement.files import DEFAULT_METRICS, measure_rows
 
 RATES = ("selection_rate", "true_positive_rate", "false_positive_rate", "accuracy")
 METRICS = ("count",) + RATES
@@ -141,7 +141,7 @@ def _measured(y, y_pred, g, k, *, epsilon, sampling, unit, seed):
 @pytest.mark.parametrize("sampling", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_measure_holds_for_the_16_person_group(sampling):
     """The issue's case: 12,000 decisions, groups of 2,725 / 2,178 / 16 / 7,081 at ε = 0.1, 200 releases through
-    ``dpfair measure``'s own path (:func:`~dpfair.measurement.measure_rows`)."""
+    ``dpfair measure``'s own path (:func:`~dpfair.measurement.files.measure_rows`)."""
     sizes, releases = (2725, 2178, 16, 7081), 200
     _assert_covers(_coverage(sizes, epsilon=0.1, sampling=sampling, releases=releases, frame=_measured),
                    releases, sizes)

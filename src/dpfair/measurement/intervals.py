@@ -1,6 +1,6 @@
 """Intervals of a private measurement from its mechanism: each figure's released noise law, inverted.
 
-A :class:`~dpfair.fairness.private_metric_frame.PrivateMetricFrame` releases tables of counts (or sums of a
+A :class:`~dpfair.measurement.frame.PrivateMetricFrame` releases tables of counts (or sums of a
 bounded score) with known noise: every released cell is its exact value plus an independent Gaussian or Laplace
 draw of a known std ``τ_t`` (with public margins, group 1's cells carry minus group 0's draws). A figure is a
 count ``N`` or a ratio ``r = N/D`` of two linear reads of the tables, so its released numerator and denominator
