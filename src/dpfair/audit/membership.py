@@ -93,13 +93,8 @@ from dpfair.audit.metrics import (
 from dpfair.utils.capabilities import capabilities
 from dpfair.utils.progress import progress
 from dpfair.utils.validation import check_1d, check_features
+from dpfair.utils.attacks import ATTACKS, NOTE  # the attacks' names and the note, in their light home
 
-#: Said in every output of a membership audit.
-NOTE = ("membership inference is an empirical evaluation of one attack, not a privacy guarantee; a low AUC "
-        "does not prove privacy, and the ε printed by training is the guarantee")
-
-#: The attacks, in report order.
-ATTACKS = ("loss", "shadow", "lira", "lira-offline")
 
 #: Attacks that need shadow models.
 SHADOW_ATTACKS = frozenset({"shadow", "lira", "lira-offline"})
