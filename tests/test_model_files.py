@@ -62,3 +62,13 @@ def test_model_files_imports_no_estimator_and_persistence_reads_a_file_in_a_fres
     loaded = _fresh(f"from dpfair.persistence import load_estimator; print(type(load_estimator({str(path)!r})))")
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     assert loaded.stdout.strip() == "<class 'dpfair.algorithms.erm.ERMClassifier'>"
+
+
+def test_importing_model_files_loads_the_registry_and_no_torch():
+    """The package's format modules (container, encoding, decoding, loading) load on first use of their names, so
+    that the estimators' import of the registry costs nothing."""
+    run = _fresh("import sys, dpfair.model_files as m; print('torch' in sys.modules, sorted(k for k in sys.modules "
+                 "if k.startswith('dpfair.model_files.'))); print(m.FORMAT, m.VERSION, 'torch' in sys.modules)")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split("\n")[:2] == ["False ['dpfair.model_files.errors', 'dpfair.model_files.registry']",
+                                          "dpfair-estimator 2 True"]
