@@ -185,7 +185,7 @@ def measurement_record(frame: PrivateMetricFrame, attribute: str | None = None) 
     """Everything a measurement publishes, as JSON-ready values: the released figures with their intervals and
     flags, the budget spent with whom it protects (``attribute``: the name of the group column) and the ledger.
     All of it is post-processing of the one release (or public)."""
-    from dpfair.privacy.units import protection
+    from dpfair.privacy.record import PrivacyRecord
 
     by_group, bounds, flags = frame.by_group, frame.intervals, frame.flags
     groups = {}
@@ -214,8 +214,7 @@ def measurement_record(frame: PrivateMetricFrame, attribute: str | None = None) 
                                      "differences: a parametric bootstrap of the released tables, or the "
                                      "per-group intervals at Bonferroni level when a group is flagged",
                            "replicates": frame.n_bootstrap},
-              "epsilon": eps, "delta": delta, "privacy_unit": frame.privacy_unit,
-              "protects": protection(frame.privacy_unit, attribute, epsilon=eps, rest="label and prediction"),
+              **PrivacyRecord.of(eps, delta, frame.privacy_unit, attribute, rest="label and prediction").to_json(),
               "mechanism": frame.mechanism_,
               "secure_mode": frame.secure_mode,
               "noise_multiplier": frame.noise_multiplier_, "noise_std": frame.noise_std_,
