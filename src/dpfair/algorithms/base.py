@@ -18,7 +18,7 @@ pseudo-code:
   OS entropy and dropped when the fit ends (never stored or saved);
 - public X under ``privacy_unit="sensitive"``: a DataFrame's columns named after
   the sensitive Series (``sex``, ``sex=...``, ``sex_<group>``) encode s, and are
-  refused there (:meth:`FairEstimator.check_sensitive_columns`, the rule of
+  refused there (:meth:`~dpfair.algorithms.inputs.FitInputs.check_sensitive_columns`, the rule of
   :func:`~dpfair.privacy.check_public_features`) or accounted for by a method that
   can (output perturbation's ``sensitive_feature_columns``);
 - public structure: the group list (``groups``) and the class list
@@ -35,32 +35,38 @@ pseudo-code:
   (:mod:`dpfair.algorithms.unaccounted_search`);
 - ``history_``: one row per epoch of what the method logs; it is saved with the
   model, so a private method logs public counters and post-processed releases only.
+
+The checks and encoding of ``fit``'s inputs are :mod:`dpfair.algorithms.inputs` (its functions importable from here
+too), prediction :mod:`dpfair.algorithms.prediction`: two mixins of :class:`FairEstimator`.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import numbers
-import warnings
 from collections.abc import Mapping
 from typing import ClassVar
 
 import numpy as np
-import pandas as pd
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
-from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted
 
 from dpfair.algorithms import method_name
 from dpfair.algorithms.fit_context import FitContext, FitPlan, PublicShape, running
+from dpfair.algorithms.inputs import (  # the input checks; re-exported here, where callers import them
+    FitInputs,
+    check_sample_weight,
+    make_generators,
+    named_sensitive_columns,  # noqa: F401 - re-exported
+    public_categories,  # noqa: F401 - re-exported
+    resolve_device,
+)
 from dpfair.algorithms.learned import check_learned
+from dpfair.algorithms.prediction import Predictions
 from dpfair.algorithms.unaccounted_search import warn_if_parallel_search, warn_if_unaccounted_search
 from dpfair.utils.capabilities import Capabilities
 from dpfair.utils.constraints import Bools, Instances, Interval, Listing, Options, check_parameters
-from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.model_files import register_estimator
 from dpfair.nn import MODEL_NAMES, make_model
 from dpfair.privacy import (
@@ -69,124 +75,15 @@ from dpfair.privacy import (
     PrivacyPlan,
     PrivacyUnit,
     check_privacy_unit,
-    check_public_features,
 )
 from dpfair.privacy.budget import charging
 from dpfair.privacy.session import ReleaseSession
 from dpfair.privacy.randomness import VOID_GUARANTEE
 from dpfair.utils.progress import progress
-from dpfair.utils.validation import (
-    check_1d,
-    check_delta,
-    check_epsilon,
-    check_feature_scale,
-    check_features,
-    check_min_count,
-    encode_categories,
-)
+from dpfair.utils.validation import check_delta, check_epsilon
 
 
-def resolve_device(device) -> torch.device:
-    """``"auto"`` → CUDA if available else CPU; anything else is passed to ``torch.device``."""
-    if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} asked for CUDA but none is available; use device='cpu'")
-    return dev
-
-
-def make_generators(random_state, device: torch.device) -> tuple[np.random.Generator, torch.Generator, int]:
-    """PUBLIC numpy and torch generators seeded from ``random_state`` (an int, or None for a fresh seed).
-
-    These seed initialisation, public minibatch orders and prediction coins: nothing a
-    privacy guarantee rests on (that is :class:`~dpfair.privacy.SecretRandom`'s).
-    """
-    if random_state is None:
-        seed = int(np.random.SeedSequence().generate_state(1)[0])
-    elif isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-        seed = int(random_state)
-    else:
-        raise ValueError(f"random_state must be an int or None, got {random_state!r}")
-    ss = np.random.SeedSequence(seed)
-    np_seed, torch_seed = ss.spawn(2)
-    np_rng = np.random.default_rng(np_seed)
-    torch_rng = torch.Generator(device=device)
-    torch_rng.manual_seed(int(torch_seed.generate_state(1, dtype=np.uint64)[0] >> 1))
-    return np_rng, torch_rng, seed
-
-
-def public_categories(declared, values, name: str, private: bool, fix: str, stacklevel: int = 5):
-    """The public list of a categorical input: ``declared`` (an int k → ``0..k-1``, or the values), else inferred.
-
-    Inferring the list from ``values`` when they are private warns: which values
-    occur is itself a fact about the private data (a group of one person
-    disappears when that person's value changes). ``stacklevel``: the frames from here to
-    the user's call of ``fit``, so that the warning names the user's line.
-    """
-    if declared is not None:
-        if isinstance(declared, numbers.Integral) and not isinstance(declared, bool):
-            if declared < 2:
-                raise ValueError(f"{name} must list at least two values (or give their number k >= 2), "
-                                 f"got {declared!r}")
-            return np.arange(int(declared))
-        out = np.asarray(list(declared))
-        if out.ndim != 1 or len(out) < 2 or len(np.unique(out)) != len(out):
-            raise ValueError(f"{name} must list at least two distinct values (or give their number k), "
-                             f"got {declared!r}")
-        return out
-    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
-        return np.asarray(values.cat.categories)
-    if isinstance(values, pd.Categorical):
-        return np.asarray(values.categories)
-    if private:
-        warnings.warn(f"the list of {name} was inferred from the private data; which values occur is private "
-                      f"(ε = ∞ for a value held by one person). Pass {fix} to keep the guarantee",
-                      PrivacyLeakWarning, stacklevel=stacklevel)
-    data, what = ("y", "class") if name == "classes" else ("sensitive_features", "group")
-    found = np.unique(check_1d(values, data))
-    if len(found) < 2:
-        raise ValueError(f"{data} has a single {what}: found 1 {what} where fairness and classification need at "
-                         f"least two (if others exist but are absent from these rows, pass {fix})")
-    return found
-
-
-def check_sample_weight(weight, n: int) -> np.ndarray:
-    """``fit``'s ``sample_weight``: one finite weight ≥ 0 per row, not all zero, as float64."""
-    w = check_1d(weight, "sample_weight", n)
-    try:
-        w = np.asarray(w, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError("sample_weight must hold numbers (one weight >= 0 per row)") from None
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("sample_weight must be finite and >= 0 (one weight per row of X); give the rows you mean "
-                         "to ignore weight 0")
-    if not np.any(w > 0):
-        raise ValueError("sample_weight is zero for every row, so nothing would be fitted: give some rows a "
-                         "weight > 0")
-    return w
-
-
-def named_sensitive_columns(columns, sensitive, groups=()) -> list[int]:
-    """The positions in ``columns`` (a DataFrame's column names) of those named as encoding the attribute named
-    ``sensitive`` (a Series' name): the column itself (``fit(X, y, sensitive_features=X["sex"])``) and its
-    one-hot columns, ``sex=<value>`` (dpfair's feature names) or ``sex_<group>`` (``pandas.get_dummies``'s, for a
-    group of ``groups``, the public group list).
-
-    Names only, never values: whether some column equals s is a fact about s, and a refusal that depended on it
-    would itself be a release. ``[]`` when ``sensitive`` is ``None`` (an unnamed array says nothing).
-    """
-    if sensitive is None or columns is None:
-        return []
-    name = str(sensitive)
-    one_hot = {f"{name}_{g}" for g in groups}
-    return [j for j, c in enumerate(map(str, columns)) if c == name or c.startswith(f"{name}=") or c in one_hot]
-
-
-class FairEstimator(ClassifierMixin, BaseEstimator):
+class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
     """Base of every dpfair classifier. Subclasses implement ``_fit`` and ``_predict_proba``.
 
     Class attributes a subclass may set:
@@ -445,132 +342,6 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
                    sample_weight=weight).open()
         return X, y_codes, s_codes
 
-    #: why ``fit`` refuses ``sample_weight`` (``None``: the method weights its loss, reading ``ctx.sample_weight``)
-    _sample_weight_refusal: str | None = (
-        "a row of weight w moves what the method releases w times as far as an unweighted row, a sensitivity "
-        "its privacy accounting does not cover; fit without sample_weight")
-
-    def _check_fit_params(self, fit_params: dict):
-        """``fit``'s keyword arguments beyond s and ``callback``: ``sample_weight`` where the method takes it
-        (returned; ``None`` when not given)."""
-        unknown = sorted(set(fit_params) - {"sample_weight"})
-        if unknown:
-            raise TypeError(f"{type(self).__name__}.fit() got an unexpected keyword argument {unknown[0]!r}")
-        weight = fit_params.get("sample_weight")
-        if weight is not None and self._sample_weight_refusal is not None:
-            raise ValueError(f"{type(self).__name__} does not take sample_weight: {self._sample_weight_refusal}")
-        return weight
-
-    def _sensitive_column(self, X, sensitive_features):
-        """``(X, s)`` with ``sensitive_features`` naming a column of the DataFrame ``X``: that column taken out of
-        X as s (``sensitive_column_`` remembers its name, a public fact like X's column names); else unchanged."""
-        if not isinstance(sensitive_features, str):
-            return X, sensitive_features
-        name = sensitive_features
-        if not isinstance(X, pd.DataFrame):
-            raise ValueError(f"sensitive_features={name!r} names a column, but X is a {type(X).__name__}, which has "
-                             "no named columns: pass X as a pandas DataFrame holding that column, or pass the "
-                             "groups themselves (one value per row)")
-        if name not in X.columns:
-            raise ValueError(f"sensitive_features={name!r} is not a column of X (it has {list(map(str, X.columns))[:8]}"
-                             f"{' …' if X.shape[1] > 8 else ''}); name one of X's columns, or pass the groups "
-                             "themselves (one value per row)")
-        self.sensitive_column_ = name
-        return X.drop(columns=[name]), X[name]
-
-    @property
-    def _labels_private(self) -> bool:
-        return self._private and self.privacy_unit_ is PrivacyUnit.RECORD
-
-    def _check_features_and_labels(self, X, y):
-        """Finite features and labels encoded against the public class list ``classes_``.
-
-        A DataFrame with string column names sets ``feature_names_in_`` (as scikit-learn does): prediction
-        then matches columns by name, so a reordered frame cannot silently change the predictions.
-        """
-        if isinstance(X, pd.DataFrame) and len(X.columns) and all(isinstance(c, str) for c in X.columns):
-            self.feature_names_in_ = np.asarray(X.columns, dtype=object)
-        X = check_features(X, "X")
-        if self._float32_training:
-            check_feature_scale(X, "X")
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None: "
-                             "call fit(X, y) with one label per row")
-        if not isinstance(getattr(y, "dtype", None), pd.CategoricalDtype):  # a categorical keeps its categories
-            y = check_1d(y, "y", X.shape[0])  # once: a column vector warns here
-        values = np.asarray(y)
-        if values.dtype.kind == "f" and getattr(self, "classes", None) is None and np.any(values != np.round(values)):
-            raise ValueError("y holds non-integer numbers (a continuous target?); dpfair estimators classify: "
-                             "binarise or bin y first (e.g. y > median), or pass classes= if these are labels")
-        classes = public_categories(getattr(self, "classes", None), y, "classes", self._labels_private,
-                                    "classes=[...] (the data set's label values)", stacklevel=6)
-        y_codes, self.classes_ = encode_categories(y, "y", X.shape[0], classes=classes)
-        if self._binary_only and len(self.classes_) != 2:
-            raise ValueError(f"y must be binary: {type(self).__name__} needs binary labels, got {len(self.classes_)} "
-                             "classes (Only binary classification is supported.); binarise y (one class against "
-                             "the rest) before fitting")
-        if not self._labels_private:
-            check_min_count(y_codes, len(self.classes_), "y", self._min_per_class, what="class")
-        return X, y_codes
-
-    # ---- features that encode s -----------------------------------------
-    def check_sensitive_columns(self, columns, feature_names, sensitive: str) -> list[int]:
-        """Apply :func:`dpfair.privacy.check_public_features` to this estimator: ``columns`` (indices into
-        ``feature_names``) are the features that a public schema says encode the attribute ``sensitive``.
-
-        Asks the estimator what it does: a private one under ``privacy_unit="sensitive"`` treats X as public and
-        refuses them (``ValueError``) unless its accounting covers such columns (a ``sensitive_feature_columns``
-        hyper-parameter: output perturbation); under ``"record"`` or without privacy nothing is refused. Returns
-        the columns the estimator must account for itself (``[]`` unless it takes ``sensitive_feature_columns``).
-        """
-        columns = sorted({int(j) for j in columns})
-        params = self.get_params(deep=False)
-        accounts = "sensitive_feature_columns" in params
-        unit = getattr(self, "privacy_unit", PrivacyUnit.RECORD) if self._private else None
-        check_public_features(unit, [feature_names[j] for j in columns], sensitive, accounted=accounts)
-        return columns if accounts else []
-
-    def declare_sensitive_columns(self, columns, feature_names, sensitive: str) -> FairEstimator:
-        """:meth:`check_sensitive_columns`, then the columns this estimator accounts for itself added to its
-        ``sensitive_feature_columns``; returns ``self``. For an estimator built for a data set whose public schema
-        names them (the CLI, the sweeps, a search given a DataFrame); ``fit`` never changes a hyper-parameter."""
-        handed = self.check_sensitive_columns(columns, feature_names, sensitive)
-        if handed:
-            given = list(self.get_params()["sensitive_feature_columns"] or [])  # fit checks them
-            self.set_params(sensitive_feature_columns=given + [j for j in handed if j not in given])
-        return self
-
-    def check_sensitive_frame(self, X, sensitive_features, groups=()) -> list[int]:
-        """:meth:`check_sensitive_columns` for the columns of a DataFrame ``X`` named after the sensitive Series
-        (:func:`named_sensitive_columns`; ``groups``: the public group list): refused where X is public, else
-        returned for the method's own accounting. ``[]`` for an array or an unnamed ``sensitive_features``."""
-        names = [str(c) for c in X.columns] if isinstance(X, pd.DataFrame) else None
-        sensitive = getattr(sensitive_features, "name", None)  # a Series' name: public, like X's column names
-        named = named_sensitive_columns(names, sensitive, [str(g) for g in groups])
-        return self.check_sensitive_columns(named, names, sensitive) if named else []
-
-    def _check_fit_inputs(self, X, y, s):
-        X, y_codes = self._check_features_and_labels(X, y)
-        n = X.shape[0]
-        if s is None:
-            if self._requires_sensitive:
-                raise ValueError(
-                    f"{type(self).__name__} needs sensitive_features: call fit(X, y, sensitive_features=s)"
-                )
-            self.groups_ = None
-            s_codes = None
-        else:
-            if not isinstance(getattr(s, "dtype", None), pd.CategoricalDtype):
-                s = check_1d(s, "sensitive_features", n)
-            groups = public_categories(getattr(self, "groups", None), s, "groups", self._private,
-                                       "groups=k or groups=[...] (the data set's group values)")
-            s_codes, self.groups_ = encode_categories(s, "sensitive_features", n, classes=groups)
-            if not self._private:  # a non-private method may look at the counts of s
-                check_min_count(s_codes, len(self.groups_), "sensitive_features", self._min_per_group,
-                                what="group")
-        self.n_features_in_ = X.shape[1]
-        return X, y_codes, s_codes
-
     def _fit(self, ctx: FitContext, X, y, s):  # pragma: no cover - abstract
         """The method's own steps on the encoded data, with this fit's context ``ctx`` (its generators, the release
         path, progress): a private method calibrates ``ctx.calibrate(self.plan(ctx.shape))`` before its first
@@ -688,87 +459,6 @@ class FairEstimator(ClassifierMixin, BaseEstimator):
             self.privacy_spent_ = (eps, self.delta_)
         else:
             self.privacy_spent_ = (math.inf, 0.0)
-
-    # ---- prediction ----------------------------------------------------
-    def _prediction_groups(self, X, sensitive_features):
-        """``(X, s)`` at prediction: ``sensitive_features`` naming a column of the DataFrame X, or (``None``) the
-        column ``fit`` took s from when X holds it, is taken out of X as s; other values are returned as given."""
-        column = sensitive_features if isinstance(sensitive_features, str) else (
-            vars(self).get("sensitive_column_") if sensitive_features is None else None)
-        if column is not None and isinstance(X, pd.DataFrame) and column in X.columns:
-            return X.drop(columns=[column]), X[column]
-        if isinstance(sensitive_features, str):
-            raise ValueError(f"sensitive_features={sensitive_features!r} is not a column of X; pass a DataFrame "
-                             "holding that column, or the groups themselves (one value per row)")
-        return X, sensitive_features
-
-    def _prediction_features(self, X) -> np.ndarray:
-        """``X`` at prediction: the column s was taken from dropped, named columns put in the order seen in fit,
-        finite, of the fitted width.
-
-        As scikit-learn does, a DataFrame given to a model fitted on an array (whose columns could be in any
-        order: nothing says) warns, and so does an array given to a model fitted on named columns."""
-        column = vars(self).get("sensitive_column_")
-        if column is not None and isinstance(X, pd.DataFrame) and column in X.columns:
-            X = X.drop(columns=[column])
-        names = getattr(self, "feature_names_in_", None)
-        named = isinstance(X, pd.DataFrame) and len(X.columns) and all(isinstance(c, str) for c in X.columns)
-        if names is None and named:
-            warnings.warn(f"X has feature names, but {type(self).__name__} was fitted without feature names: its "
-                          "columns are read by position, in the order of the array fit was given",
-                          UserWarning, stacklevel=3)
-        elif names is not None and not isinstance(X, pd.DataFrame):
-            warnings.warn(f"X does not have valid feature names, but {type(self).__name__} was fitted with feature "
-                          "names: its columns are read by position, as in fit's DataFrame "
-                          f"({', '.join(map(str, names[:5]))}{', …' if len(names) > 5 else ''})",
-                          UserWarning, stacklevel=3)
-        if names is not None and isinstance(X, pd.DataFrame):
-            missing = [c for c in names if c not in X.columns]
-            unexpected = [c for c in X.columns if c not in set(names)]
-            if missing or unexpected:
-                raise ValueError(f"X's columns differ from those seen in fit (missing {missing[:5]}, unexpected "
-                                 f"{unexpected[:5]}); pass the columns the model was fitted with")
-            X = X[list(names)]
-        X = check_features(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
-                             f"{self.n_features_in_} features as input (as in fit); pass the columns the model "
-                             "was fitted with")
-        return X
-
-    def predict_proba(self, X) -> np.ndarray:
-        check_is_fitted(self, "classes_")
-        return self._predict_proba(self._prediction_features(X))
-
-    def predict(self, X) -> np.ndarray:
-        proba = self.predict_proba(X)  # first: an unfitted model raises NotFittedError there
-        return self.classes_[np.argmax(proba, axis=1)]
-
-    def _predicts_by_argmax(self) -> bool:
-        return type(self).predict is FairEstimator.predict
-
-    @available_if(_predicts_by_argmax)
-    def decision_function(self, X) -> np.ndarray:
-        """Confidence scores, as scikit-learn's classifiers give them: for two classes the log-odds of the second,
-        ``log p₁ − log p₀`` (positive exactly where ``predict`` gives ``classes_[1]``), shape (n,); for more, the
-        log-probabilities, shape (n, k), whose argmax is ``predict``. Post-processing of ``predict_proba``: no
-        privacy cost. Only for a method whose ``predict`` is that argmax (a randomised one has none)."""
-        check_is_fitted(self, "classes_")
-        logs = self._log_proba(self._prediction_features(X))
-        return logs[:, 1] - logs[:, 0] if logs.shape[1] == 2 else logs
-
-    def _log_proba(self, X) -> np.ndarray:
-        """log ``predict_proba`` (a method with a more exact route, e.g. from logits, overrides it)."""
-        return np.log(np.clip(self._predict_proba(X), np.finfo(np.float64).tiny, None))
-
-    def score(self, X, y, sensitive_features=None, sample_weight=None) -> float:
-        """Accuracy of ``predict`` on ``(X, y)``; a method that reads the group at prediction time
-        (``predict(X, sensitive_features=s)``) takes it here too, as ``cross_validate`` routes it."""
-        from sklearn.metrics import accuracy_score
-
-        from dpfair.fairness.scorers import predict_with_groups
-
-        return float(accuracy_score(y, predict_with_groups(self, X, sensitive_features), sample_weight=sample_weight))
 
     # ---- persistence ---------------------------------------------------
     def save(self, path, *, provenance: dict | None = None) -> None:

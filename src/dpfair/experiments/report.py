@@ -24,6 +24,10 @@ accuracies) read its test people's sensitive attribute: they are labelled non-pr
 ledger counts (the guide's privacy model: the test part), unless the sweep released them privately
 (``eval_epsilon``: one PrivateMetricFrame per model, composed into the privacy totals); the page says which
 (``evaluation_label``). Old stores' rows are non-private.
+
+Here: the page, its figures and the sections that draw them; the other sections are
+:mod:`dpfair.experiments.report_sections`, the rows read and the tables written :mod:`dpfair.experiments.report_tables`,
+the HTML of values and tables :mod:`dpfair.experiments.report_format`.
 """
 
 from __future__ import annotations
@@ -42,9 +46,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from dpfair.experiments.frontier import BASE_METHOD, frontier, point_ids, reference_errors
-from dpfair.experiments.papers import beside_ours, load_papers, published_numbers
-from dpfair.utils.files import WriteError, write_atomic
+from dpfair.experiments.frontier import BASE_METHOD, frontier, reference_errors
+from dpfair.experiments.report_format import absent, eps_label, escape, html_table, is_private, number, params_label, \
+    slug, spread_label
+from dpfair.experiments.report_sections import (  # evaluation_label: re-exported, where callers import it
+    evaluation_label,
+    failures_section,
+    published_section,
+    summary_section,
+    totals_section,
+)
+from dpfair.experiments.report_tables import (  # MODEL_COLUMNS: re-exported, where callers import it
+    MODEL_COLUMNS,  # noqa: F401 - re-exported
+    load_results,
+    prepare_rows,
+    write_file,
+    write_result_tables,
+)
 from dpfair.utils.progress import progress
 
 #: The slacks of the "lowest violation at error ≤ base + slack" tables.
@@ -63,8 +81,6 @@ PNG_COLORS = 64
 #: Inches of spare canvas around each figure, cropped away (:func:`_figure`).
 _SPARE = 0.8
 
-_REQUIRED = ("dataset", "method", "notion", "epsilon", "seed", "error", "violation")
-
 _STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2em auto;max-width:72em;
 color:#1d1d1f;line-height:1.45;padding:0 1em}
@@ -79,51 +95,7 @@ pre{white-space:pre-wrap;font-size:.85em;background:#f7f7f7;padding:.4em;margin:
 """
 
 
-# ---- formatting ------------------------------------------------------------------------------------
-
-def _e(value) -> str:
-    """Escaped text of any value."""
-    return html.escape(str(value), quote=True)
-
-
-def _absent(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _num(value, digits: int = 4) -> str:
-    if _absent(value):
-        return "—"
-    value = float(value)
-    return "∞" if math.isinf(value) else f"{value:.{digits}g}"
-
-
-def _eps(value) -> str:
-    return "non-private" if _absent(value) or math.isinf(float(value)) else f"ε = {float(value):g}"
-
-
-def _spread(mean, std, low, high, n) -> str:
-    """``mean ± std [min, max]`` (the seeds' spread); the mean alone for one seed."""
-    if int(n) <= 1:
-        return _num(mean)
-    return f"{_num(mean)} ± {_num(std, 2)} [{_num(low)}, {_num(high)}]"
-
-
-def _params(params) -> str:
-    if not isinstance(params, dict) or not params:
-        return "—"
-    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(params.items()))
-
-
-def _table(header: list[str] | None, rows: list[list], numeric: set[int] = frozenset()) -> str:
-    """An HTML table (no header row where ``header`` is None); cells are escaped unless given as
-    ``("html", markup)``."""
-    def cell(i, v):
-        text = v[1] if isinstance(v, tuple) and v[:1] == ("html",) else _e(v)
-        return f'<td class="num">{text}</td>' if i in numeric else f"<td>{text}</td>"
-    head = "" if header is None else "<thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead>"
-    body = "".join("<tr>" + "".join(cell(i, v) for i, v in enumerate(r)) + "</tr>" for r in rows)
-    return f"<table>{head}<tbody>{body}</tbody></table>"
-
+# ---- figures ---------------------------------------------------------------------------------------
 
 class _Drawers:
     """Figures drawn in worker processes while the report goes on building the next ones and its tables.
@@ -239,7 +211,7 @@ def _draw(fig, alt: str) -> str:
     buf = io.BytesIO()
     image.save(buf, format="png", compress_level=6)
     data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return (f'<img alt="{_e(alt)}" width="{image.width}" height="{image.height}" '
+    return (f'<img alt="{escape(alt)}" width="{image.width}" height="{image.height}" '
             f'src="data:image/png;base64,{data}">')
 
 
@@ -259,184 +231,7 @@ def _figure(width: float = 6.4, height: float = 4.2, below: float = 0.0):
     return fig, ax
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
-
-
-# ---- loading -----------------------------------------------------------------------------------------
-
-def _load(source):
-    """``(frame, store or None, description)`` from a store, a store path or a frame; a clear error if a path
-    holds no store. A store without models (empty, or holding only failures) gives an empty frame."""
-    from dpfair.experiments.store import ResultsStore
-
-    if isinstance(source, pd.DataFrame):
-        frame, store, where = source, None, "the given frame"
-        if frame.empty and not len(frame.columns):
-            frame = pd.DataFrame(columns=list(_REQUIRED))
-    else:
-        if isinstance(source, ResultsStore):
-            store = source
-        else:
-            path = Path(source)
-            if not path.is_file():
-                raise ValueError(f"no results store at {str(path)!r}; run `dpfair sweep SPEC.toml --store PATH` "
-                                 "first")
-            store = ResultsStore(path)
-        frame, where = store.frame(), f"the results store {str(store.path)!r}"
-    missing = [c for c in _REQUIRED if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{where} has no column {', '.join(missing)}; pass a ResultsStore or its frame()")
-    return frame, store, where
-
-
-def _data_label(row) -> str:
-    """A data set as the report names it: name (preset), its sensitive attribute and options where set."""
-    label = str(row["dataset"])
-    if not _absent(row.get("preset")):
-        label += f" ({row['preset']})"
-    if not _absent(row.get("sensitive")):
-        label += f", s = {row['sensitive']}"
-    options = row.get("options")
-    if isinstance(options, dict) and options:
-        label += ", " + ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
-    return label
-
-
-def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with the report's columns: ``data`` (label), ``point`` (id) and ``model`` (a bar label)."""
-    out = frame.copy()
-    for column in ("preset", "sensitive"):
-        if column not in out.columns:
-            out[column] = None
-    out["data"] = [_data_label(r) for r in out.to_dict("records")]
-    out["point"] = point_ids(out)
-    out["epsilon"] = pd.to_numeric(out["epsilon"], errors="coerce")
-    if "params" not in out.columns:
-        out["params"] = [{} for _ in range(len(out))]
-    out["model"] = [" · ".join(x for x in (r["method"], None if _absent(r["notion"]) else r["notion"],
-                                           None if _absent(r["epsilon"]) else _eps(r["epsilon"]),
-                                           None if _params(r["params"]) == "—" else _params(r["params"])) if x)
-                    for r in out.to_dict("records")]
-    return out
-
-
-# ---- sections --------------------------------------------------------------------------------------
-
-def _summary(frame: pd.DataFrame, store, where: str) -> str:
-    def counts(column):
-        values = frame[column].map(lambda v: "—" if _absent(v) else v) if column in frame.columns else pd.Series()
-        return ", ".join(f"{k} ({n})" for k, n in values.value_counts(sort=False).items()) or "—"
-
-    rows = [["source", where], ["models", f"{len(frame)} ({int(frame['epsilon'].map(_private).sum())} private)"],
-            ["sweeps", counts("sweep")], ["data sets", counts("data")], ["methods", counts("method")],
-            ["notions targeted", counts("notion")],
-            ["ε targets", ", ".join(sorted({_eps(v) for v in frame['epsilon']})) or "—"],
-            ["seeds", ", ".join(str(s) for s in sorted(frame["seed"].dropna().unique())) or "—"]]
-    if "commit_hash" in frame.columns:
-        rows.append(["commits", ", ".join(f"{str(k)[:12]} ({n})" for k, n in frame["commit_hash"].fillna("unknown")
-                                          .value_counts(sort=False).items())])
-    if "versions" in frame.columns:
-        seen: dict = {}
-        for versions in frame["versions"]:
-            for package, version in (versions or {}).items():
-                seen.setdefault(package, set()).add(str(version))
-        rows.append(["package versions", "; ".join(f"{p} {', '.join(sorted(v))}" for p, v in sorted(seen.items()))])
-    if "host" in frame.columns:
-        rows.append(["hosts", counts("host")])
-    if "created" in frame.columns and frame["created"].notna().any():
-        first, last = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t)) for t in
-                       (frame["created"].min(), frame["created"].max()))
-        rows.append(["stored", f"{first} to {last}"])
-    rows.append(["test figures by group", evaluation_label(frame)])
-    if "wall_s" in frame.columns:
-        rows.append(["training wall time", f"{frame['wall_s'].sum():.1f} s (sum over models)"])
-    if store is not None:
-        failures = store.failures()
-        rows.append(["failed points", f"{len(failures)} (listed below; retried by the next `dpfair sweep`)"
-                     if failures else "none"])
-    return "<h2 id=\"summary\">Summary</h2>" + _table(None, rows)
-
-
-def _private(epsilon) -> bool:
-    return not _absent(epsilon) and math.isfinite(float(epsilon))
-
-
-def evaluation_label(frame: pd.DataFrame) -> str:
-    """One sentence on what the test figures by group of ``frame``'s models are: released privately (the sweep's
-    ``eval_epsilon``, its ε) or non-private diagnostics of the test people (rows without ``eval_private``, as
-    stores written before it, are non-private)."""
-    private = frame["eval_private"].fillna(False).astype(bool) if "eval_private" in frame.columns else \
-        pd.Series(False, index=frame.index)
-    n, k = len(frame), int(private.sum())
-    diagnostic = ("non-private diagnostics of the test people: computed from their sensitive attribute without "
-                  "noise, counted by no ledger and not covered by any ε on this page")
-    if k == 0:
-        return f"The test figures by group (violations, per-group accuracies) are {diagnostic}."
-    levels = ", ".join(f"{e:g}" for e in sorted(frame.loc[private, "eval_epsilon"].dropna().unique()))
-    released = (f"released privately (one PrivateMetricFrame per model at evaluation ε = {levels}, composed into "
-                "the privacy totals)")
-    if k == n:
-        return f"The test figures by group (violations, per-group accuracies) were {released}."
-    return (f"The test figures by group (violations, per-group accuracies) of {k} of {n} models were {released}; "
-            f"the others' are {diagnostic}.")
-
-
-def _totals(store) -> str:
-    head = "<h2 id=\"privacy\">Privacy spent, everything released</h2>"
-    if store is None:
-        return head + "<p class=\"note\">Privacy totals need the results store (the report was given a frame).</p>"
-    totals = store.privacy_totals()
-    if totals.empty:
-        return head + "<p>No model is stored: nothing was released, and no privacy was spent.</p>"
-    rows = []
-    for r in totals.to_dict("records"):
-        covers = r["covers"] + (" (by group privacy: 2ε)" if r["conversion"] == "group privacy" else "")
-        rows.append([r["dataset"], r["protects"], covers, r["models"], r["release_groups"], _num(r["epsilon"]),
-                     r["private_models"], _num(r["private_epsilon"]), _num(r["delta"], 3), r["uncovered_models"]])
-    return head + (
-        "<p>Every stored model was released, and the models of a data set are about the same people whatever "
-        "split, seed, preset or sensitive attribute they used. Per data set, ε below composes the models its "
-        "row covers (each release group's event once, the groups as independent releases, on the PLD "
-        "accountant): the add/remove total every record-level model; each attribute's total the sensitive-unit "
-        "models that declared it and every record-level model, converted to replace-one of it (the same events "
-        "re-accounted, or by group privacy where that is not possible). These are what the store has spent, "
-        "larger than the ε of any one model in the tables below. A sensitive-unit model protects only the "
-        "attribute it declared: under any other row it is counted as not bounded. ε is ∞ where a "
-        "non-private model (such as the <code>erm</code> reference, or a method at ε = ∞) is among the models "
-        "composed; the private models' ε is what publishing only the private ones costs.</p>"
-        + _table(["data set", "protects", "covers", "models", "release groups", "ε", "private models", "their ε",
-                  "δ", "not bounded here"], rows, {3, 4, 5, 6, 7, 8, 9}))
-
-
-def _failures(store) -> str:
-    """The points whose last attempt failed, per message (what the fit refused, read off public quantities)."""
-    if store is None:
-        return ""
-    failures = store.failures()
-    head = "<h2 id=\"failures\">Failed points</h2>"
-    if not failures:
-        return head + "<p class=\"note\">None: every point tried so far was stored.</p>"
-    by_message: dict = {}
-    for f in failures:
-        by_message.setdefault(f["message"], []).append(f)
-    one = len(failures) == 1
-    its, them = ("its", "it") if one else ("their", "them")
-    parts = [head, (f"<p>{len(failures)} point{'' if one else 's'} failed at {its} last attempt and released "
-                    f"nothing; the next <code>dpfair sweep</code> of {its} spec tries {them} again.</p>")]
-    for message, group in sorted(by_message.items(), key=lambda kv: -len(kv[1])):
-        rows = []
-        for f in group:
-            c = f["config"]
-            data = c.get("dataset", "—") + (f" ({c['preset']})" if c.get("preset") else "") + (
-                f", s = {c['sensitive']}" if c.get("sensitive") else "")
-            rows.append([f["sweep"] or "—", data, c.get("method", "—"), c.get("notion") or "—",
-                         _eps(c.get("epsilon")), c.get("seed", "—"), _params(c.get("params"))])
-        parts.append(f"<details open><summary>{_e(message)} ({len(group)} point{'s' if len(group) > 1 else ''})"
-                     "</summary>" + _table(["sweep", "data set", "method", "notion", "privacy", "seed",
-                                            "hyper-parameters"], rows) + "</details>")
-    return "".join(parts)
-
+# ---- the sections with figures (the others: dpfair.experiments.report_sections) ------------------------
 
 def _tradeoff_plot(curves: pd.DataFrame, references: pd.DataFrame, notion: str, title: str, base: float) -> str:
     from dpfair.plot import tradeoff
@@ -469,16 +264,17 @@ def _same_epsilon(eps: float):
 
 
 def _front_rows(points: pd.DataFrame, y: str, targets: str) -> list[list]:
-    return [[r["method"], targets, _params(r.get("params")),
-             ("html", _e(_spread(r["error"], r["error_std"], r["error_min"], r["error_max"], r["n_seeds"]))),
-             ("html", _e(_spread(r[y], r[f"{y}_std"], r[f"{y}_min"], r[f"{y}_max"], r["n_seeds"]))), r["n_seeds"]]
+    return [[r["method"], targets, params_label(r.get("params")),
+             ("html", escape(spread_label(r["error"], r["error_std"], r["error_min"], r["error_max"], r["n_seeds"]))),
+             ("html", escape(spread_label(r[y], r[f"{y}_std"], r[f"{y}_min"], r[f"{y}_max"], r["n_seeds"]))),
+             r["n_seeds"]]
             for r in points.to_dict("records")]
 
 
 def _panels(rows: pd.DataFrame, references_by_notion: dict) -> list[tuple[str, float]]:
     """The (notion, ε) of each trade-off plot of one data set: every targeted notion (else every notion with
     references) at each ε of its models (else of the untargeted ones)."""
-    targeted = rows["notion"].map(lambda n: not _absent(n)).astype(bool)
+    targeted = rows["notion"].map(lambda n: not absent(n)).astype(bool)
     notions = sorted(rows.loc[targeted, "notion"].unique()) or sorted(references_by_notion)
     panels = []
     for notion in notions:
@@ -492,21 +288,22 @@ def _panels(rows: pd.DataFrame, references_by_notion: dict) -> list[tuple[str, f
 def _tradeoffs(rows: pd.DataFrame, data_id: str, fronts, references_by_notion: dict, bar) -> str:
     """Per notion and ε of one data set: the plot, the Pareto fronts and the lowest violation within slack
     (``bar`` advanced by one step per plot)."""
-    targeted = rows[rows["notion"].map(lambda n: not _absent(n))]
-    untargeted = rows[rows["notion"].map(_absent)]
+    targeted = rows[rows["notion"].map(lambda n: not absent(n))]
+    untargeted = rows[rows["notion"].map(absent)]
     base = rows["_base"].iloc[0]
-    missing = "" if math.isfinite(base) else f" (no {_e(BASE_METHOD)} run of this data set)"
-    parts = [(f"<p>Non-private reference ({_e(BASE_METHOD)}): mean error {_e(_num(base))}{missing}; the plots mark "
-              f"it (dashed) and base + slack for slack = {_e(', '.join(f'{s:g}' for s in SLACKS))} (dotted).</p>")]
+    missing = "" if math.isfinite(base) else f" (no {escape(BASE_METHOD)} run of this data set)"
+    parts = [(f"<p>Non-private reference ({escape(BASE_METHOD)}): mean error {escape(number(base))}{missing}; the "
+              f"plots mark it (dashed) and base + slack for slack = {escape(', '.join(f'{s:g}' for s in SLACKS))} "
+              "(dotted).</p>")]
     for notion, eps in _panels(rows, references_by_notion):
         curves_all = targeted[targeted["notion"] == notion]
         same = _same_epsilon(eps)
         # boolean masks as bool: an empty object-dtype mask would select columns, not rows
         curves = curves_all[curves_all["epsilon"].map(same).astype(bool)]
-        refs = untargeted[untargeted["epsilon"].map(lambda e, same=same: same(e) or not _private(e)).astype(bool)]
-        anchor = f"{data_id}-{_slug(notion)}-{_slug(_eps(eps))}"
-        title = f"{rows['data'].iloc[0]} · {notion.replace('_', ' ')} · {_eps(eps)}"
-        parts.append(f'<h3 id="{_e(anchor)}">{_e(notion.replace("_", " "))}, {_e(_eps(eps))}</h3>')
+        refs = untargeted[untargeted["epsilon"].map(lambda e, same=same: same(e) or not is_private(e)).astype(bool)]
+        anchor = f"{data_id}-{slug(notion)}-{slug(eps_label(eps))}"
+        title = f"{rows['data'].iloc[0]} · {notion.replace('_', ' ')} · {eps_label(eps)}"
+        parts.append(f'<h3 id="{escape(anchor)}">{escape(notion.replace("_", " "))}, {escape(eps_label(eps))}</h3>')
         parts.append(_tradeoff_plot(curves, refs, notion, title, base))
         keys = set(curves["point"])
         front = fronts.front[fronts.front["point"].isin(keys)]
@@ -516,19 +313,20 @@ def _tradeoffs(rows: pd.DataFrame, data_id: str, fronts, references_by_notion: d
             table += _front_rows(ref_front.front[ref_front.front["point"].isin(set(refs["point"]))],
                                  f"fairness.{notion}", "none")
         parts.append("<p>Pareto-optimal points (mean ± std [min, max] over seeds):</p>"
-                     + _table(["method", "targets", "hyper-parameters", "error", f"{notion} violation", "seeds"],
-                              table, {3, 4, 5}))
+                     + html_table(["method", "targets", "hyper-parameters", "error", f"{notion} violation", "seeds"],
+                                   table, {3, 4, 5}))
         best = fronts.best[fronts.best["data"].eq(rows["data"].iloc[0]) & fronts.best["notion"].eq(notion)
                            & fronts.best["epsilon"].map(same) & fronts.best["method"].isin(set(curves["method"]))]
-        best_rows = [[b["method"], f"{b['slack']:g}", _num(b["threshold"]),
-                      _params(b.get("params")) if b["feasible"] else "none within the slack",
-                      _num(b["error"]) if b["feasible"] else "—", _num(b["violation"]) if b["feasible"] else "—"]
+        best_rows = [[b["method"], f"{b['slack']:g}", number(b["threshold"]),
+                      params_label(b.get("params")) if b["feasible"] else "none within the slack",
+                      number(b["error"]) if b["feasible"] else "—",
+                      number(b["violation"]) if b["feasible"] else "—"]
                      for b in best.to_dict("records")]
         if best_rows:
             parts.append("<p>Lowest violation at error ≤ base + slack (chosen by test scores: a comparison of "
                          "methods, not a private model selection):</p>"
-                         + _table(["method", "slack", "error ≤", "hyper-parameters", "error",
-                                   f"{notion} violation"], best_rows, {1, 2, 4, 5}))
+                         + html_table(["method", "slack", "error ≤", "hyper-parameters", "error",
+                                        f"{notion} violation"], best_rows, {1, 2, 4, 5}))
         bar.update()
     return "".join(parts)
 
@@ -557,10 +355,10 @@ def _groups(rows: pd.DataFrame, fronts) -> str:
     stats = {name: by_point.agg(name) for name in ("mean", "std", "min", "max", "count")}  # std: ddof=1
     points = rows.groupby("point", sort=False)["model"].agg(["first", "size"])
     table = [[points.at[p, "first"], int(points.at[p, "size"])] + [
-        _spread(stats["mean"].at[p, c], stats["std"].at[p, c], stats["min"].at[p, c], stats["max"].at[p, c],
-                stats["count"].at[p, c]) for c in accuracy.columns] for p in points.index]
+        spread_label(stats["mean"].at[p, c], stats["std"].at[p, c], stats["min"].at[p, c], stats["max"].at[p, c],
+                     stats["count"].at[p, c]) for c in accuracy.columns] for p in points.index]
     parts.append(f"<details><summary>Per-group accuracy of every point ({len(table)})</summary>"
-                 + _table(["model", "seeds", *groups], table, set(range(1, 2 + len(groups)))) + "</details>")
+                 + html_table(["model", "seeds", *groups], table, set(range(1, 2 + len(groups)))) + "</details>")
     return "".join(parts)
 
 
@@ -572,7 +370,7 @@ def _ledgers(rows: pd.DataFrame) -> str:
     if "ledger" not in rows.columns:
         return ""
     plots = []
-    private = rows[rows["epsilon_spent"].map(_private)] if "epsilon_spent" in rows.columns else rows.iloc[:0]
+    private = rows[rows["epsilon_spent"].map(is_private)] if "epsilon_spent" in rows.columns else rows.iloc[:0]
     for method, g in private.groupby("method", sort=True):
         first = g.sort_values(["epsilon", "seed"]).iloc[0]  # one curve per method (each costs PLD accountings)
         eps = first["epsilon"]
@@ -580,11 +378,12 @@ def _ledgers(rows: pd.DataFrame) -> str:
         try:
             privacy_spent(PrivacyLedger.from_json(first["ledger"]), first["delta_spent"], points=CURVE_POINTS, ax=ax)
         except ValueError as exc:  # e.g. a pure ε-DP ledger (δ = 0), which has no (ε, δ) curve to draw
-            plots.append(f"<p class=\"note\">{_e(method)}, {_e(_eps(eps))}: no ε curve ({_e(exc)})</p>")
+            plots.append(f"<p class=\"note\">{escape(method)}, {escape(eps_label(eps))}: no ε curve "
+                         f"({escape(exc)})</p>")
             continue
-        ax.set_title(f"{method}, {_eps(eps)} (seed {first['seed']}): ε = {first['epsilon_spent']:.3g}", fontsize=9,
-                     y=1.0)
-        plots.append(_png(fig, f"privacy spent, {method} {_eps(eps)}"))
+        ax.set_title(f"{method}, {eps_label(eps)} (seed {first['seed']}): ε = {first['epsilon_spent']:.3g}",
+                     fontsize=9, y=1.0)
+        plots.append(_png(fig, f"privacy spent, {method} {eps_label(eps)}"))
     by = "release_id" if "release_id" in rows.columns else "point"
     columns = [c for c in (by, "method", "notion", "epsilon", "seed", "params", "epsilon_spent", "delta_spent",
                            "privacy_unit", "ledger") if c in rows.columns]
@@ -598,98 +397,32 @@ def _ledgers(rows: pd.DataFrame) -> str:
         # the models of the group, those with the same seed and privacy spent on one row
         same: dict = {}
         for r in g:
-            unit = r.get("privacy_unit") if not _absent(r.get("privacy_unit")) else "—"
-            key = (r["seed"], _num(r.get("epsilon_spent")), _num(r.get("delta_spent"), 3), unit)
-            short = " · ".join(x for x in (None if _absent(r.get("notion")) else r["notion"],
-                                           None if _params(r.get("params")) == "—" else _params(r["params"])) if x)
+            unit = r.get("privacy_unit") if not absent(r.get("privacy_unit")) else "—"
+            key = (r["seed"], number(r.get("epsilon_spent")), number(r.get("delta_spent"), 3), unit)
+            short = " · ".join(x for x in (None if absent(r.get("notion")) else r["notion"],
+                                           None if params_label(r.get("params")) == "—"
+                                           else params_label(r["params"])) if x)
             same.setdefault(key, []).append(short or "—")
         models = [["; ".join(names), *key] for key, names in same.items()]
         entries = []
         for ledger in {json.dumps(r["ledger"], sort_keys=True): r["ledger"] for r in g}.items():
             if ledger[0] not in entries_of:
-                entries_of[ledger[0]] = [[e["label"], e["mechanism"], _num(e["noise_multiplier"]),
-                                          _num(e["sampling_probability"]), e["count"]]
+                entries_of[ledger[0]] = [[e["label"], e["mechanism"], number(e["noise_multiplier"]),
+                                          number(e["sampling_probability"]), e["count"]]
                                          for e in PrivacyLedger.from_json(ledger[1]).to_records()]
             entries += entries_of[ledger[0]]
-        summary = (f"release group {release}: {g[0]['method']}, {_eps(g[0]['epsilon'])}, "
+        summary = (f"release group {release}: {g[0]['method']}, {eps_label(g[0]['epsilon'])}, "
                    f"seed {g[0]['seed']}, {len(g)} model{'s' if len(g) > 1 else ''}")
-        groups.append(f"<details><summary>{_e(summary)}</summary>"
-                      + _table(["models (notion · hyper-parameters)", "seed", "ε spent (each model)", "δ",
-                                "privacy unit"], models, {1, 2, 3})
-                      + _table(["release", "mechanism", "noise multiplier σ", "sampling rate q", "count"],
-                               entries, {2, 3, 4}) + "</details>")
+        groups.append(f"<details><summary>{escape(summary)}</summary>"
+                      + html_table(["models (notion · hyper-parameters)", "seed", "ε spent (each model)", "δ",
+                                     "privacy unit"], models, {1, 2, 3})
+                      + html_table(["release", "mechanism", "noise multiplier σ", "sampling rate q", "count"],
+                                    entries, {2, 3, 4}) + "</details>")
     return ("<h3>Privacy ledgers</h3><p class=\"note\">Each model's own ledger (the releases of its training, with "
             "their noise and sampling); models trained together (a batched grid) form one release group, whose joint "
             "release the privacy totals count once.</p>" + "".join(plots)
             + f"<details><summary>Ledgers of the {len(groups)} release groups</summary>" + "".join(groups)
             + "</details>")
-
-
-def _published(frame: pd.DataFrame, anchors: dict) -> str:
-    """The papers' published numbers beside ours, for the data sets of the store; their figures and claims."""
-    papers = load_papers()
-    datasets = set(frame["dataset"])
-    parts = [("<h2 id=\"papers\">Published numbers beside ours</h2><p class=\"note\">From the papers' text "
-              "(<code>dpfair/experiments/published/*.toml</code>, each number with its quote). "
-              "<span class=\"withheld\">withheld</span>: the paper's copy holds the number back on purpose, so "
-              "that a reproduction is judged blind. Ours: mean ± std [min, max] over seeds of each matching "
-              "hyper-parameter point (same data set, preset, method, ε, notion, groups, and no data set option the "
-              "paper does not name), one row per point; numbers without a matching run are hidden and "
-              "counted.</p>")]
-    def covers(paper):  # papers with numbers or figures of the store's data sets first
-        return not ({n["dataset"] for n in paper.numbers} | {d for f in paper.figures for d in f.get("dataset", ())}
-                    ) & datasets
-
-    for paper in sorted(papers, key=covers):
-        numbers = published_numbers([paper])
-        numbers = numbers[numbers["dataset"].isin(datasets)]
-        figures = [f for f in paper.figures if set(f.get("dataset", ())) & datasets]
-        parts.append(f"<h3>{_e(paper.citation)}</h3>")
-        if paper.setting:
-            parts.append(f"<p class=\"note\">{_e(paper.setting)}</p>")
-        if numbers.empty and not figures:
-            covered = sorted({n["dataset"] for n in paper.numbers} | {d for f in paper.figures
-                                                                        for d in f.get("dataset", ())})
-            parts.append(f"<p class=\"note\">No run of its data sets ({_e(', '.join(covered) or 'none named')}) "
-                         "in this store.</p>")
-        if not numbers.empty:
-            rows, unmatched = [], []
-            for r in beside_ours(numbers, frame).to_dict("records"):
-                published = ("html", '<span class="withheld">withheld</span>') if r["status"] == "withheld" else (
-                    f"{_num(r['value'])}" + ("" if _absent(r["spread"]) else f" ({_num(r['spread'])})"))
-                method = f"{r['paper_method']} → {r['method'] if not _absent(r['method']) else 'none'}"
-                if not r["n_seeds"]:  # no run of this set-up: hidden from the table, counted and listed below
-                    unmatched.append([r["source"], r["paper_dataset"], "—" if _absent(r["notion"]) else r["notion"],
-                                      method, _eps(r["epsilon"]), r["metric"], published, r["note"]])
-                    continue
-                params = "" if _params(r["params"]) == "—" else f"; {_params(r['params'])}"
-                ours = (_spread(r["ours"], r["ours_std"], r["ours_min"], r["ours_max"], r["n_seeds"])
-                        + f" ({r['n_seeds']} seed{'s' if r['n_seeds'] > 1 else ''}{params})")
-                where = f"{r['paper_dataset']} ({r['preset']})" if not _absent(r["preset"]) else r["paper_dataset"]
-                quote = ("html", f"<details><summary>{_e(r['source'])}</summary><pre>{_e(r['quote'])}</pre></details>")
-                rows.append([quote, where, "—" if _absent(r["notion"]) else r["notion"], method,
-                             _eps(r["epsilon"]), r["metric"], published, ours])
-            if rows:
-                parts.append(_table(["source", "data set", "notion", "method (paper → dpfair)", "privacy", "metric",
-                                     "published", "ours"], rows))
-            if unmatched:
-                parts.append(f"<details><summary>{len(unmatched)} published number{'s' if len(unmatched) > 1 else ''}"
-                             f" of these data sets with no run of the same set-up in this store (hidden)</summary>"
-                             + _table(["source", "data set", "notion", "method (paper → dpfair)", "privacy",
-                                       "metric", "published", "why"], unmatched) + "</details>")
-        for f in figures:
-            links = [f'<a href="#{_e(a)}">{_e(text)}</a>' for (dataset, notion), found in anchors.items()
-                     if dataset in f.get("dataset", ()) and (f.get("notion") in (None, notion))
-                     for a, text in found]
-            what = ", ".join(x for x in (", ".join(f.get("dataset", ())), f.get("notion", ""),
-                                         "ε ∈ {" + ", ".join(f"{e:g}" for e in f["epsilon"]) + "}"
-                                         if f.get("epsilon") else "") if x)
-            parts.append(f"<details><summary>{_e(f['source'])} ({_e(what)}): numbers only in the figure; ours: "
-                         f"{' '.join(links) or 'no matching plot'}</summary><pre>{_e(f['quote'])}</pre></details>")
-        for c in paper.claims:
-            parts.append(f"<details><summary>{_e(c['source'])}: a claim the sweeps do not measure</summary>"
-                         f"<pre>{_e(c['quote'])}</pre></details>")
-    return "".join(parts)
 
 
 # ---- the page --------------------------------------------------------------------------------------
@@ -720,8 +453,8 @@ def render_report(store_or_frame, out_path, *, title: str | None = None, tables=
     out = Path(out_path)
     if out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a folder; pass a file path such as {str(out / 'report.html')!r}")
-    frame, store, where = _load(store_or_frame)
-    rows = _prepare(frame)
+    frame, store, where = load_results(store_or_frame)
+    rows = prepare_rows(frame)
     drawers = _Drawers()
     token = _DRAWERS.set(drawers)
     try:
@@ -730,12 +463,12 @@ def render_report(store_or_frame, out_path, *, title: str | None = None, tables=
     finally:
         _DRAWERS.reset(token)
         drawers.close()
-    return _write(out, page)
+    return write_file(out, page)
 
 
 def _reference_notions(rows: pd.DataFrame) -> list[str]:
     """The notions whose violations the models that target none have (their reference fronts)."""
-    untargeted = rows["notion"].map(_absent).astype(bool)
+    untargeted = rows["notion"].map(absent).astype(bool)
     return [n for n in sorted({c.split(".", 1)[1] for c in rows.columns
                                if isinstance(c, str) and c.startswith("fairness.")})
             if rows.loc[untargeted, f"fairness.{n}"].notna().any()]
@@ -752,12 +485,12 @@ def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar)
     """The report's HTML (see :func:`render_report`), advancing ``bar`` by one step per section."""
     fronts = frontier(rows, by=FRONT_BY, slack=SLACKS)
     if tables is not None:
-        _write_tables(rows, fronts, Path(tables))
+        write_result_tables(rows, fronts, Path(tables))
     bases = reference_errors(rows)
-    rows["_base"] = [bases.get((d, None if _absent(p) else p), math.nan)
+    rows["_base"] = [bases.get((d, None if absent(p) else p), math.nan)
                      for d, p in zip(rows["dataset"], rows["preset"] if "preset" in rows else [None] * len(rows))]
     notions = sorted({c.split(".", 1)[1] for c in rows.columns if isinstance(c, str) and c.startswith("fairness.")})
-    untargeted = rows[rows["notion"].map(_absent)]
+    untargeted = rows[rows["notion"].map(absent)]
     references = {n: frontier(untargeted, by=("data", "method", "epsilon"), y=f"fairness.{n}", base=0.0)
                   for n in _reference_notions(rows)}
     by_data = list(rows.groupby("data", sort=True))
@@ -765,19 +498,19 @@ def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar)
 
     sections, nav, anchors = [], [], {}
     for i, (data, g) in enumerate(by_data):
-        data_id = f"data-{i}-{_slug(data)}"
-        nav.append(f'<li><a href="#{_e(data_id)}">{_e(data)}</a> ({len(g)} models)</li>')
+        data_id = f"data-{i}-{slug(data)}"
+        nav.append(f'<li><a href="#{escape(data_id)}">{escape(data)}</a> ({len(g)} models)</li>')
         body = _tradeoffs(g, data_id, fronts, references, bar)
         for anchor, text in re.findall(r'<h3 id="([^"]+)">([^<]+)</h3>', body):
-            notion = next((n for n in notions if anchor.startswith(f"{data_id}-{_slug(n)}-")), None)
+            notion = next((n for n in notions if anchor.startswith(f"{data_id}-{slug(n)}-")), None)
             anchors.setdefault((g["dataset"].iloc[0], notion), []).append((anchor, f"{data}: {html.unescape(text)}"))
         groups = _groups(g, fronts)
         bar.update()
-        sections.append(f'<h2 id="{_e(data_id)}">{_e(data)}</h2>' + body + groups + _ledgers(g))
+        sections.append(f'<h2 id="{escape(data_id)}">{escape(data)}</h2>' + body + groups + _ledgers(g))
         bar.update()
-    summary, totals, failures = _summary(rows, store, where), _totals(store), _failures(store)
+    summary, totals, failures = summary_section(rows, store, where), totals_section(store), failures_section(store)
     bar.update()
-    published = _published(rows, anchors)
+    published = published_section(rows, anchors)
     bar.update()
 
     sweeps = sorted({str(s) for s in rows["sweep"].dropna()}) if "sweep" in rows.columns else []
@@ -787,24 +520,18 @@ def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar)
     return "".join([
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
-        f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>{_e(title)}</h1>",
-        (f"<p class=\"note\">Written by dpfair {_e(__version__)} on "
-         f"{_e(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))} from {_e(where)}. "
-         f"{_e(evaluation_label(rows))}</p>"),
+        f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{escape(title)}</h1>",
+        (f"<p class=\"note\">Written by dpfair {escape(__version__)} on "
+         f"{escape(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))} from {escape(where)}. "
+         f"{escape(evaluation_label(rows))}</p>"),
         "<nav><ul><li><a href=\"#summary\">Summary</a></li><li><a href=\"#privacy\">Privacy spent</a></li>",
         "" if store is None else "<li><a href=\"#failures\">Failed points</a></li>",
         *nav, "<li><a href=\"#papers\">Published numbers</a></li></ul></nav>",
         summary, totals, failures,
-        *(sections or [(f"<p>{_e(where[:1].upper() + where[1:])} holds no models yet: run <code>dpfair sweep "
+        *(sections or [(f"<p>{escape(where[:1].upper() + where[1:])} holds no models yet: run <code>dpfair sweep "
                         "SPEC.toml --store PATH</code> to train them.</p>")]), published,
         "</body></html>"])
-
-
-#: The per-model columns :func:`write_tables` keeps (metrics flattened; the ledgers stay in the store).
-MODEL_COLUMNS = ("sweep", "dataset", "preset", "sensitive", "options", "method", "notion", "epsilon", "delta", "seed",
-                 "params", "error", "violation", "epsilon_spent", "delta_spent", "wall_s", "fit_s", "commit_hash",
-                 "eval_private", "eval_epsilon")
 
 
 def write_tables(store_or_frame, folder) -> list[Path]:
@@ -813,50 +540,5 @@ def write_tables(store_or_frame, folder) -> list[Path]:
     hyper-parameter point averaged over its seeds, with the spread and the Pareto flag) and ``best.csv`` /
     ``best.md`` (the lowest violation within each slack of the non-private error), for committing beside a report.
     Returns the paths written."""
-    rows = _prepare(_load(store_or_frame)[0])
-    return _write_tables(rows, frontier(rows, by=FRONT_BY, slack=SLACKS), Path(folder))
-
-
-def _write_tables(rows: pd.DataFrame, fronts, folder: Path) -> list[Path]:
-    models = rows[[c for c in MODEL_COLUMNS if c in rows.columns]
-                  + sorted(c for c in rows.columns if isinstance(c, str) and c.startswith("fairness."))].copy()
-    names = sorted({k for p in models["params"] for k in p} - set(models.columns))
-    for name in names:  # one column per hyper-parameter (lam, tolerance, ...), for plotting straight from the CSV
-        models[name] = models["params"].map(lambda p, name=name: p.get(name))
-    models["params"] = models["params"].map(lambda p: json.dumps(p, sort_keys=True))
-    if "options" in models.columns:  # the data sets' loader options, as JSON ({} where none is set)
-        models["options"] = models["options"].map(
-            lambda o: json.dumps(o if isinstance(o, dict) else {}, sort_keys=True))
-    points = fronts.points.drop(columns=[c for c in ("point", "config") if c in fronts.points.columns])
-    points = points.map(lambda v: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
-    best = fronts.best.map(lambda v: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
-    written = []
-    for name, table in (("models.csv", models), ("points.csv", points), ("best.csv", best)):
-        written.append(_write(folder / name, table.to_csv(index=False, float_format="%.6g")))
-    brief = [c for c in ("data", "notion", "method", "epsilon", "slack", "base", "params", "error", "violation",
-                         "violation_std", "n_seeds") if c in best.columns]
-    written.append(_write(folder / "best.md", _markdown(best[brief])))
-    return written
-
-
-def _markdown(table: pd.DataFrame) -> str:
-    """A Markdown table of ``table`` (floats to 4 decimals, ∞ and — for infinite and missing values)."""
-    def cell(v) -> str:
-        if isinstance(v, float):
-            return "—" if math.isnan(v) else "∞" if math.isinf(v) else f"{v:.4f}"
-        return "—" if v is None else str(v).replace("|", "\\|")
-
-    lines = ["| " + " | ".join(map(str, table.columns)) + " |", "|" + " --- |" * len(table.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join(lines) + "\n"
-
-
-def _write(out: Path, text: str) -> Path:
-    """Write ``text`` to ``out`` as one unit, replacing it (:func:`dpfair.utils.files.write_atomic`: a temporary
-    file beside it, renamed over it)."""
-    try:
-        write_atomic(out, lambda target: [(target, text.encode("utf-8"))], overwrite=True)
-    except WriteError as exc:
-        raise ValueError(f"cannot write the report to {str(out)!r} ({exc.reason}); pass "
-                         "--out PATH in a writable folder") from None
-    return out
+    rows = prepare_rows(load_results(store_or_frame)[0])
+    return write_result_tables(rows, frontier(rows, by=FRONT_BY, slack=SLACKS), Path(folder))
