@@ -1,7 +1,7 @@
 """Issue 31: DP-FERMI with its λ chosen privately, inside ε = 1, against PF-LD on the PF-LD paper's Table 2 cells.
 
 ``benchmarks/pfld_table.py`` (``results/pfld_table.md``) trains DP-FERMI with one fixed λ = 7 for every cell. Here
-DP-FERMI's λ is chosen by dpfair's private search — :class:`dpfair.private_search.PrivateSearch` with the
+DP-FERMI's λ is chosen by dpfair's private search — :class:`dpfair.selection.PrivateSearch` with the
 "constrained" strategy, what ``dpfair tune --method dp-fermi`` runs under the sensitive unit: one DP-FERMI fit whose
 λ follows "training error ≤ reference + 0.01" by dual ascent after each epoch, the reference being the
 cross-validated error of a non-private unconstrained model on the public (x, y). The whole search spends ε = 1,
@@ -41,7 +41,7 @@ from pfld_table import DATASETS, DELTA, EPSILON, FERMI_NOTION, VIOLATIONS, poole
 from sklearn.model_selection import StratifiedKFold  # noqa: E402
 
 from dpfair.algorithms import DPFERMIClassifier  # noqa: E402
-from dpfair.private_search import PrivateSearch  # noqa: E402
+from dpfair.selection import PrivateSearch  # noqa: E402
 
 OUT = REPO / "results" / "experiments" / "dp-fermi-vs-pf-ld"
 NOTIONS = ("accuracy_parity", "demographic_parity", "equalized_odds")

@@ -1,7 +1,7 @@
 """Private model selection (``dpfair tune``) against the non-privately selected DP-FERMI trade-off curve.
 
 For each data set (the ``dp-fermi`` preset: adult, credit, parkinsons), notion (demographic parity,
-equalized odds), total ε and seed, :class:`dpfair.private_search.PrivateSearch` picks λ of DP-FERMI (the
+equalized odds), total ε and seed, :class:`dpfair.selection.PrivateSearch` picks λ of DP-FERMI (the
 reproduction's set-up: logistic regression, 200 epochs, batch 1024, the λ list of the
 ``dp-fermi-figures`` spec) with the search's default validation, with the whole search within ε. Since
 34f7df0 that default holds out no part for this logistic model: every run trains and is scored on the
@@ -49,7 +49,7 @@ from dpfair.datasets import load_dataset  # noqa: E402
 from dpfair.experiments import evaluate  # noqa: E402
 from dpfair.experiments.runner import declared_estimator  # noqa: E402
 from dpfair.privacy import epsilon_of  # noqa: E402
-from dpfair.private_search import PrivateSearch  # noqa: E402
+from dpfair.selection import PrivateSearch  # noqa: E402
 
 OUT = REPO / "results" / "selection"
 CURVE = REPO / "results" / "experiments" / "dp-fermi-figures"
@@ -164,7 +164,7 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
 def markdown(summary: pd.DataFrame, command: str, lambdas) -> str:
     intro = (
         f"Commands: `{command}` (the `seeds` column says how many ran). Per data set (dp-fermi preset), notion and total ε, the mean over seeds of: the "
-        "privately tuned model's test error and violation (`dpfair.private_search.PrivateSearch` with the command's "
+        "privately tuned model's test error and violation (`dpfair.selection.PrivateSearch` with the command's "
         f"strategy: `constrained`, one fit at the whole ε whose λ follows training error ≤ the non-private logistic "
         f"regression's + {SLACK} by dual ascent on the public error; `random_stopping`, λ among {lambdas} with "
         f"validation error at most that + {SLACK}, the whole search within ε); the model the curve picks on the same split with no accounting (least test violation within "

@@ -16,8 +16,8 @@ documented seam of the production code (``unittest.mock.patch.object``) for the 
 * ``"reuse_seed"``: :func:`dpfair.privacy.randomness.stream_entropy` seeds every secret stream from 0 and its key
   (the words :func:`~dpfair.privacy.reproducible_noise` uses) instead of fresh OS entropy, so models fitted on
   neighbouring data sets share their noise and their difference reveals the data;
-* ``"unreleased_scores"``: :meth:`dpfair.private_search.SelectionScore.value` records each exact score it computes and
-  :func:`dpfair.private_search.best_released` returns the run with the best exact validation score instead of the best
+* ``"unreleased_scores"``: :meth:`dpfair.selection.scores.SelectionScore.value` records each exact score it computes and
+  :func:`dpfair.selection.scores.best_released` returns the run with the best exact validation score instead of the best
   released (noisy) one (the scores are still released and recorded), so which run wins reveals the validation part;
 * ``"unnoised_counts"``: :class:`~dpfair.measurement.frame.PrivateMetricFrame`'s release of its
   tables (:meth:`~dpfair.privacy.Release.noisy_sum` of the :class:`~dpfair.privacy.Release` the measurement modules,
@@ -123,7 +123,7 @@ def _reuse_seed(stack: ExitStack) -> None:
 
 
 def _unreleased_scores(stack: ExitStack) -> None:
-    from dpfair import private_search as selection
+    from dpfair.selection import scores as selection
 
     value, exact = selection.SelectionScore.value, []
 
@@ -192,7 +192,7 @@ def planted_bug(*names: str) -> Iterator[None]:
     # every caller of a seam is loaded before it is patched: a module first imported inside the block would keep
     # a function it imports by name patched after the block
     import dpfair.algorithms  # noqa: F401
-    import dpfair.private_search  # noqa: F401
+    import dpfair.selection  # noqa: F401
 
     new = [n for n in dict.fromkeys(names) if n not in _ACTIVE]
     with ExitStack() as stack:

@@ -63,8 +63,8 @@ def _plant(tmp_path: Path, module: str, code: str) -> Path:
      ["No cycles are allowed in dpfair.experiments"]),
     # an import under TYPE_CHECKING counts too
     ("nn/models.py",
-     "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from dpfair.private_search import PrivateSearch\n",
-     ["dpfair.nn is not allowed to import dpfair.private_search"]),
+     "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from dpfair.selection import PrivateSearch\n",
+     ["dpfair.nn is not allowed to import dpfair.selection"]),
     # a new top-level module has no layer until .importlinter gives it one
     ("planted.py", "VALUE = 1\n", ["dpfair.planted"]),
 ], ids=["import inside a function", "lazy import closing a cycle", "TYPE_CHECKING import", "module without a layer"])

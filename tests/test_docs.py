@@ -22,7 +22,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 PAGES = {
     "dpfair.algorithms": "algorithms", "dpfair.privacy": "privacy", "dpfair.fairness": "fairness",
     "dpfair.datasets": "datasets", "dpfair.nn": "nn", "dpfair.bounds": "bounds", "dpfair.audit": "audit",
-    "dpfair.experiments": "experiments", "dpfair.model_selection": "model_selection", "dpfair.private_search": "private_search",
+    "dpfair.experiments": "experiments", "dpfair.model_selection": "model_selection", "dpfair.selection": "selection",
     "dpfair.measurement": "measurement",
     "dpfair.plot": "plot",
     "dpfair.utils.progress": "progress", "dpfair.persistence": "persistence", "dpfair.exceptions": "exceptions",

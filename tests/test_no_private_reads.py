@@ -262,7 +262,7 @@ def test_the_allow_list_holds_only_what_is_still_there():
 # ---- the checker finds what it is meant to find --------------------------------------------------------
 
 @pytest.mark.parametrize("source, module, expected", [
-    ("from dpfair.privacy.budget import _claim", "dpfair.private_search", ["from dpfair.privacy.budget import _claim"]),
+    ("from dpfair.privacy.budget import _claim", "dpfair.selection", ["from dpfair.privacy.budget import _claim"]),
     ("from dpfair.datasets import _acs", "dpfair.datasets._registry", []),
     ("from dpfair.datasets._presets import presets_of", "dpfair.experiments.spec",
      ["from dpfair.datasets._presets import ..."]),

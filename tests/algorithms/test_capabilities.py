@@ -15,7 +15,7 @@ from sklearn.utils import get_tags
 
 from dpfair.algorithms import METHODS, DPFERMIClassifier, DPSGDClassifier, method_name
 from dpfair.utils.capabilities import Capabilities, capabilities
-from dpfair.private_search import PrivateSearch
+from dpfair.selection import PrivateSearch
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:absl")
 

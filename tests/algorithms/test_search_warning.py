@@ -23,7 +23,7 @@ import dpfair.algorithms.unaccounted_search as unaccounted_search
 from dpfair.algorithms import DPFERMIClassifier
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.privacy import PrivacyBudget
-from dpfair.private_search import PrivateSearch, tune
+from dpfair.selection import PrivateSearch, tune
 
 
 @pytest.fixture(scope="module")

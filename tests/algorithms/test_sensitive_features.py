@@ -22,7 +22,7 @@ from dpfair.algorithms import (
 from dpfair.datasets import load_dataset
 from dpfair.experiments.runner import declared_estimator
 from dpfair.privacy import check_public_features
-from dpfair.private_search import PrivateSearch
+from dpfair.selection import PrivateSearch
 
 FIX = r"drop them from X \(include_sensitive=false for a built-in data set\) or use privacy_unit='record'"
 

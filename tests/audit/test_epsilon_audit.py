@@ -151,7 +151,7 @@ def test_each_planted_bug_breaks_its_seam_inside_the_block_only():
     through its module: a name imported before the block is the original)."""
     import torch
 
-    from dpfair import private_search as selection
+    from dpfair.selection import scores as selection
     from dpfair.algorithms.dpfermi import COUNTS
     from dpfair.measurement import frame as frame_module
     from dpfair.nn import per_sample

@@ -23,7 +23,8 @@ from dpfair.utils.capabilities import capabilities
 from dpfair.datasets import make_synthetic
 from dpfair.exceptions import BudgetExceededError
 from dpfair.privacy import PrivacyBudget, SecretRandom
-from dpfair.private_search import PrivateSearch, Repetitions, split_rows, tune
+from dpfair.selection import PrivateSearch, Repetitions, split_rows, tune
+from dpfair.selection.reference import public_reference
 
 
 @pytest.fixture(scope="module")
@@ -177,12 +178,12 @@ def test_the_public_reference_is_the_non_private_models_error_on_unseen_rows():
     y = (X[:, 0] + rng.normal(scale=1.5, size=240) > 0).astype(int)
     s = rng.integers(0, 2, size=240)
     rows = np.arange(240)
-    error, source = PrivateSearch._public_reference(_fermi(), X, y, rows, rows, 0)
+    error, source = public_reference(_fermi(), X, y, rows, rows, 0)
     erm = ERMClassifier(random_state=0).fit(X, y)
     assert error > np.mean(erm.predict(X) != y) + 0.05 and "5-fold cross-validated" in source
-    assert PrivateSearch._public_reference(_fermi(), X, y, rows, rows, 0)[0] == error  # a public, seeded split
+    assert public_reference(_fermi(), X, y, rows, rows, 0)[0] == error  # a public, seeded split
     fit, val = rows[:180], rows[180:]
-    held_out, source = PrivateSearch._public_reference(_fermi(), X, y, fit, val, 0)
+    held_out, source = public_reference(_fermi(), X, y, fit, val, 0)
     erm = ERMClassifier(random_state=0).fit(X[fit], y[fit])
     assert held_out == np.mean(erm.predict(X[val]) != y[val]) and source.endswith("validation part")
     search = PrivateSearch(_fermi(), {"lam": [1.0]}, epsilon=1.0, random_state=0).fit(X, y, s)

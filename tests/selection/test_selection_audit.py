@@ -14,7 +14,7 @@ import pytest
 
 from dpfair.algorithms import DPFERMIClassifier
 from dpfair.audit.games import audit_epsilon
-from dpfair.private_search import PrivateSearch, split_rows
+from dpfair.selection import PrivateSearch, split_rows
 from tests.planted import planted_bug
 
 pytestmark = [pytest.mark.secret_noise, pytest.mark.slow]

@@ -8,7 +8,7 @@ import pytest
 
 from dpfair.fairness import get_notion
 from dpfair.privacy import PrivacyUnit, max_neighbour_distance
-from dpfair.private_search import SelectionScore, cell_counts
+from dpfair.selection import SelectionScore, cell_counts
 
 NOTIONS = ["demographic_parity", "equalized_odds", "equal_opportunity", "accuracy_parity", "predictive_equality"]
 

@@ -91,7 +91,7 @@ def test_nothing_a_search_publishes_depends_on_its_number_of_runs(tmp_path, caps
     have one form whatever K is, and no duration of the search is published (its time grows with K)."""
     import warnings
 
-    from dpfair.private_search import Repetitions
+    from dpfair.selection import Repetitions
 
     draw = Repetitions.draw
     published = {}

@@ -15,7 +15,7 @@ import dpfair.datasets
 from dpfair.algorithms import DPFERMIClassifier, DPSGDClassifier
 from dpfair.cli import main
 from dpfair.datasets import make_synthetic
-from dpfair.private_search import PrivateSearch
+from dpfair.selection import PrivateSearch
 
 FAST = ["--dataset", "synthetic", "--quiet", "--param", "epochs=1"]
 

@@ -1,4 +1,4 @@
-"""``dpfair tune``: pick a fair model's hyper-parameters privately (:mod:`dpfair.private_search`): one model out,
+"""``dpfair tune``: pick a fair model's hyper-parameters privately (:mod:`dpfair.selection`): one model out,
 with the ε of the whole search."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def grid_of(args) -> dict:
 
 
 def run(args) -> int:
-    from dpfair.private_search import PrivateSearch
+    from dpfair.selection import PrivateSearch
     from dpfair.privacy.record import PrivacyRecord
 
     check_run_args(args)

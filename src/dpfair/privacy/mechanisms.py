@@ -11,7 +11,7 @@ Every private algorithm here releases, again and again, one of four things:
 - **randomized response** of a categorical value per person (k-ary, local ε);
 - an **exponential-mechanism** choice among candidates scored by a sum over
   people whose change under a neighbour is at most ``sensitivity``;
-- a **repeat-and-select** draw (private selection, :mod:`dpfair.private_search`): the
+- a **repeat-and-select** draw (private selection, :mod:`dpfair.selection`): the
   secret number of runs, each run's candidate and the runs' seeds, recorded as
   the given event (``RepeatAndSelectDpEvent``) that covers the runs and the
   choice of the best by released score.
@@ -275,7 +275,7 @@ class Release:
     def repeat(self, law, choices: int) -> tuple[np.ndarray, list[int]]:
         """The secret draws of a repeat-and-select mechanism (Papernot & Steinke 2022), recorded as the part's event.
 
-        ``law.draw(secret)`` gives the number of runs K (``law``: :class:`dpfair.private_search.Repetitions`, whose
+        ``law.draw(secret)`` gives the number of runs K (``law``: :class:`dpfair.selection.Repetitions`, whose
         ``RepeatAndSelectDpEvent`` the part carries as its ``fixed`` event); each run's candidate is uniform on
         ``range(choices)`` and each run gets a distinct public seed (:meth:`SecretRandom.public_seeds`). Returns
         ``(picks, seeds)``, of length K. The event bounds the runs and the choice of the best by released score

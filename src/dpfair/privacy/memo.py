@@ -20,6 +20,11 @@ read from and written to the on-disk cache of :mod:`dpfair.privacy.accounting_ca
 follows the same search path and returns the same σ bit for bit. An answer the accountant did not compute
 as the key says (a PLD that fell back to RDP, which depends on this machine's memory) stays in memory.
 
+Beside it, :class:`BoundedMemo`: a small LRU of answers by a hashable public key, for a search over accounting
+results that a caller runs many times on one public plan. :data:`PER_MODEL_EPSILON` is one: the per-model ε of a
+private selection (:mod:`dpfair.selection`), the largest whose repeat-and-select total spends at most the
+search's ε, found by bisection on its public plan (an audit's hundreds of searches of one plan bisect once).
+
 Below the memo, :mod:`dpfair.privacy.subsampled_rdp` keeps its own table of per-order Rényi divergences:
 a numeric kernel whose values are not answers to any key here (an RDP composition of a Poisson-sampled
 Gaussian under replace-one sums them), reused across the events that share a (σ, q), such as an ε curve's
@@ -30,19 +35,26 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 from dpfair.privacy.accounting_cache import read_epsilon, write_epsilon
 
-__all__ = ["KINDS", "MAXSIZE", "MEMO", "AccountingMemo", "Computed", "MemoKey"]
+__all__ = ["KINDS", "MAXSIZE", "MEMO", "PER_MODEL_EPSILON", "PER_MODEL_MAXSIZE", "AccountingMemo", "BoundedMemo",
+           "Computed", "MemoKey"]
 
 #: The kinds of entries.
 KINDS = ("epsilon", "calibration")
 
 #: Most entries the memo keeps (a sweep's many identical ledgers and plans take one each).
 MAXSIZE = 4096
+
+#: Most per-model ε's :data:`PER_MODEL_EPSILON` keeps (one per public plan of a search: method, its settings
+#: but the seed, the first candidate, the fit part's shape, ε, δ, the law of the runs, the unit and the σ's).
+PER_MODEL_MAXSIZE = 256
+
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True)
@@ -156,3 +168,61 @@ class AccountingMemo:
 
 #: The process's memo, which every accounting in dpfair goes through.
 MEMO = AccountingMemo()
+
+
+class BoundedMemo(Generic[_V]):
+    """Answers by key: an in-memory LRU of at most ``maxsize`` entries, the least recently used evicted first.
+
+    For a computation on public inputs only (its key names every one of them; nothing derived from the data), so
+    that a later caller with the same key gets the same answer without computing it again. Fits on threads may
+    share one: the reads, reorderings and evictions hold a lock, a computation runs outside it (two threads
+    asking for one missing key may both compute it; the answers are equal, one is kept). An answer whose
+    computation raises is not stored.
+    """
+
+    def __init__(self, maxsize: int):
+        if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
+            raise ValueError(f"maxsize must be an integer >= 1, got {maxsize!r}")
+        self.maxsize = maxsize
+        self._entries: OrderedDict[Hashable, _V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def lookup(self, key: Hashable, compute: Callable[[], _V]) -> _V:
+        """The answer of ``key``: from memory (it becomes the most recently used), else ``compute()``, kept."""
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+        value = compute()
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+        return value
+
+    def get(self, key: Hashable, default=None):
+        """The answer of ``key`` in memory (its recency unchanged), or ``default``."""
+        with self._lock:
+            return self._entries.get(key, default)
+
+    def keys(self) -> list:
+        """The keys in memory, least recently used first."""
+        with self._lock:
+            return list(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+#: The per-model ε of a private selection by its public plan: ``(ε of one run, the search's planned ledger)``
+#: (:func:`dpfair.selection.plan.per_model_epsilon`), at most :data:`PER_MODEL_MAXSIZE` plans.
+PER_MODEL_EPSILON: BoundedMemo = BoundedMemo(PER_MODEL_MAXSIZE)

@@ -3,7 +3,7 @@
 dp_accounting's RDP accountant composes a ``PoissonSampledDpEvent`` under ``ADD_OR_REMOVE_ONE`` only
 (Mironov, Talwar, Zhang 2019), yet DP-FERMI and PF-LD release Poisson-sampled Gaussian sums under
 ``REPLACE_ONE`` (the sensitive unit), and the repeated-run bounds of private selection
-(:mod:`dpfair.private_search`, dp_accounting's ``RepeatAndSelectDpEvent``) exist only in RDP. This module
+(:mod:`dpfair.selection`, dp_accounting's ``RepeatAndSelectDpEvent``) exist only in RDP. This module
 gives the accountant those Rényi divergences.
 
 The pair. dp_accounting's PLD accountant accounts this release by its dominating pair (the REPLACE
