@@ -89,3 +89,14 @@ def test_the_architecture_picture_names_every_module_of_every_layer():
     missing = [name for row in rows for name in row if f">{name}" not in svg]
     assert not missing, f"redraw it: python scripts/architecture_figure.py (missing {missing})"
     assert "figures/layers.svg" in (ROOT / "docs" / "architecture.md").read_text()
+
+
+def test_the_top_level_shows_the_layers_and_no_module_is_too_long():
+    """Issue 43: a folder per idea at the top (at most 8 modules beside the folders), no source file over 800
+    lines, and the fairness notions import no privacy module (the third contract of .importlinter)."""
+    src = ROOT / "src" / "dpfair"
+    top = sorted(p.name for p in src.glob("*.py"))
+    assert len(top) <= 8, f"{len(top)} modules at the top of src/dpfair, at most 8: {top}"
+    long = {str(p.relative_to(src)): n for p in src.rglob("*.py") if (n := len(p.read_text().splitlines())) > 800}
+    assert not long, f"split by idea: {long}"
+    assert "source_modules =\n    dpfair.fairness\nforbidden_modules =\n    dpfair.privacy" in CONFIG.read_text()

@@ -146,7 +146,7 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
 
         It reads the hyper-parameters alone (public), never the data, so callers may run it before any data is
         loaded or any release is made: the CLI, a sweep spec's grid, a private search's candidates
-        (:class:`~dpfair.private_search.PrivateSearch`), each asking a clone with the candidate set. Here: every
+        (:class:`~dpfair.selection.PrivateSearch`), each asking a clone with the candidate set. Here: every
         declared constraint (:attr:`parameter_constraints`, :func:`dpfair.utils.constraints.check_parameters`: a real is
         finite unless its constraint takes ``inf``, as ``epsilon``'s does), then a finite ``epsilon`` at most
         :data:`~dpfair.utils.validation.MAX_EPSILON`; a subclass adds the rules that tie several hyper-parameters together.

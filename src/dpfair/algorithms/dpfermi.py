@@ -164,7 +164,7 @@ class DPFERMIClassifier(TorchClassifier):
         ``e`` the current iterate's error on the training rows (dual ascent on "error ≤ target_error", λ the
         multiplier of the fairness term; ``lam`` is where it starts; fitted: ``lam_``, per epoch in
         ``history_``). Sensitive unit only: there x and y are public, so the error of a released iterate is
-        post-processing and costs no privacy; under the record unit pick λ with :func:`dpfair.private_search.tune`.
+        post-processing and costs no privacy; under the record unit pick λ with :func:`dpfair.selection.tune`.
         ``dpfair tune`` uses it to reach "error ≤ reference + X".
     lam_rate : the dual step size of ``target_error`` (per unit of error gap and epoch).
     tail_average : the returned θ is the average of the iterates of this last fraction of the steps
@@ -273,7 +273,7 @@ class DPFERMIClassifier(TorchClassifier):
         if check_privacy_unit(self.privacy_unit) is not PrivacyUnit.SENSITIVE:
             raise ValueError("target_error adapts λ to the training error, which is public only under "
                              "privacy_unit='sensitive' (x and y known); under 'record' the error is private: pick λ "
-                             "with dpfair.private_search.tune (or dpfair tune), whose search is accounted")
+                             "with dpfair.selection.tune (or dpfair tune), whose search is accounted")
         if self.lam <= 0:
             raise ValueError(f"target_error multiplies λ by the error gap, so it must start above 0, got lam="
                              f"{self.lam!r}; start from lam=1.0 (the default)")

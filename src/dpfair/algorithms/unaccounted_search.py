@@ -7,7 +7,7 @@ as a whole spends is the composition of every fit plus the choice, which no prin
 composition bounds the fits at the sum of their ε; the choice is not bounded at all). dpfair's own searches
 account it: :mod:`dpfair.model_selection` draws every fit from one :class:`~dpfair.privacy.PrivacyBudget` (its
 fits arrive here with that budget attached, and so are not warned about), and ``dpfair tune`` /
-:class:`~dpfair.private_search.PrivateSearch` selects privately (its runs are no scikit-learn search).
+:class:`~dpfair.selection.PrivateSearch` selects privately (its runs are no scikit-learn search).
 
 What counts as a search: a scikit-learn ``BaseSearchCV`` (``GridSearchCV``, ``RandomizedSearchCV``, the halving
 searches) or ``TunedThresholdClassifierCV`` running its ``fit``, or one of the validation functions of
@@ -55,7 +55,7 @@ ONE_FIT_PER_FOLD = frozenset({"cross_validate", "cross_val_score", "cross_val_pr
 #: second call (a new frame, which may reuse the old one's id) is warned about again.
 _MARK = "__dpfair_unaccounted_search_warned__"
 
-_ALTERNATIVES = ("For an accounted search use `dpfair tune` / dpfair.private_search.PrivateSearch (private "
+_ALTERNATIVES = ("For an accounted search use `dpfair tune` / dpfair.selection.PrivateSearch (private "
                  "selection), or dpfair.model_selection.GridSearchCV / cross_validate (every fit on one "
                  "PrivacyBudget).")
 
