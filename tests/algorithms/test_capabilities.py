@@ -104,7 +104,8 @@ def test_the_fit_contracts_steps_are_fit_itself():
     assert Xc.shape == X.shape and set(yc) == {0, 1} and "privacy_ledger_" in vars(est)
     est.unfit()  # a dry run undone: nothing fitted, nothing transient left
     assert not [k for k in vars(est) if k.endswith("_") or k.startswith("_")]
-    est.train_prepared(est.prepare_fit(*est.begin_fit(X, y, s)))
+    data = est.begin_fit(X, y, s)
+    est.train_prepared(est.prepare_fit(est.fit_context, *data))
     est.end_fit()
     assert math.isfinite(est.privacy_spent_[0]) and not [k for k in vars(est) if k.startswith("_")]
     assert est.noise_multipliers_ == est.privacy_plan_.calibrate(est.epsilon_target_, est.delta_, est.privacy_unit_,

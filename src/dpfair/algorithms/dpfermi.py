@@ -134,6 +134,7 @@ class _Prepared:
     inv_sqrt_p: torch.Tensor  #: P_s^{-1/2} per W block ``(m, k)``
     sampler: SecretRandom  #: the secret Poisson batches (shared by the models of a seed group)
     public_generator: torch.Generator  #: the public minibatch order
+    ctx: FitContext  #: the model's fit (its release session, ledger, bar): passed down, never looked up
 
 
 class DPFERMIClassifier(TorchClassifier):
@@ -282,11 +283,10 @@ class DPFERMIClassifier(TorchClassifier):
     def _public_proportions(self, m: int, k: int) -> np.ndarray:
         return check_group_proportions(self.group_proportions, m, k, self.notion)
 
-    def _release_proportions(self, cells, s, m, k) -> np.ndarray:
+    def _release_proportions(self, ctx: FitContext, cells, s, m, k) -> np.ndarray:
         active = cells >= 0
         counts = np.bincount(cells[active] * k + s[active], minlength=m * k).reshape(m, k).astype(np.float64)
         bound = counts_bound(self.privacy_unit_)
-        ctx = self.fit_context
         noisy = ctx.release(COUNTS).noisy_sum(counts, bound=bound)
         # floored (post-processing) so that noise cannot make a group look tiny and inflate the W bound 2/√p_min
         # (german's 750 rows at 5 % of ε = 1: count noise std ≈ 70 against equalized-odds cells of ~70 people)
@@ -318,7 +318,7 @@ class DPFERMIClassifier(TorchClassifier):
             self._check_signal(fit_plan, n.n if isinstance(n, PublicShape) else int(n))
         return fit_plan
 
-    def _noise(self, n: int, p_min: float, w_bound: float) -> tuple[float, float, float]:
+    def _noise(self, ctx: FitContext, n: int, p_min: float, w_bound: float) -> tuple[float, float, float]:
         """``(σ_event, std on the θ sum, std on the W sum)`` for the chosen calibration."""
         C = self.max_grad_norm_
         if self.calibration == "paper" and self.noise_multiplier is None and not math.isinf(self.epsilon_target_):
@@ -327,7 +327,6 @@ class DPFERMIClassifier(TorchClassifier):
                                        float(self.paper_lipschitz), C)
             noise_theta, noise_w = s_theta * expected, s_w * expected
             sigma = engine.effective_noise_multiplier(noise_theta, noise_w, C, w_bound)
-            ctx = self.fit_context
             ctx.set_sigmas({STEP: sigma})
             spent = self._step_epsilon(ctx.plan, sigma)
             warnings.warn(
@@ -337,7 +336,7 @@ class DPFERMIClassifier(TorchClassifier):
                 f"ε={spent:.4g} for this noise (target {self.epsilon_target_:g}); privacy_spent_ reports that.",
                 PrivacyLeakWarning, stacklevel=4)
             return sigma, noise_theta, noise_w
-        sigma = self.fit_context.sigmas[STEP]
+        sigma = ctx.sigmas[STEP]
         return (sigma, *engine.noise_scales(sigma, C, w_bound))
 
     def _check_signal(self, fit_plan: FitPlan, n: int) -> None:
@@ -360,9 +359,10 @@ class DPFERMIClassifier(TorchClassifier):
         )
 
     # ---- training ------------------------------------------------------------
-    def prepare_fit(self, X, y, s, data: engine.FermiData | None = None) -> _Prepared:
+    def prepare_fit(self, ctx: FitContext, X, y, s, data: engine.FermiData | None = None) -> _Prepared:
         """Validation, calibration, group proportions and model initialisation: everything before Algorithm 1's
-        loop, on the encoded ``(X, y, s)`` that :meth:`~dpfair.algorithms.base.FairEstimator.begin_fit` returns.
+        loop, on the encoded ``(X, y, s)`` that :meth:`~dpfair.algorithms.base.FairEstimator.begin_fit` returns, in
+        the fit's context ``ctx`` (its :attr:`~dpfair.algorithms.base.FairEstimator.fit_context`).
         DP-FERMI's ``_fit`` is this step, then :meth:`train_prepared`; apart, so that a grid
         (:meth:`fit_many`) can prepare its models and train them in one loop.
 
@@ -373,7 +373,6 @@ class DPFERMIClassifier(TorchClassifier):
                 f"notion={self.notion!r} needs binary labels, got {len(self.classes_)} classes; "
                 "use notion='equalized_odds' for multiclass labels"
             )
-        ctx = self.fit_context
         n, k, l = X.shape[0], len(self.groups_), len(self.classes_)
         cells, m = self._cells(y)
         self.batch_size_ = self._batch_size(n)
@@ -387,7 +386,7 @@ class DPFERMIClassifier(TorchClassifier):
         steps = fit_plan.plan[STEP]  # q and T as accounted, read from the plan rather than worked out again
         self.sampling_probability_, self.n_steps_ = steps.sampling_probability, steps.count
         if not public:
-            p = self._release_proportions(cells, s, m, k)
+            p = self._release_proportions(ctx, cells, s, m, k)
         self.group_proportions_ = p
         counts_noise = 0.0 if public else ctx.sigmas[COUNTS] * counts_bound(self.privacy_unit_)
         if not public:  # each group's fewest members in a cell of its constraint (a released count)
@@ -419,7 +418,7 @@ class DPFERMIClassifier(TorchClassifier):
         if record and self.noise_multiplier is None and self.calibration != "paper":  # as DP-SGD says it
             warn_if_too_few_records("DP-FERMI", n, sum(q.numel() for q in model.parameters() if q.requires_grad),
                                     self.epsilon_target_, self.delta_)
-        self.noise_multiplier_, noise_theta, noise_w = self._noise(n, p_min, w_bound)
+        self.noise_multiplier_, noise_theta, noise_w = self._noise(ctx, n, p_min, w_bound)
         if data is None:
             data = engine.FermiData(self._tensor(X), self._tensor(y, torch.long), self._tensor(s, torch.long),
                                     self._tensor(cells, torch.long), m, k, l)
@@ -432,14 +431,14 @@ class DPFERMIClassifier(TorchClassifier):
             noise_w=noise_w, w_bound=w_bound,
             target_error=None if self.target_error is None else float(self.target_error),
             lam_rate=float(self.lam_rate))
-        return _Prepared(data, hp, model, self._tensor(1.0 / np.sqrt(p)), self._batch_sampler(), ctx.torch_rng)
+        return _Prepared(data, hp, model, self._tensor(1.0 / np.sqrt(p)), self._batch_sampler(), ctx.torch_rng, ctx)
 
     def _batch_sampler(self) -> SecretRandom:
         """The secret stream of this fit's Poisson batches (the models of a grid with its seed share it)."""
         return SecretRandom((type(self).__name__, self.random_state_, "batches"))
 
     def _fit(self, ctx: FitContext, X, y, s):
-        self.train_prepared(self.prepare_fit(X, y, s))
+        self.train_prepared(self.prepare_fit(ctx, X, y, s))
 
     @classmethod
     def fit_many(cls, estimators, X, y, sensitive_features=None, *, budget=None) -> GridFit:
@@ -462,7 +461,7 @@ class DPFERMIClassifier(TorchClassifier):
             models = engine.LinearModels(lin.weight.detach().clone()[None, None], lin.bias.detach().clone()[None, None])
         else:
             models = engine.ModuleModel(prep.model)
-        ctx = self.fit_context
+        ctx = prep.ctx
         release = ctx.release(STEP)
         steps = prep.hp.schedule.n_steps
 

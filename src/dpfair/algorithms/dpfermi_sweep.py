@@ -101,7 +101,7 @@ def fit_grid(estimators, X, y, sensitive_features, *, budget=None) -> GridFit:
                     for est in estimators:
                         Xc, yc, sc = est.begin_fit(X, y, sensitive_features)
                         shared = preps[0].data if preps and est.notion == estimators[0].notion else None
-                        preps.append(est.prepare_fit(Xc, yc, sc, data=shared))
+                        preps.append(est.prepare_fit(est.fit_context, Xc, yc, sc, data=shared))
                         preparing.update()
                 estimators.shared_batches = (all(isinstance(p.model, LogisticRegression) for p in preps)
                                              and not any(est.secure_mode for est in estimators))
