@@ -115,7 +115,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
     lines += [
         "",
         "The secure samplers return exact discrete Gaussian / Laplace draws on a power-of-two grid "
-        "(`dpfair/privacy/samplers.py`, module docstring); the Opacus row is only the arithmetic of "
+        "(`dpfair/privacy/samplers/`; the derivations in the guide, `docs/guide/per_sample_and_sampling.rst`); the Opacus row is only the arithmetic of "
         "its secure mode (four normal draws per value) on torch's default generator, without the "
         "torchcsprng CSPRNG it also needs.",
         "",
