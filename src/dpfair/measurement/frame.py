@@ -272,23 +272,22 @@ class PrivateMetricFrame:
             if SQUARED in plan.tables:
                 exact[SQUARED] = np.bincount(g, weights=(score - (yt == l - 1)) ** 2, minlength=k)
         self.privacy_ledger_ = PrivacyLedger(unit)
-        session = ReleaseSession(self.privacy_ledger_, plan=self.privacy_plan_, sigmas=sigmas,
-                                 key=("PrivateMetricFrame", random_state), secure=self.secure_mode)
-        self.noisy_tables_, self.noise_multipliers_, self.noise_stds_ = {}, {}, {}
-        spread = math.sqrt(2.0) if plan.mechanism == "laplace" else 1.0  # a Laplace of scale b has std √2·b
-        for t in plan.tables:
-            release = session.release(t)
-            margins = plan.public_margins and t in COUNT_TABLES
-            if margins:
-                # group 0's slice released; group 1's is the public total (over groups: y, ŷ only) less it
-                first = release.noisy_sum(exact[t][0], bound=bounds[t])
-                self.noisy_tables_[t] = np.stack([first, exact[t].sum(axis=0) - first])
-            else:
-                self.noisy_tables_[t] = release.noisy_sum(exact[t], bound=bounds[t])
-            self.noise_multipliers_[t] = float(sigmas[t])
-            block = exact[t][0] if margins else exact[t]
-            self.noise_stds_[t] = float(spread * release.noise_scale(bounds[t], dim=np.size(block)))
-        session.close()
+        with ReleaseSession(self.privacy_ledger_, plan=self.privacy_plan_, sigmas=sigmas,
+                            key=("PrivateMetricFrame", random_state), secure=self.secure_mode) as session:
+            self.noisy_tables_, self.noise_multipliers_, self.noise_stds_ = {}, {}, {}
+            spread = math.sqrt(2.0) if plan.mechanism == "laplace" else 1.0  # a Laplace of scale b has std √2·b
+            for t in plan.tables:
+                release = session.release(t)
+                margins = plan.public_margins and t in COUNT_TABLES
+                if margins:
+                    # group 0's slice released; group 1's is the public total (over groups: y, ŷ only) less it
+                    first = release.noisy_sum(exact[t][0], bound=bounds[t])
+                    self.noisy_tables_[t] = np.stack([first, exact[t].sum(axis=0) - first])
+                else:
+                    self.noisy_tables_[t] = release.noisy_sum(exact[t], bound=bounds[t])
+                self.noise_multipliers_[t] = float(sigmas[t])
+                block = exact[t][0] if margins else exact[t]
+                self.noise_stds_[t] = float(spread * release.noise_scale(bounds[t], dim=np.size(block)))
         exact_cube = cube if math.isinf(self.epsilon) and y_pred is not None else None
         del cube, exact, g, yt, yp
         power = 1 if plan.mechanism == "laplace" else 2  # one Laplace spends Σ_t 1/σ_t; one Gaussian (Σ σ_t⁻²)^-½
