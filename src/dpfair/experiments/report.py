@@ -33,7 +33,6 @@ the HTML of values and tables :mod:`dpfair.experiments.report_format`.
 from __future__ import annotations
 
 import base64
-import contextvars
 import html
 import io
 import json
@@ -101,7 +100,7 @@ class _Drawers:
     """Figures drawn in worker processes while the report goes on building the next ones and its tables.
 
     Drawing a figure on the Agg canvas is most of a figure's cost (its artists are built in a fraction of
-    it), so :func:`_png`, while a ``_Drawers`` is active, sends the built figure (pickled, without its canvas)
+    it), so :meth:`png` sends the built figure (pickled, without its canvas)
     to a worker and leaves a placeholder that :meth:`fill` replaces by the worker's ``<img>``: the same
     bytes as drawn here. Workers are forked (they inherit the imports) on POSIX when the process may use
     more than one CPU, at most :data:`DRAW_WORKERS`; otherwise, or if the pool cannot start, figures are
@@ -126,7 +125,11 @@ class _Drawers:
         if workers >= 1 and "fork" in multiprocessing.get_all_start_methods():
             self.pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
-    def submit(self, fig, alt: str) -> str:
+    def png(self, fig, alt: str) -> str:
+        """The figure as an inline PNG ``<img>`` (no file, no network): a placeholder that :meth:`fill` replaces
+        by a worker's drawing, or, without a pool, drawn here at once."""
+        if self.pool is None:
+            return _draw(fig, alt)
         try:
             self.futures.append(self.pool.submit(_draw, fig, alt))
             self.figures.append((fig, alt))
@@ -177,19 +180,6 @@ DRAW_TIMEOUT = 120.0
 #: At most this many processes draw a report's figures (:class:`_Drawers`); the report builds them in its own.
 DRAW_WORKERS = 2
 
-#: The :class:`_Drawers` of the report being written in this thread or task (None: :func:`_png` draws here).
-_DRAWERS: contextvars.ContextVar = contextvars.ContextVar("report_drawers", default=None)
-
-
-def _png(fig, alt: str) -> str:
-    """The figure as an inline PNG ``<img>`` (no file, no network), or, while a :class:`_Drawers` is active, a
-    placeholder for it that the drawers fill in."""
-    drawers = _DRAWERS.get()
-    if drawers is not None and drawers.pool is not None:
-        return drawers.submit(fig, alt)
-    return _draw(fig, alt)
-
-
 def _draw(fig, alt: str) -> str:
     """The figure as an inline PNG ``<img>``: drawn once on the Agg canvas, cropped to
     its ink (:func:`_figure` leaves room to spare around it) and stored as a :data:`PNG_COLORS`-colour palette
@@ -220,7 +210,7 @@ def _figure(width: float = 6.4, height: float = 4.2, below: float = 0.0):
 
     The axes sit where a ``width`` × ``height`` figure puts them (matplotlib's default margins), on a
     canvas :data:`_SPARE` inches larger on every side (and ``below`` inches more under it, for a legend
-    there), so that labels, titles and legends past the usual figure fit; :func:`_png` crops to the ink.
+    there), so that labels, titles and legends past the usual figure fit; :func:`_draw` crops to the ink.
     One draw, where ``bbox_inches="tight"`` costs two."""
     from matplotlib.figure import Figure
 
@@ -233,7 +223,8 @@ def _figure(width: float = 6.4, height: float = 4.2, below: float = 0.0):
 
 # ---- the sections with figures (the others: dpfair.experiments.report_sections) ------------------------
 
-def _tradeoff_plot(curves: pd.DataFrame, references: pd.DataFrame, notion: str, title: str, base: float) -> str:
+def _tradeoff_plot(curves: pd.DataFrame, references: pd.DataFrame, notion: str, title: str, base: float,
+                   drawers: _Drawers) -> str:
     from dpfair.plot import tradeoff
 
     fig, ax = _figure()
@@ -253,7 +244,7 @@ def _tradeoff_plot(curves: pd.DataFrame, references: pd.DataFrame, notion: str, 
         ax.legend(fontsize=7)
     ax.set_ylabel(f"{notion.replace('_', ' ')} violation")
     ax.set_title(title, fontsize=10, y=1.0)  # a fixed place: matplotlib's automatic one costs a layout pass
-    return _png(fig, f"trade-off: {title}")
+    return drawers.png(fig, f"trade-off: {title}")
 
 
 def _same_epsilon(eps: float):
@@ -285,7 +276,7 @@ def _panels(rows: pd.DataFrame, references_by_notion: dict) -> list[tuple[str, f
     return panels
 
 
-def _tradeoffs(rows: pd.DataFrame, data_id: str, fronts, references_by_notion: dict, bar) -> str:
+def _tradeoffs(rows: pd.DataFrame, data_id: str, fronts, references_by_notion: dict, bar, drawers: _Drawers) -> str:
     """Per notion and ε of one data set: the plot, the Pareto fronts and the lowest violation within slack
     (``bar`` advanced by one step per plot)."""
     targeted = rows[rows["notion"].map(lambda n: not absent(n))]
@@ -304,7 +295,7 @@ def _tradeoffs(rows: pd.DataFrame, data_id: str, fronts, references_by_notion: d
         anchor = f"{data_id}-{slug(notion)}-{slug(eps_label(eps))}"
         title = f"{rows['data'].iloc[0]} · {notion.replace('_', ' ')} · {eps_label(eps)}"
         parts.append(f'<h3 id="{escape(anchor)}">{escape(notion.replace("_", " "))}, {escape(eps_label(eps))}</h3>')
-        parts.append(_tradeoff_plot(curves, refs, notion, title, base))
+        parts.append(_tradeoff_plot(curves, refs, notion, title, base, drawers))
         keys = set(curves["point"])
         front = fronts.front[fronts.front["point"].isin(keys)]
         ref_front = references_by_notion.get(notion)
@@ -331,7 +322,7 @@ def _tradeoffs(rows: pd.DataFrame, data_id: str, fronts, references_by_notion: d
     return "".join(parts)
 
 
-def _groups(rows: pd.DataFrame, fronts) -> str:
+def _groups(rows: pd.DataFrame, fronts, drawers: _Drawers) -> str:
     """Per-group accuracy: a plot of the reference and each method's best point, and a table of every point."""
     from dpfair.plot import group_accuracy
 
@@ -347,7 +338,7 @@ def _groups(rows: pd.DataFrame, fronts) -> str:
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2)
         ax.set_title(f"{rows['data'].iloc[0]}: {BASE_METHOD} and each method's lowest violation within "
                      f"slack {SLACKS[0]:g} (± std over seeds)", fontsize=9, y=1.0)
-        parts.append(_png(fig, f"per-group accuracy, {rows['data'].iloc[0]}"))
+        parts.append(drawers.png(fig, f"per-group accuracy, {rows['data'].iloc[0]}"))
     accuracy = pd.DataFrame(list(rows["per_group_accuracy"]), index=rows.index).apply(pd.to_numeric,
                                                                                       errors="coerce")
     groups = [str(g) for g in accuracy.columns]
@@ -362,7 +353,7 @@ def _groups(rows: pd.DataFrame, fronts) -> str:
     return "".join(parts)
 
 
-def _ledgers(rows: pd.DataFrame) -> str:
+def _ledgers(rows: pd.DataFrame, drawers: _Drawers) -> str:
     """The privacy ledger of every release group of one data set, and one ε curve per method."""
     from dpfair.plot import privacy_spent
     from dpfair.privacy import PrivacyLedger
@@ -383,7 +374,7 @@ def _ledgers(rows: pd.DataFrame) -> str:
             continue
         ax.set_title(f"{method}, {eps_label(eps)} (seed {first['seed']}): ε = {first['epsilon_spent']:.3g}",
                      fontsize=9, y=1.0)
-        plots.append(_png(fig, f"privacy spent, {method} {eps_label(eps)}"))
+        plots.append(drawers.png(fig, f"privacy spent, {method} {eps_label(eps)}"))
     by = "release_id" if "release_id" in rows.columns else "point"
     columns = [c for c in (by, "method", "notion", "epsilon", "seed", "params", "epsilon_spent", "delta_spent",
                            "privacy_unit", "ledger") if c in rows.columns]
@@ -456,12 +447,10 @@ def render_report(store_or_frame, out_path, *, title: str | None = None, tables=
     frame, store, where = load_results(store_or_frame)
     rows = prepare_rows(frame)
     drawers = _Drawers()
-    token = _DRAWERS.set(drawers)
     try:
         with progress(_steps(rows), "report", "step", enabled=verbose) as bar:
-            page = drawers.fill(_page(rows, store, where, title, tables, bar))
+            page = drawers.fill(_page(rows, store, where, title, tables, bar, drawers))
     finally:
-        _DRAWERS.reset(token)
         drawers.close()
     return write_file(out, page)
 
@@ -481,8 +470,9 @@ def _steps(rows: pd.DataFrame) -> int:
     return 3 + sum(len(_panels(g, references)) + 2 for _, g in rows.groupby("data", sort=True))
 
 
-def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar) -> str:
-    """The report's HTML (see :func:`render_report`), advancing ``bar`` by one step per section."""
+def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar, drawers: _Drawers) -> str:
+    """The report's HTML (see :func:`render_report`), advancing ``bar`` by one step per section; its figures are
+    drawn by ``drawers``."""
     fronts = frontier(rows, by=FRONT_BY, slack=SLACKS)
     if tables is not None:
         write_result_tables(rows, fronts, Path(tables))
@@ -500,13 +490,13 @@ def _page(rows: pd.DataFrame, store, where: str, title: str | None, tables, bar)
     for i, (data, g) in enumerate(by_data):
         data_id = f"data-{i}-{slug(data)}"
         nav.append(f'<li><a href="#{escape(data_id)}">{escape(data)}</a> ({len(g)} models)</li>')
-        body = _tradeoffs(g, data_id, fronts, references, bar)
+        body = _tradeoffs(g, data_id, fronts, references, bar, drawers)
         for anchor, text in re.findall(r'<h3 id="([^"]+)">([^<]+)</h3>', body):
             notion = next((n for n in notions if anchor.startswith(f"{data_id}-{slug(n)}-")), None)
             anchors.setdefault((g["dataset"].iloc[0], notion), []).append((anchor, f"{data}: {html.unescape(text)}"))
-        groups = _groups(g, fronts)
+        groups = _groups(g, fronts, drawers)
         bar.update()
-        sections.append(f'<h2 id="{escape(data_id)}">{escape(data)}</h2>' + body + groups + _ledgers(g))
+        sections.append(f'<h2 id="{escape(data_id)}">{escape(data)}</h2>' + body + groups + _ledgers(g, drawers))
         bar.update()
     summary, totals, failures = summary_section(rows, store, where), totals_section(store), failures_section(store)
     bar.update()
