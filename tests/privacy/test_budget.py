@@ -146,6 +146,27 @@ def test_a_nested_fit_is_part_of_the_enclosing_fit(data, releases):
     assert releases == []  # the base itself was refused, before its first release
 
 
+def test_a_fit_is_part_of_a_running_claim_only_when_it_is_passed_down(data):
+    """No ambient state: a fit started while another claim runs (here a search-like grid claim) is charged on its
+    own; handed that claim (``fit_within``, ``fit_many(budget=charge)``), it is the claim's part (covered by it)."""
+    from dpfair.privacy.budget import charging_grid
+
+    X, y, s = data
+    budget = PrivacyBudget(20.0, DELTA)
+    planned = OutputPerturbationClassifier(epsilon=1.0, **POST).fit(X, y, s).privacy_ledger_
+    with charging_grid(budget, "search", "a search") as charge:
+        charge.claim_ledger(planned, DELTA)
+        apart = budget.attach(OutputPerturbationClassifier(epsilon=2.0, **POST)).fit(X, y, s)
+        part = OutputPerturbationClassifier(epsilon=3.0, **POST).fit_within(charge, X, y, s)
+        many = OutputPerturbationClassifier.fit_many([OutputPerturbationClassifier(epsilon=3.0, **POST)], X, y, s,
+                                                     budget=charge)
+    assert part.privacy_budget is None and many[0].privacy_budget is None  # the claim is left on no estimator
+    both = PrivacyLedger(planned.relation)
+    both.extend(planned.entries)
+    both.extend(apart.privacy_ledger_.entries)
+    assert budget.spent()[0] == pytest.approx(both.epsilon(DELTA), rel=1e-6)  # the parts are inside the claim
+
+
 def test_units_must_match(data, releases):
     X, y, s = data
     with pytest.raises(ValueError, match="protects privacy_unit='sensitive' but its PrivacyBudget protects 'record'"):

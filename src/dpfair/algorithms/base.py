@@ -76,7 +76,7 @@ from dpfair.privacy import (
     PrivacyUnit,
     check_privacy_unit,
 )
-from dpfair.privacy.budget import charging
+from dpfair.privacy.budget import Charge, charging
 from dpfair.privacy.session import ReleaseSession
 from dpfair.privacy.randomness import VOID_GUARANTEE
 from dpfair.utils.progress import progress
@@ -244,8 +244,17 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
         warns with the likely cause (:func:`dpfair.algorithms.learned.check_learned`: it reads the rows only
         where X and y are public, never under ``privacy_unit="record"``).
         """
+        return self.fit_within(None, X, y, sensitive_features, callback=callback, **fit_params)
+
+    def fit_within(self, within, X, y, sensitive_features=None, *, callback=None, **fit_params):
+        """:meth:`fit` as a part of ``within``, the running budget claim (a :class:`~dpfair.privacy.budget.Charge`)
+        of the fit or search this fit runs inside: a base model inside post-processing, a search's runs. Its claims
+        are checked and charged as that claim's part (on ``within``'s budget, unless this estimator is attached to a
+        budget of its own, which it is then charged on apart). ``None`` (or a no-op charge): a fit of its own, as
+        :meth:`fit`. The enclosing computation passes its claim down explicitly (``fit_many(budget=charge)``,
+        :func:`fit_part`): no fit finds its parent in ambient state."""
         with progress(desc=type(self).__name__, unit="step", enabled=bool(getattr(self, "verbose", False))) as bar, \
-                charging(self, self.privacy_budget) as charge:  # checked before any release, charged after
+                charging(self, self.privacy_budget, within) as charge:  # checked before any release, charged after
             try:
                 data = self.begin_fit(X, y, sensitive_features, **fit_params)
                 ctx = self.fit_context
@@ -421,18 +430,20 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
 
         The default is a loop of their own ``fit``: each a separate fit with its own secret randomness, each
         claimed on its budget (``budget``: a :class:`~dpfair.privacy.PrivacyBudget` attached to every estimator
-        first; ``None``: each draws from its own, if any). A method whose grids train together overrides it and
+        first; or the running :class:`~dpfair.privacy.budget.Charge` of the search these fits are part of, handed
+        to each fit (:meth:`fit_within`) and left on none; ``None``: each draws from its own, if any). A method whose grids train together overrides it and
         declares ``batched_grid`` (:mod:`dpfair.utils.capabilities`): DP-FERMI trains its models in one batched loop,
         each model's fit running the contract's steps (:meth:`begin_fit`, its steps, :meth:`end_fit`) and the
         grid claimed on the budget as one joint release before its first release. Callers ask ``fit_many`` of the
         estimator's class (``type(est).fit_many(...)``) and need not know which it does.
         """
+        within = budget if isinstance(budget, Charge) else None  # a running claim these fits are part of
         fitted = []
         for est in estimators:
             est = cls(**est) if isinstance(est, dict) else est
-            if budget is not None:
+            if budget is not None and within is None:
                 est.privacy_budget = budget
-            fitted.append(est.fit(X, y, sensitive_features))
+            fitted.append(est.fit_within(within, X, y, sensitive_features))
         return fitted
 
     # ---- privacy -------------------------------------------------------
@@ -470,6 +481,16 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
         from dpfair.model_files import save_estimator
 
         save_estimator(self, path, provenance=provenance)
+
+
+def fit_part(estimator, within, X, y, **fit_kwargs):
+    """Fit ``estimator`` as a part of ``within``, the running budget claim of the fit it serves (a base model inside
+    an enclosing fit: :meth:`FairEstimator.fit_within`); a scikit-learn estimator, which draws from no budget, is
+    fitted as it is. Returns the fitted estimator."""
+    fit_within = getattr(estimator, "fit_within", None)
+    if fit_within is None:
+        return estimator.fit(X, y, **fit_kwargs)
+    return fit_within(within, X, y, **fit_kwargs)
 
 
 def load_estimator(path, *, model=None) -> FairEstimator:

@@ -46,7 +46,7 @@ from dpfair.algorithms._jagielski import (
     equalized_odds_lp,
     laplace_slack,
 )
-from dpfair.algorithms.base import FairEstimator
+from dpfair.algorithms.base import FairEstimator, fit_part
 from dpfair.algorithms.fit_context import PublicShape
 from dpfair.algorithms.signal import warn_small_groups
 from dpfair.utils.capabilities import capabilities
@@ -141,8 +141,9 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
                               if v is not None and k in est.get_params() and est.get_params()[k] is None})
         return est
 
-    def _fit_base(self, X, y, s) -> list[LedgerEntry]:
-        """Fit (or take) the base classifier; return the ledger entries it spends on this privacy unit."""
+    def _fit_base(self, X, y, s, within=None) -> list[LedgerEntry]:
+        """Fit (or take) the base classifier, as a part of ``within`` (this fit's budget charge: the base is claimed
+        inside it); return the ledger entries it spends on this privacy unit."""
         est = self._base()
         if self.prefit:
             try:
@@ -155,9 +156,9 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
         est = self._unfitted_base(self.groups_, self.classes_)
         reads_s = capabilities(est).requires_sensitive
         if reads_s:
-            est.fit(X, self.classes_[y], sensitive_features=self.groups_[s])
+            fit_part(est, within, X, self.classes_[y], sensitive_features=self.groups_[s])
         else:
-            est.fit(X, self.classes_[y])
+            fit_part(est, within, X, self.classes_[y])
         self.estimator_ = est
         ledger = getattr(est, "privacy_ledger_", None)
         private = capabilities(est).private
@@ -232,7 +233,7 @@ class DPPostProcessingClassifier(RandomizedGroupClassifierMixin, FairEstimator):
     # ---- fitting ---------------------------------------------------------------
     def _fit(self, ctx, X, y, s):
         k = len(self.groups_)
-        plan = self._privacy_plan(ctx.shape, self._fit_base(X, y, s))  # the base's actual releases, as planned
+        plan = self._privacy_plan(ctx.shape, self._fit_base(X, y, s, ctx.charge))  # the base's actual releases, as planned
         self.noise_multiplier_ = ctx.calibrate(self._calibrated(plan, ctx.shape))[COUNTS]
         self.privacy_ledger_.extend(
             LedgerEntry(p.name, p.fixed, p.count) for p in plan.parts if p.mechanism == "fixed")

@@ -36,7 +36,9 @@ How a fit talks to its budget: in plain values, never by the budget reading the 
 :func:`charging` (the budget it draws from, its :class:`Charge`, which the fit's release session holds), hands a
 :class:`Claim` to :meth:`Charge.claim_fit` at its start, at its calibration and before each release (its privacy unit's relation, whether it is private, its
 calibrated plan and σ, its δ), and reports its ledger with :meth:`Charge.spent`. A grid or a private search claims
-its joint release whole (:func:`charging_grid`). A caller that needs a fit's plan before it runs asks the estimator
+its joint release whole (:func:`charging_grid`). A fit that is part of a running claim (a base model inside an
+enclosing fit, a search's runs) is handed that :class:`Charge` by its caller (``fit_within``, ``fit_many(budget=charge)``):
+nothing is found in ambient state. A caller that needs a fit's plan before it runs asks the estimator
 (``FairEstimator.plan``: public inputs only, no side effect). So this module knows no estimator class, and anything that makes these claims can draw from a budget.
 
 What the total covers: the fits. Choosing among models by their scores on the private data, and
@@ -52,7 +54,6 @@ import threading
 from collections import Counter
 from collections.abc import Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,9 +68,6 @@ from dpfair.utils.validation import check_delta, check_epsilon
 #: Relative slack of the check (the last digits of a PLD's ε move with the order of composition).
 _RTOL = 1e-9
 
-#: The charge of the fit (or grid) running in this thread: what a fit started inside it (a base model's fit inside
-#: the enclosing fit, the fits of a search) finds as its parent.
-_ACTIVE: ContextVar = ContextVar("dpfair_privacy_charge", default=None)
 _SERIAL = itertools.count()
 
 
@@ -387,21 +385,28 @@ def _event_totals(event: dpa.DpEvent, label: str) -> Counter:
     return Counter({(label, event): 1})
 
 
+def _parent(budget, within):
+    """The running claim a fit or grid is part of: ``within`` (a :class:`Charge`) when it draws from that claim's
+    budget (or from none of its own), else ``None``: a fit with a budget of its own is charged on it apart."""
+    if not isinstance(within, Charge) or (budget is not None and budget is not within.budget):
+        return None
+    return within
+
+
 @contextmanager
-def charging(owner, budget: PrivacyBudget | None):
+def charging(owner, budget: PrivacyBudget | None, within: Charge | None = None):
     """The budget side of a fit of ``owner``: ``budget`` (the one attached to it, :meth:`PrivacyBudget.attach`), or
-    else the budget of the fit it runs inside. Yields the :class:`Charge` that the fit's claims go to (a no-op when
+    else the budget of ``within``, the running claim the fit is part of (an enclosing fit's, a search's), which its
+    caller passes down (:meth:`~dpfair.algorithms.base.FairEstimator.fit_within`, ``fit_many(budget=charge)``); no
+    fit finds its parent in ambient state. Yields the :class:`Charge` that the fit's claims go to (a no-op when
     there is no budget); the fit reports its ledger with :meth:`Charge.spent` before it ends. On success that ledger
     is charged; on failure (or without a report) its claim stands."""
-    parent = _ACTIVE.get()
-    if not isinstance(parent, Charge) or (budget is not None and budget is not parent.budget):
-        parent = None
+    parent = _parent(budget, within)
     budget = budget if budget is not None else (parent.budget if parent is not None else None)
     if budget is None:
         yield _NoCharge()
         return
     charge = Charge(budget, owner, parent)
-    token = _ACTIVE.set(charge)
     try:
         yield charge
     except BaseException:
@@ -409,24 +414,24 @@ def charging(owner, budget: PrivacyBudget | None):
         raise
     else:
         budget._settle(charge, *(charge.result or (None, None)))
-    finally:
-        _ACTIVE.reset(token)
 
 
 @contextmanager
-def charging_grid(budget: PrivacyBudget | None, grid, name: str):
+def charging_grid(budget, grid, name: str):
     """The budget side of a grid (or a private search): yields its :class:`Charge` (``None`` without a budget), which
     the grid claims its joint release on (:meth:`Charge.claim_event`, :meth:`Charge.claim_ledger`) before its first
-    release; the last claim is what it is charged."""
+    release; the last claim is what it is charged. ``budget``: a :class:`PrivacyBudget`, or the running
+    :class:`Charge` the grid is part of (a search's runs: ``fit_many(budget=charge)``), whose claim covers it. The
+    fits the grid runs are handed its charge by the grid (they are part of it)."""
     if budget is None:
         yield None
         return
-    charge = Charge(budget, grid, name=name)
-    token = _ACTIVE.set(charge)  # the fits started inside it (a search's runs) find it as their parent
+    parent = budget if isinstance(budget, Charge) else None
+    budget = parent.budget if parent is not None else budget
+    charge = Charge(budget, grid, parent, name=name)
     try:
         yield charge
     finally:
-        _ACTIVE.reset(token)
         budget._settle(charge)
 
 

@@ -38,17 +38,20 @@ class ReleaseSession:
     (``None``: adopted later, :meth:`adopt`). ``secret``: the secret generator (``None``: a fresh one keyed
     ``key``, secure under ``secure``; the key matters only under :func:`~dpfair.privacy.reproducible_noise`).
     ``claim``: called with no argument at :meth:`adopt`, :meth:`set_sigmas` and before every release (a fit's
-    budget claim; ``None``: no budget).
+    budget claim; ``None``: no budget). ``charge``: the running budget claim (a :class:`~dpfair.privacy.budget.Charge`)
+    this computation's releases belong to, which it passes down to the fits it runs (``fit_many(budget=charge)``,
+    ``fit_within(charge, ...)``) so that they are part of it; ``None``: no budget.
     """
 
     def __init__(self, ledger: PrivacyLedger | Sequence[PrivacyLedger], *, plan: PrivacyPlan | None = None,
                  sigmas: Mapping[str, object] | None = None, secret: SecretRandom | None = None, key=(),
-                 secure: bool = False, claim: Callable[[], None] | None = None):
+                 secure: bool = False, claim: Callable[[], None] | None = None, charge=None):
         self.ledger = ledger
         self.plan = plan
         self.sigmas: dict = dict(sigmas or {})
         self.secret = secret if secret is not None else SecretRandom(key, secure=secure)
         self.claim = claim
+        self.charge = charge
         self.side_ledgers: list[PrivacyLedger] = []
         self.closed = False
 

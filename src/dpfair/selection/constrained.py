@@ -47,7 +47,7 @@ def fit_constrained(state: SearchState, *, reference_error, max_error_increase, 
     with charging_grid(budget, owner, "a private search") as charge:
         if charge is not None:  # the whole fit, before its first release
             charge.claim_ledger(plan_of(model, X, y, s, checked=True), state.delta)
-        model.fit(X, y, sensitive_features=s)
+        model.fit_within(charge, X, y, sensitive_features=s)  # part of the claim just made
     selection = {
         "strategy": "constrained", "chosen": {"lam": model.lam_}, "released_score": None,
         "candidates": [dict(c) for c in state.candidates], "per_model_epsilon": model.privacy_spent_[0],

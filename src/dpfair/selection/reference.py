@@ -79,7 +79,7 @@ def reference_plan(state: SearchState, reference_share: float, random_state) -> 
 def private_reference(state: SearchState, session: ReleaseSession) -> float:
     """The private reference's validation error, released through ``session`` (its model's ledger joins the
     session's first, labelled as the reference model's), clipped to [0, 1]."""
-    model = clone(state.reference_plan.model).fit(state.Xf, state.yf, sensitive_features=state.sf)
+    model = clone(state.reference_plan.model).fit_within(session.charge, state.Xf, state.yf, state.sf)
     session.ledger.extend(reference_entries(model.privacy_ledger_))
     error = float(np.sum(predict_with_groups(model, state.Xv, state.sv) != state.yv)) / state.n_val
     noisy = session.release(REFERENCE_ERROR).noisy_sum(np.array([error]), bound=1.0 / state.n_val)

@@ -300,7 +300,7 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
             parts[Part(REFERENCE_ERROR)] = state.reference_plan.sigma
         with charging_grid(self._budget(), self, "a private search") as charge, \
                 ReleaseSession.of_parts(ledger, parts, key=("private search", self.random_state),
-                                        secure=state.secure) as session:
+                                        secure=state.secure, charge=charge) as session:
             if charge is not None:  # the whole search, before its first release
                 charge.claim_ledger(plan.ledger, state.delta)
             counts = cell_counts(state.notion, state.yv_codes, state.sv_codes, len(state.classes), len(state.groups))
@@ -334,7 +334,8 @@ class PrivateSearch(ClassifierMixin, BaseEstimator):
         base, Xv, sv = state.base, state.Xv, state.sv
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # how many runs warned would tell K (the module docstring)
-            fitted = type(base).fit_many([clone(base).set_params(**p) for p in points], state.Xf, state.yf, state.sf)
+            fitted = type(base).fit_many([clone(base).set_params(**p) for p in points], state.Xf, state.yf, state.sf,
+                                         budget=session.charge)  # the runs are part of the search's claim
             for model in fitted:
                 y_pred, _ = encode_categories(predict_with_groups(model, Xv, sv), "predictions", classes=state.classes)
                 value = score.value(state.yv_codes, y_pred, state.sv_codes)
