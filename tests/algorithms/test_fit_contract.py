@@ -18,7 +18,7 @@ from dpfair.algorithms import (
     OutputPerturbationClassifier,
     PrivateDemographicsClassifier,
 )
-from dpfair.algorithms.fit_context import PublicShape, running
+from dpfair.algorithms.fit_context import PublicShape
 from dpfair.utils.capabilities import capabilities
 from dpfair.privacy import PrivacyBudget, ledger_totals
 
@@ -91,7 +91,7 @@ def test_plan_has_no_side_effects(name, params):
     before = copy.deepcopy(vars(est))
     est.plan(N, D, groups=2, classes=2)
     assert repr(vars(est)) == repr(before)
-    assert running(est) is None and est.fit_context is None
+    assert est.fit_context is None and "_running_fit" not in vars(est)
     assert not hasattr(est, "privacy_ledger_") and not hasattr(est, "privacy_plan_")
 
 
@@ -141,7 +141,8 @@ def test_a_fit_leaves_only_fitted_attributes(data, name):
     seen = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est.fit(X, y, sensitive_features=s, callback=lambda e, info: seen.append(e.fit_context is not None))
+        est.fit(X, y, sensitive_features=s, callback=lambda e, info: seen.append(
+            e.fit_context is not None and copy.deepcopy(e).fit_context is None))  # a copy never takes the context
     added = set(vars(est)) - before
     assert added and all(k.endswith("_") for k in added), sorted(k for k in added if not k.endswith("_"))
     assert seen and all(seen) and est.fit_context is None

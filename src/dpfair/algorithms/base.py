@@ -53,7 +53,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 
 from dpfair.algorithms import method_name
-from dpfair.algorithms.fit_context import FitContext, FitPlan, PublicShape, running
+from dpfair.algorithms.fit_context import FitContext, FitPlan, PublicShape
 from dpfair.algorithms.inputs import (  # the input checks; re-exported here, where callers import them
     FitInputs,
     check_sample_weight,
@@ -207,6 +207,13 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
             warn_if_parallel_search(new)
         return new
 
+    def __getstate__(self):
+        """scikit-learn's state for pickling and copying, without a running fit's context (its secret generator is
+        never copied or pickled: a copy made by a callback during the fit is an unfitted-in-progress estimator)."""
+        state = dict(super().__getstate__())  # object.__getstate__ may hand back the instance's own __dict__
+        state.pop("_running_fit", None)
+        return state
+
     @property
     def privacy_budget(self):
         """The :class:`~dpfair.privacy.PrivacyBudget` this estimator's fits draw from (``None``: none), as
@@ -278,9 +285,10 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
     @property
     def fit_context(self) -> FitContext | None:
         """The :class:`~dpfair.algorithms.fit_context.FitContext` of the fit running now (from :meth:`begin_fit`
-        to :meth:`end_fit` or :meth:`unfit`), else ``None``. Read-only, and never stored on the estimator: a grid
-        that drives the steps of its models' fits (:meth:`fit_many`) reads each model's context here."""
-        return running(self)
+        to :meth:`end_fit` or :meth:`unfit`), else ``None``. Read-only; held by this estimator only while its fit
+        runs (never saved, never cloned): a grid that drives the steps of its models' fits (:meth:`fit_many`) reads
+        each model's context here, a callback's :meth:`privacy_spent_so_far` too."""
+        return vars(self).get("_running_fit")
 
     # The steps of the fit contract, public for code that runs the steps of several fits together (a batched grid,
     # :meth:`fit_many`): begin_fit, the method's own steps, then end_fit, or unfit when anything failed. ``fit``
@@ -290,7 +298,7 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
         (a failed fit ends so)."""
         for key in [k for k in vars(self) if k.endswith("_") and not k.startswith("__")]:
             delattr(self, key)
-        ctx = running(self)
+        ctx = vars(self).pop("_running_fit", None)
         if ctx is not None:
             ctx.close()
 
@@ -298,7 +306,7 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
         """The end of a fit that succeeded: its context (and with it the secret generator) is forgotten; the
         fitted (``name_``) attributes stay. A side ledger left open would be releases missing from the fit's ledger
         and its budget charge: refused."""
-        ctx = running(self)
+        ctx = vars(self).pop("_running_fit", None)
         if ctx is not None:
             open_ledgers = len(ctx.side_ledgers)
             if open_ledgers:
@@ -346,9 +354,9 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
         shape = PublicShape(len(X), X.shape[1], tuple(np.asarray(self.groups_).tolist())
                             if s_codes is not None and self.groups_ is not None else None,
                             tuple(np.asarray(self.classes_).tolist()), tuple(named))
-        FitContext(self, self.privacy_ledger_, shape, np_rng, torch_rng, session, private=self._private,
-                   delta=vars(self).get("delta_"), accountant=getattr(self, "accountant", "pld"),
-                   sample_weight=weight).open()
+        self._running_fit = FitContext(self, self.privacy_ledger_, shape, np_rng, torch_rng, session,
+                                       private=self._private, delta=vars(self).get("delta_"),
+                                       accountant=getattr(self, "accountant", "pld"), sample_weight=weight)
         return X, y_codes, s_codes
 
     def _fit(self, ctx: FitContext, X, y, s):  # pragma: no cover - abstract
@@ -455,7 +463,7 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
         A function of the public plan and of how many releases were made, never of the data, so it
         may be printed. Each call composes the partial ledger (cached for a ledger seen before).
         """
-        ctx = running(self)
+        ctx = self.fit_context
         if ctx is not None:
             return ctx.spent_so_far()
         if "privacy_ledger_" not in vars(self):

@@ -17,19 +17,17 @@ progress bar and callback, and the budget charge it hands its claims. The releas
 (:meth:`FitContext.calibrate` before the first release, then :meth:`FitContext.release` for each part), and it
 is dropped when the fit ends: the estimator keeps its fitted ``name_`` attributes only.
 
-While a fit runs, its context is also reachable from outside the method, for the two readers that cannot be
-handed it: a ``callback`` that asks the estimator's ``privacy_spent_so_far()``, and the steps of a fit that a
-grid drives itself (``begin_fit``, the method's steps, ``end_fit``). :func:`running` answers them; it holds the
-contexts of the fits running now (by estimator) and forgets each as its fit ends (``end_fit`` or ``unfit``).
+While a fit runs, its estimator holds its context (``FairEstimator.fit_context``, read-only, dropped when the fit
+ends), for the two readers that cannot be handed it: a ``callback`` that asks the estimator's
+``privacy_spent_so_far()``, and the steps of a fit that a grid drives itself (``begin_fit``, the method's steps,
+``end_fit``). There is no registry of running fits.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-import threading
 import time
-import weakref
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -139,18 +137,6 @@ class FitPlan:
         return self.plan.epsilon(dict(self.sigmas), self.delta, self.unit, self.accountant), self.delta
 
 
-#: The contexts of the fits running now, by estimator; an entry goes when its fit ends (``end_fit`` or ``unfit``).
-_RUNNING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_LOCK = threading.Lock()
-
-
-def running(estimator) -> FitContext | None:
-    """The :class:`FitContext` of ``estimator``'s fit if one is running now (from ``begin_fit`` to ``end_fit`` or
-    ``unfit``), else ``None``."""
-    with _LOCK:
-        return _RUNNING.get(estimator)
-
-
 @dataclass(eq=False)
 class FitContext:
     """One fit of ``estimator`` while it runs: handed to its ``_fit(ctx, X, y, s)``, dropped when it ends.
@@ -205,17 +191,8 @@ class FitContext:
         return [] if self.session is None else self.session.side_ledgers
 
     # ---- while it runs ---------------------------------------------------------------------------
-    def open(self) -> FitContext:
-        """Make this the running context of its estimator (:func:`running`); returns ``self``."""
-        with _LOCK:
-            _RUNNING[self.estimator] = self
-        return self
-
     def close(self) -> None:
-        """The fit ended: forget this context; its session closes (the secret generator goes with it)."""
-        with _LOCK:
-            if _RUNNING.get(self.estimator) is self:
-                del _RUNNING[self.estimator]
+        """The fit ended: its session closes (the secret generator goes with it)."""
         if self.session is not None:
             self.session.close()
 
