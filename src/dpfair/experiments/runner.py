@@ -32,6 +32,7 @@ from pathlib import Path
 from dpfair.utils.capabilities import capabilities
 from dpfair.experiments.evaluate import evaluate
 from dpfair.privacy.accounting import event_to_json
+from dpfair.privacy.record import PrivacyRecord
 
 
 @functools.cache
@@ -169,15 +170,13 @@ def _joint_release(estimators, shared_batches: bool, rows: list[int]) -> dict:
 
 
 def _row(est, params: dict, data, fit_s: float, release: int, eval_epsilon: float | None = None) -> dict:
-    unit = getattr(est, "privacy_unit_", None)
+    record = PrivacyRecord.of_fit(est)
     metrics = evaluate(est, data.X_test, data.y_test, data.s_test, data.group_names, epsilon=eval_epsilon,
-                       privacy_unit="sensitive" if unit is None else unit.value)
+                       privacy_unit=record.unit or "sensitive")
     target = est.fairness_target()
-    eps, delta = est.privacy_spent_
     return {"params": {k: v for k, v in params.items() if k != "verbose"}, "metrics": metrics,
             "violation": metrics["fairness"][target["notion"]] if target else float("nan"),
-            "epsilon_spent": eps, "delta_spent": delta, "privacy_unit": None if unit is None else unit.value,
-            "ledger": est.privacy_ledger_.to_json(), "fit_s": fit_s, "release": release}
+            **record.to_row(), "ledger": est.privacy_ledger_.to_json(), "fit_s": fit_s, "release": release}
 
 
 # ---- a sweep's task ------------------------------------------------------------------------------

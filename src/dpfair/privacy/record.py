@@ -81,6 +81,11 @@ class PrivacyRecord:
         return {k: values[k] for k in KEYS
                 if k in ALWAYS or (k in optional and (k != "not_covered" or self.not_covered))}
 
+    def to_row(self) -> dict:
+        """The record's facts under a results store's column names (a sweep's row: ``epsilon_spent``,
+        ``delta_spent``, ``privacy_unit``); the store keeps the ledger whole beside them (its events as JSON)."""
+        return {"epsilon_spent": self.epsilon, "delta_spent": self.delta, "privacy_unit": self.unit}
+
     def spent_text(self, what: str = "fit") -> str:
         """What a failed write leaves spent: ``"the fit spent ε = 0.997 all the same"`` (``what``: the fit, the
         search, the measurement); empty when ε = ∞."""
