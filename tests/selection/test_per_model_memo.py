@@ -4,10 +4,10 @@ module dict (issue 43, item 6)."""
 
 import pytest
 
-from dpfair.algorithms import DPFERMIClassifier
 from dpfair.datasets import make_synthetic
 from dpfair.privacy.memo import PER_MODEL_EPSILON, PER_MODEL_MAXSIZE, BoundedMemo
 from dpfair.selection import PrivateSearch
+from tests.selection.stub import StubClassifier
 
 
 def test_the_bounded_memo_keeps_the_most_recently_used_answers():
@@ -39,18 +39,18 @@ def test_the_bounded_memo_keeps_the_most_recently_used_answers():
 
 def test_a_search_bisects_its_per_model_epsilon_once_per_public_plan():
     X, y, s = make_synthetic(300, random_state=0)
-    fermi = DPFERMIClassifier(epochs=1, batch_size=64, groups=2, classes=2, random_state=0)
+    stub = StubClassifier(groups=2, classes=2, random_state=0)
     assert PER_MODEL_EPSILON.maxsize == PER_MODEL_MAXSIZE
     before = set(PER_MODEL_EPSILON.keys())
-    first = PrivateSearch(fermi, {"lam": [0.0, 1.0]}, strategy="random_stopping", epsilon=1.5, validation_size=0.0,
-                          random_state=0).fit(X, y, s)
+    first = PrivateSearch(stub, {"lam": [0.0, 1.0]}, strategy="random_stopping", epsilon=1.5, validation_size=0.0,
+                          reference_error=0.3, random_state=0).fit(X, y, s)
     added = set(PER_MODEL_EPSILON.keys()) - before
     assert len(added) == 1
     run_epsilon, ledger = PER_MODEL_EPSILON.get(added.pop())
     assert run_epsilon == first.selection_["per_model_epsilon"]
     assert ledger.epsilon(first.privacy_spent_[1], "rdp") == pytest.approx(first.privacy_spent_[0])
     # another seed is the same public plan: no new bisection, the same per-model ε
-    second = PrivateSearch(fermi, {"lam": [0.0, 1.0]}, strategy="random_stopping", epsilon=1.5, validation_size=0.0,
-                           random_state=1).fit(X, y, s)
+    second = PrivateSearch(stub, {"lam": [0.0, 1.0]}, strategy="random_stopping", epsilon=1.5, validation_size=0.0,
+                           reference_error=0.3, random_state=1).fit(X, y, s)
     assert len(set(PER_MODEL_EPSILON.keys()) - before) == 1
     assert second.selection_["per_model_epsilon"] == run_epsilon

@@ -12,10 +12,11 @@ import math
 import pytest
 
 import dpfair.datasets
-from dpfair.algorithms import DPFERMIClassifier, DPSGDClassifier
+from dpfair.algorithms import DPSGDClassifier
 from dpfair.cli import main
 from dpfair.datasets import make_synthetic
 from dpfair.selection import PrivateSearch
+from tests.selection.stub import StubClassifier
 
 FAST = ["--dataset", "synthetic", "--quiet", "--param", "epochs=1"]
 
@@ -61,19 +62,19 @@ def data():
     return make_synthetic(300, random_state=0)
 
 
-def _fermi(**params):
-    return DPFERMIClassifier(**{"epochs": 1, "batch_size": 64, "groups": 2, "classes": 2, "random_state": 0,
-                                **params})
+def _stub(**params):
+    """The closed-form stub (tests/selection/stub.py): λ as DP-FERMI's, the constrained strategy included."""
+    return StubClassifier(**{"groups": 2, "classes": 2, "random_state": 0, **params})
 
 
 @pytest.mark.parametrize("estimator, grid, settings, match", [
-    (_fermi(), {"lam": ["a", "b"]}, {}, "lam must be a number"),
-    (_fermi(), {"lam": [-1.0, 2.0]}, {}, "lam must be >= 0"),
-    (_fermi(), {"lam": [math.inf]}, {}, "lam must be a finite number"),
-    (_fermi(), {"lam": [0.0, 1.0]}, {"validation_size": 1.5}, "validation_size must lie in"),
-    (_fermi(), {"lam": [0.0, 1.0]}, {"validation_size": "half"}, "validation_size must lie in"),
-    (_fermi(), {"lam": [0.0, 1.0]}, {"validation_size": 0.3}, "the constrained strategy scores none"),
-    (_fermi(), {"lam": [0.0, 1.0]}, {"penalty": math.inf}, "penalty must be finite"),
+    (_stub(), {"lam": ["a", "b"]}, {}, "lam must be a number"),
+    (_stub(), {"lam": [-1.0, 2.0]}, {}, "lam must be >= 0"),
+    (_stub(), {"lam": [math.inf]}, {}, "lam must be a finite number"),
+    (_stub(), {"lam": [0.0, 1.0]}, {"validation_size": 1.5}, "validation_size must lie in"),
+    (_stub(), {"lam": [0.0, 1.0]}, {"validation_size": "half"}, "validation_size must lie in"),
+    (_stub(), {"lam": [0.0, 1.0]}, {"validation_size": 0.3}, "the constrained strategy scores none"),
+    (_stub(), {"lam": [0.0, 1.0]}, {"penalty": math.inf}, "penalty must be finite"),
     (DPSGDClassifier(epochs=1, groups=2, classes=2), {"max_grad_norm": [1.0, -1.0]},
      {"strategy": "random_stopping"}, "max_grad_norm must be > 0"),
 ])
@@ -88,5 +89,5 @@ def test_a_bad_candidate_or_setting_costs_no_privacy(data, release_spy, estimato
 
 
 def test_good_settings_pass_the_check(data):
-    PrivateSearch(_fermi(), {"lam": [0.0, 2]}, validation_size=0.0).check_hyperparameters()
-    PrivateSearch(_fermi(), {"lam": [0.0, 2]}, strategy="random_stopping", validation_size=0.2).check_hyperparameters()
+    PrivateSearch(_stub(), {"lam": [0.0, 2]}, validation_size=0.0).check_hyperparameters()
+    PrivateSearch(_stub(), {"lam": [0.0, 2]}, strategy="random_stopping", validation_size=0.2).check_hyperparameters()
