@@ -255,7 +255,7 @@ def test_summary_and_report_loop_over_the_registry():
 def test_dpfermi_with_predictive_equality_lowers_the_false_positive_rate_gap():
     """A proxy of the group among the features: the unconstrained model's false-positive rates differ by group;
     ERMI on the negatives (predictive equality's one cell) removes most of that gap."""
-    from dpfair.algorithms.dpfermi import DPFERMIClassifier
+    from dpfair.algorithms.dpfermi.estimator import DPFERMIClassifier
 
     rng = np.random.default_rng(7)
     n = 2000
@@ -299,3 +299,30 @@ def test_every_notion_partitions_every_label_count():
         inside = part.codes >= 0
         assert np.array_equal(part.codes[inside] % 3, s[inside])
         assert np.array_equal(inside, part.reference >= 0)
+
+
+class _MeasuredFrame:
+    """A measured frame as a notion reads it (duck-typed: no measurement module): each rate's between-groups
+    difference, and the interval of the largest difference of some rates."""
+
+    def __init__(self, differences):
+        self.differences, self.asked = differences, []
+
+    def difference(self, rates):
+        return {r: self.differences[r] for r in rates}
+
+    def max_difference_interval(self, rates):
+        self.asked.append(tuple(rates))
+        return 0.5 * max(self.differences[r] for r in rates), 2.0 * max(self.differences[r] for r in rates)
+
+
+def test_a_notion_reads_a_measured_frame_through_its_compared_rates():
+    frame = _MeasuredFrame({"selection_rate": 0.1, "true_positive_rate": 0.3, "false_positive_rate": 0.2,
+                            "accuracy": 0.05})
+    eo = get_notion("equalized_odds")
+    assert eo.difference(frame) == 0.3 and eo.difference_interval(frame) == (0.15, 0.6)
+    assert frame.asked == [("true_positive_rate", "false_positive_rate")]  # one interval of the max, jointly
+    assert get_notion("predictive_equality").difference(frame) == 0.2
+    assert get_notion("accuracy_parity").difference(frame) == 0.05
+    with pytest.raises(ValueError, match="compares no measured rate"):
+        Notion().difference(frame)

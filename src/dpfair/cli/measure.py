@@ -22,10 +22,11 @@ from dpfair.cli.runs import load_model, method_name
 HELP = "private fairness figures of any model's predictions: per-group rates with intervals"
 DESCRIPTION = ("Release the counts group × label × prediction of a file of predictions once, with Laplace "
                "or Gaussian noise (whichever is smaller at the budget) on a ledger "
-               "(dpfair.measurement.frame), and print every group's rates, the "
-               "differences and ratios between groups, demographic parity and equalized odds, each with an "
-               "interval that includes the noise; a group too small for the budget is flagged. The group and "
-               "class lists are public: declare them. Writes the figures and the ledger as JSON.")
+               "(dpfair.measurement.frame), and print every group's rates, the differences and ratios between "
+               "groups, and the difference of each fairness notion whose rates are measured (demographic parity, "
+               "equalized odds, ...), each with an interval that includes the noise; a group too small for the "
+               "budget is flagged. The group and class lists are public: declare them. Writes the figures and the "
+               "ledger as JSON.")
 
 #: ``dpfair measure``'s column headers, by metric.
 MEASURE_HEADERS = {"count": "count", "selection_rate": "selection rate", "true_positive_rate": "TPR",
@@ -167,13 +168,10 @@ def run(args) -> int:
     table = measurement_table(record)
     print_columns(table, indent="  ")
     rows = []
-    for key, name in (("demographic_parity_difference", "demographic parity difference"),
-                      ("equalized_odds_difference", "equalized odds difference")):
-        if key in record:
-            shown = record[key]
-            rows.append((name, figure(shown["value"], shown["interval"])
-                         + (f" !  (unflagged groups: {figure(shown['value_unflagged'])})"
-                            if shown["flagged_groups"] else "")))
+    for notion, shown in record["notions"].items():  # every registered notion whose rates were measured
+        rows.append((f"{notion.replace('_', ' ')} difference", figure(shown["value"], shown["interval"])
+                     + (f" !  (unflagged groups: {figure(shown['value_unflagged'])})"
+                        if shown["flagged_groups"] else "")))
     flagged = sorted({g for g, figures in record["by_group"].items() for f in figures.values() if f["flagged"]})
     if flagged:
         rows.append(("! too few people", f"{', '.join(flagged)}: not a confident figure at this ε (raise --epsilon "

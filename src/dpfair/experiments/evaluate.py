@@ -38,13 +38,17 @@ EVALUATION = "evaluation"
 #: standard error can reach 0.5/√30 ≈ 0.09, so its fourth decimal (and often its first) is noise of the split.
 SMALL_TEST_GROUP = 30
 
-#: The metrics the private evaluation's frame computes (its intervals and flags); the table it releases is the same.
-FRAME_METRICS = ("accuracy", "error", "selection_rate", "true_positive_rate", "false_positive_rate")
+#: The metrics the private evaluation's frame computes besides the rates the registered notions compare.
+BASE_METRICS = ("accuracy", "error")
 
-#: For two classes, the frame's between-groups difference that equals each notion's pairwise violation.
-NOTION_DIFFERENCES = {"demographic_parity": ("selection_rate",), "equal_opportunity": ("true_positive_rate",),
-                      "predictive_equality": ("false_positive_rate",), "accuracy_parity": ("accuracy",),
-                      "equalized_odds": ("true_positive_rate", "false_positive_rate")}
+
+def frame_metrics() -> tuple[str, ...]:
+    """The metrics of the private evaluation's frame (its figures, intervals and flags): :data:`BASE_METRICS`,
+    then every registered notion's :attr:`~dpfair.fairness.notions.Notion.compared_rates`, each once, in
+    registration order (the built-in notions: accuracy, error, selection, true and false positive rates). Public
+    inputs only: the plan that splits ε is chosen from them."""
+    return tuple(dict.fromkeys(BASE_METRICS + tuple(r for name in notion_names()
+                                                    for r in get_notion(name).compared_rates)))
 
 
 def _groups(estimator, X, s):
@@ -116,11 +120,14 @@ def evaluate(estimator, X, y, s=None, group_names=None, *, sensitive_features=No
     ``group_names``), the labels ``classes`` (default: the estimator's ``classes_``); a group's absence is never
     read off the rows. ``evaluation`` is then ``{"private": True, "epsilon", "delta", "unit", "accountant",
     "noise_std", "privacy_ledger": its records, "event": its dp_accounting event (JSON), "intervals", "flags"}``:
-    ``intervals`` holds the frame's intervals (rows and noise) of the per-group accuracies and, for two labels, of each notion's violation (the
-    frame's between-groups difference interval of the rate it compares; equalized odds, the larger of two
-    differences: the frame's ``equalized_odds_interval()``); ``flags`` the
+    ``intervals`` holds the frame's intervals (rows and noise) of the per-group accuracies and of each notion's
+    violation whose measured rates give it (:meth:`~dpfair.fairness.notions.Notion.measured_rates`: for two
+    labels, every built-in notion), the frame's interval of the largest between-groups difference of the rates
+    the notion compares (``frame.notion_interval(notion)``); ``flags`` the
     groups whose figures rest on too few people (the frame's flags), by metric, and under ``"notions"`` the
-    notions whose violation compares such a figure. ``epsilon=inf`` computes the
+    notions whose violation compares such a figure (a notion of no measured rate: any group flagged for any
+    rate). The frame measures :func:`frame_metrics`, so a notion registered later gets its interval and flags
+    with no change here. ``epsilon=inf`` computes the
     same figures from the exact table (no noise; labelled non-private).
     """
     if s is not None and sensitive_features is not None:
@@ -164,7 +171,8 @@ def _private_evaluation(y, y_pred, s, group_names, *, epsilon, delta, privacy_un
             s = pd.Series(s).map(lambda v: lookup.get(v, v)).to_numpy(dtype=object)
             groups = named
     # a group too small for a confident figure warns here (UtilityWarning) and is listed in the result's flags
-    frame = PrivateMetricFrame(list(FRAME_METRICS), y, y_pred, s, groups=groups, classes=classes, epsilon=epsilon,
+    metrics = frame_metrics()
+    frame = PrivateMetricFrame(list(metrics), y, y_pred, s, groups=groups, classes=classes, epsilon=epsilon,
                                delta=delta, privacy_unit=privacy_unit, accountant=accountant,
                                random_state=random_state)
     table = frame.table_  # the released table, negative counts clipped to 0: everything below post-processes it
@@ -183,23 +191,17 @@ def _private_evaluation(y, y_pred, s, group_names, *, epsilon, delta, privacy_un
     found = {"per_group_accuracy": {n: [float(intervals.loc[g, ("accuracy", "low")]),
                                         float(intervals.loc[g, ("accuracy", "high")])]
                                     for n, g in zip(names, frame.groups_)}}
-    if len(frame_classes) == 2:
-        differences = frame.difference_interval()
-        found["fairness"] = {notion: [max(float(differences.loc[m, "low"]) for m in NOTION_DIFFERENCES[notion]),
-                                      max(float(differences.loc[m, "high"]) for m in NOTION_DIFFERENCES[notion])]
-                             for notion in fairness if notion in NOTION_DIFFERENCES}
-        if "equalized_odds" in found["fairness"]:  # the larger of two differences, on every bootstrap replicate
-            found["fairness"]["equalized_odds"] = list(frame.equalized_odds_interval())
+    measured = {name: get_notion(name).measured_rates(len(frame_classes)) for name in fairness}
+    if any(measured.values()):  # the interval of the largest difference of the notion's rates
+        found["fairness"] = {name: list(frame.notion_interval(name)) for name, rates in measured.items() if rates}
     if unit != "sensitive":
         overall = frame.overall_interval()
         found["error"] = [float(overall.loc["error", "low"]), float(overall.loc["error", "high"])]
     flags = {m: [n for n, g in zip(names, frame.groups_) if bool(frame.flags.loc[g, m])] for m in frame.flags.columns}
-    # the notions whose compared rates rest on a flagged group (more than two labels, or a notion of no
-    # frame metric: any group flagged for any rate)
-    rates = [m for m in FRAME_METRICS if m != "error"]
-    flags["notions"] = [notion for notion in fairness
-                        if any(flags[m] for m in (NOTION_DIFFERENCES.get(notion, rates) if len(frame_classes) == 2
-                                                  else rates))]
+    # the notions whose compared rates rest on a flagged group (a notion whose measured rates do not give it, as
+    # for more than two labels: any group flagged for any rate)
+    rates = [m for m in metrics if m != "error"]
+    flags["notions"] = [name for name in fairness if any(flags[m] for m in (measured[name] or rates))]
     eps, spent_delta = frame.privacy_spent_
     evaluation = {"private": private, "epsilon": eps, "delta": spent_delta, "unit": unit, "accountant": accountant,
                   "noise_std": frame.noise_std_, "privacy_ledger": frame.privacy_ledger_.to_records(),

@@ -40,13 +40,29 @@ Everything the library does with a notion derives from these two choices:
   :meth:`Notion.table_violation`), so a released (noisy) table gives every notion's violation by the same code
   as the exact one (``dpfair.experiments.evaluate`` with ``epsilon=``).
 
+**What a measurement compares.** A private measurement (``dpfair.measurement``, one layer up) releases
+per-group rates under fairlearn's names, the positive class against the rest; each notion states, as data, the
+rates it compares there (:attr:`Notion.compared_rates`): demographic parity ``selection_rate``, equalized odds
+``true_positive_rate`` and ``false_positive_rate``, equal opportunity ``true_positive_rate``, predictive
+equality ``false_positive_rate``, accuracy parity ``accuracy``. For two labels the largest between-groups
+difference of those rates is the notion's pairwise violation (the identities above); for more labels a
+selection-rate notion compares every class, which those rates do not hold, so :meth:`Notion.measured_rates`
+claims them for two labels only (a subclass may claim more). :meth:`Notion.difference` and
+:meth:`Notion.difference_interval` read a measured frame through a small duck-typed protocol —
+``frame.difference(rates)`` (each rate's max − min over the groups) and ``frame.max_difference_interval(rates)``
+(the interval of the largest of them, simultaneous over the rates) — so this module imports no measurement
+or privacy module: the value is ``max_rate difference(rate)``, its interval the frame's interval of that max.
+
 Notions are registered by name (:func:`register_notion`, :func:`get_notion`): estimators keep a
 string hyper-parameter (``notion="equalized_odds"``, as scikit-learn's ``clone`` needs) and resolve
-it once here. A new notion is a subclass that states its cells and rate, registered in this file.
+it once here. A new notion is a subclass that states its cells, rate and compared rates, registered in this
+file; :func:`unregister_notion` (or the context manager :func:`registered_notion`) takes back one that is not
+built in, as tests that register a notion of their own do.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,6 +98,8 @@ __all__ = [
     "get_notion",
     "notion_names",
     "register_notion",
+    "registered_notion",
+    "unregister_notion",
 ]
 
 #: The rates a notion can compare.
@@ -211,9 +229,10 @@ def contingency_table(y, y_pred, s, n_classes: int, n_groups: int) -> np.ndarray
 class Notion:
     """A group fairness notion: its reference cells (sets of labels) and the rate it compares in them.
 
-    Subclasses set :attr:`name`, :attr:`rate`, :attr:`conditions_on_label` and
-    :attr:`uses_positive_label`, and say which labels each cell holds (:meth:`cell_labels`); the
-    partition, the outcomes, the rate table and the violation follow (module docstring). Labels are
+    Subclasses set :attr:`name`, :attr:`rate`, :attr:`conditions_on_label`,
+    :attr:`uses_positive_label` and :attr:`compared_rates`, and say which labels each cell holds
+    (:meth:`cell_labels`); the partition, the outcomes, the rate table, the violation and the reading
+    of a measured frame follow (module docstring). Labels are
     codes ``0..l-1`` in the low-level methods (``positive`` a code too); :meth:`partition`,
     :meth:`rate_table` and :meth:`violation` take arbitrary values and encode them in sorted order.
     """
@@ -226,6 +245,10 @@ class Notion:
     conditions_on_label: bool = False
     #: Whether the notion singles out a positive label (its cells or its rate).
     uses_positive_label: bool = False
+    #: The rates of a measurement (fairlearn's names, the positive class against the rest) the notion compares
+    #: across groups: its difference on a frame is the largest of their between-groups differences (module
+    #: docstring). Empty: no measured rate gives the notion.
+    compared_rates: tuple[str, ...] = ()
 
     def cell_labels(self, n_classes: int, positive: int = 1) -> tuple[tuple[int, ...], ...]:
         """The label codes of each reference cell, for ``n_classes`` labels and the ``positive`` code."""
@@ -233,6 +256,34 @@ class Notion:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+    # ---- on a measured frame -----------------------------------------------------------------------------
+    def measured_rates(self, n_classes: int) -> tuple[str, ...]:
+        """The :attr:`compared_rates` when their largest between-groups difference is this notion's pairwise
+        violation on ``n_classes`` labels, else ``()``. For two labels it is (``P(ŷ = 0 | ·) = 1 − P(ŷ = 1 | ·)``,
+        so the gap of class 1 is every class's); for more, the measured rates single out the positive class and
+        the built-in notions claim none."""
+        return tuple(self.compared_rates) if int(n_classes) == 2 else ()
+
+    def _compared(self) -> list[str]:
+        if not self.compared_rates:
+            raise ValueError(f"{self.name} compares no measured rate (its compared_rates is empty); measure it "
+                             "from a table with table_violation")
+        return list(self.compared_rates)
+
+    def difference(self, frame) -> float:
+        """The notion's value on a measured frame: ``max_rate frame.difference(rates)[rate]`` over
+        :attr:`compared_rates`, each the largest minus the smallest group's rate (fairlearn's
+        ``between_groups``). For two labels the pairwise violation of the released rates; post-processing."""
+        rates = self._compared()
+        values = frame.difference(rates)
+        return float(max(values[r] for r in rates))
+
+    def difference_interval(self, frame) -> tuple[float, float]:
+        """The interval of :meth:`difference`: ``frame.max_difference_interval(rates)``, the frame's interval of
+        the largest between-groups difference of the compared rates (simultaneous over them)."""
+        low, high = frame.max_difference_interval(self._compared())
+        return float(low), float(high)
 
     # ---- on codes ----------------------------------------------------------------------------------------
     def cell_key(self, labels: tuple[int, ...]):
@@ -377,12 +428,14 @@ class DemographicParity(Notion):
     """``P(ŷ = j | S = r)`` equal for every group r (and every class j)."""
 
     name, rate = "demographic_parity", SELECTION
+    compared_rates = ("selection_rate",)
 
 
 class EqualizedOdds(Notion):
     """``P(ŷ = j | Y = y, S = r)`` equal for every group r, within each label y (binary: TPR and FPR)."""
 
     name, rate, conditions_on_label = "equalized_odds", SELECTION, True
+    compared_rates = ("true_positive_rate", "false_positive_rate")
 
     def cell_labels(self, n_classes: int, positive: int = 1) -> tuple[tuple[int, ...], ...]:
         return tuple((c,) for c in range(n_classes))
@@ -395,6 +448,7 @@ class EqualOpportunity(Notion):
     """
 
     name, rate, conditions_on_label, uses_positive_label = "equal_opportunity", POSITIVE, True, True
+    compared_rates = ("true_positive_rate",)
 
     def cell_labels(self, n_classes: int, positive: int = 1) -> tuple[tuple[int, ...], ...]:
         return ((positive,),)
@@ -404,6 +458,7 @@ class AccuracyParity(Notion):
     """``P(ŷ = y | S = r)`` equal for every group r."""
 
     name, rate = "accuracy_parity", ACCURACY
+    compared_rates = ("accuracy",)
 
 
 class PredictiveEquality(Notion):
@@ -414,6 +469,7 @@ class PredictiveEquality(Notion):
     """
 
     name, rate, conditions_on_label, uses_positive_label = "predictive_equality", POSITIVE, True, True
+    compared_rates = ("false_positive_rate",)
 
     def cell_labels(self, n_classes: int, positive: int = 1) -> tuple[tuple[int, ...], ...]:
         return (tuple(c for c in range(n_classes) if c != positive),)
@@ -431,6 +487,27 @@ def register_notion(notion: Notion) -> Notion:
         raise ValueError(f"a notion named {notion.name!r} is already registered")
     _REGISTRY[notion.name] = notion
     return notion
+
+
+def unregister_notion(name: str) -> Notion:
+    """Take the notion named ``name`` out of the registry and return it; a built-in notion stays (estimators and
+    saved models name it)."""
+    if name in NOTIONS:
+        raise ValueError(f"{name!r} is a built-in notion; only a notion registered later can be unregistered")
+    if name not in _REGISTRY:
+        raise ValueError(f"no notion named {name!r} is registered; registered: {', '.join(_REGISTRY)}")
+    return _REGISTRY.pop(name)
+
+
+@contextmanager
+def registered_notion(notion: Notion):
+    """``with registered_notion(MyNotion()):`` the notion is registered inside the block and unregistered after
+    it, whatever happens there (a test's own notion)."""
+    register_notion(notion)
+    try:
+        yield notion
+    finally:
+        unregister_notion(notion.name)
 
 
 def notion_names() -> tuple[str, ...]:

@@ -24,14 +24,19 @@ import pandas as pd
 from dpfair.datasets import Schema, read_table, read_with_schema
 from dpfair.datasets.schema import GROUP_JOIN
 from dpfair.measurement.frame import PrivateMetricFrame
+from dpfair.fairness.notions import get_notion, notion_names
 from dpfair.fairness.scorers import predict_with_groups
 
-__all__ = ["DEFAULT_METRICS", "INTERVAL_TARGETS", "measure_file", "measure_rows", "measurement_record",
-           "predictions_of_model", "read_predictions"]
+__all__ = ["DEFAULT_METRICS", "FAIRLEARN_DIFFERENCES", "INTERVAL_TARGETS", "measure_file", "measure_rows",
+           "measurement_record", "predictions_of_model", "read_predictions"]
 
 #: The figures ``dpfair measure`` reports when ``--metrics`` is not given (the noisy group size, and the rates
 #: behind demographic parity, equalized odds and accuracy parity).
 DEFAULT_METRICS = ("count", "selection_rate", "true_positive_rate", "false_positive_rate", "accuracy")
+
+#: fairlearn's names of two notions' differences, kept as keys of a measurement's record (beside ``"notions"``).
+FAIRLEARN_DIFFERENCES = {"demographic_parity_difference": "demographic_parity",
+                         "equalized_odds_difference": "equalized_odds"}
 
 #: What the intervals cover: ``"population"`` (the privacy noise and the sampling of the rows: the value in the
 #: population the rows were drawn from) or ``"rows"`` (the privacy noise only: the exact value on these rows).
@@ -184,7 +189,11 @@ def _interval(low, high) -> list[float | None]:
 def measurement_record(frame: PrivateMetricFrame, attribute: str | None = None) -> dict:
     """Everything a measurement publishes, as JSON-ready values: the released figures with their intervals and
     flags, the budget spent with whom it protects (``attribute``: the name of the group column) and the ledger.
-    All of it is post-processing of the one release (or public)."""
+    Under ``"notions"``, every registered notion whose :attr:`~dpfair.fairness.notions.Notion.compared_rates`
+    were measured: its rates, its difference and interval (``frame.notion_difference``, ``.notion_interval``:
+    the positive class against the rest; for two labels, the notion's violation), the groups flagged for any of
+    its rates and its difference over the others; two of them also under fairlearn's names
+    (:data:`FAIRLEARN_DIFFERENCES`). All of it is post-processing of the one release (or public)."""
     from dpfair.privacy.record import PrivacyRecord
 
     by_group, bounds, flags = frame.by_group, frame.intervals, frame.flags
@@ -219,14 +228,18 @@ def measurement_record(frame: PrivateMetricFrame, attribute: str | None = None) 
               "secure_mode": frame.secure_mode,
               "noise_multiplier": frame.noise_multiplier_, "noise_std": frame.noise_std_,
               "privacy_ledger": frame.privacy_ledger_.to_records()}
-    if {"selection_rate"} <= set(frame.metrics):
-        record["demographic_parity_difference"] = {"value": _float(frame.demographic_parity_difference),
-                                                   "interval": _interval(*frame.demographic_parity_interval()),
-                                                   **_unflagged(between, ("selection_rate",))}
-    if {"true_positive_rate", "false_positive_rate"} <= set(frame.metrics):
-        record["equalized_odds_difference"] = {"value": _float(frame.equalized_odds_difference),
-                                               "interval": _interval(*frame.equalized_odds_interval()),
-                                               **_unflagged(between, ("true_positive_rate", "false_positive_rate"))}
+    # every registered notion whose compared rates were measured: its difference, interval and flagged groups
+    notions = {}
+    for name in notion_names():
+        notion = get_notion(name)
+        rates = tuple(notion.compared_rates)
+        if rates and set(rates) <= set(frame.metrics):
+            notions[name] = {"rates": list(rates), "value": _float(frame.notion_difference(notion)),
+                             "interval": _interval(*frame.notion_interval(notion)), **_unflagged(between, rates)}
+    for key, name in FAIRLEARN_DIFFERENCES.items():
+        if name in notions:
+            record[key] = {k: v for k, v in notions[name].items() if k != "rates"}
+    record["notions"] = notions
     return record
 
 

@@ -39,6 +39,12 @@ their level for every group size, a group of one included, because they never re
 The figures themselves are each metric's unclipped linear reads summed, then clipped to their range (a count to
 ``[0, n]``, a rate to ``[0, 1]``; NaN when the noisy denominator is ≤ 0).
 
+A fairness notion's figure (:meth:`PrivateMetricFrame.notion_difference`, ``.notion_interval()``; fairlearn's
+``demographic_parity_difference`` and ``equalized_odds_difference`` are two of them) is the largest difference of
+the rates the notion compares (:attr:`~dpfair.fairness.notions.Notion.compared_rates`), with the interval of that
+largest difference (``.max_difference_interval()``, simultaneous over the rates): the notion object says what it
+compares, the frame measures it, so a notion registered later is measured with no change here.
+
 Differences between groups (``.difference_interval()``, the spread max − min that noisy rates bias upward) use a
 parametric bootstrap on the released tables when every group's figure is confident: each replicate (a) draws the
 rows again when ``sampling=True`` — for every group a multinomial of its noisy total over the cells ``[y, ŷ]`` of
@@ -63,6 +69,7 @@ import numpy as np
 import pandas as pd
 
 from dpfair.exceptions import UtilityWarning
+from dpfair.fairness.notions import get_notion
 from dpfair.measurement.plan import (
     COUNT_TABLES,
     FULL,
@@ -468,24 +475,49 @@ class PrivateMetricFrame:
     def group_max(self) -> pd.Series:
         return self.by_group.max()
 
-    def difference(self) -> pd.Series:
-        """Largest minus smallest group value of each metric (fairlearn's ``method="between_groups"``)."""
-        return pd.Series({m: float(_between(self._values(self.noisy_tables_, m), "difference")) for m in self.metrics})
+    def _named(self, metrics) -> list[str]:
+        """``metrics`` (default: the measured ones) under their canonical names."""
+        if metrics is None:
+            return list(self.metrics)
+        return [_ALIASES.get(m, m) for m in ([metrics] if isinstance(metrics, str) else metrics)]
 
-    def ratio(self) -> pd.Series:
-        """Smallest over largest group value of each metric (fairlearn's ``method="between_groups"``)."""
-        return pd.Series({m: float(_between(self._values(self.noisy_tables_, m), "ratio")) for m in self.metrics})
+    def difference(self, metrics=None) -> pd.Series:
+        """Largest minus smallest group value of each metric (fairlearn's ``method="between_groups"``);
+        ``metrics``: which (default: the measured ones; any other the released tables give)."""
+        return pd.Series({m: float(_between(self._values(self.noisy_tables_, m), "difference"))
+                          for m in self._named(metrics)})
+
+    def ratio(self, metrics=None) -> pd.Series:
+        """Smallest over largest group value of each metric (fairlearn's ``method="between_groups"``);
+        ``metrics`` as for :meth:`difference`."""
+        return pd.Series({m: float(_between(self._values(self.noisy_tables_, m), "ratio")) for m in self._named(metrics)})
+
+    # ---- fairness notions ---------------------------------------------------------------------------------
+    def notion_difference(self, notion) -> float:
+        """A fairness notion's difference on the released tables: the largest between-groups difference of the
+        rates it compares (``notion``: a registered name or a :class:`~dpfair.fairness.notions.Notion`; its
+        :meth:`~dpfair.fairness.notions.Notion.difference`, which reads :meth:`difference`). For two labels it is
+        the notion's pairwise violation of the released rates; for more, the positive class against the rest
+        (fairlearn's reading)."""
+        return get_notion(notion).difference(self)
+
+    def notion_interval(self, notion) -> tuple[float, float]:
+        """The interval of :meth:`notion_difference` (the notion's
+        :meth:`~dpfair.fairness.notions.Notion.difference_interval`: :meth:`max_difference_interval` of its
+        rates)."""
+        return get_notion(notion).difference_interval(self)
 
     @property
     def demographic_parity_difference(self) -> float:
-        """fairlearn's ``demographic_parity_difference``: the difference of the groups' selection rates."""
-        return float(_between(self._values(self.noisy_tables_, "selection_rate"), "difference"))
+        """fairlearn's ``demographic_parity_difference``: the difference of the groups' selection rates
+        (``notion_difference("demographic_parity")``)."""
+        return self.notion_difference("demographic_parity")
 
     @property
     def equalized_odds_difference(self) -> float:
-        """fairlearn's ``equalized_odds_difference``: the larger difference of true and false positive rates."""
-        return float(max(_between(self._values(self.noisy_tables_, "true_positive_rate"), "difference"),
-                         _between(self._values(self.noisy_tables_, "false_positive_rate"), "difference")))
+        """fairlearn's ``equalized_odds_difference``: the larger difference of true and false positive rates
+        (``notion_difference("equalized_odds")``)."""
+        return self.notion_difference("equalized_odds")
 
     # ---- intervals ----------------------------------------------------------------------------------------
     @property
@@ -629,16 +661,27 @@ class PrivateMetricFrame:
         return pd.DataFrame([self._difference_interval(m) for m in self.metrics], index=self.metrics,
                             columns=["low", "high"])
 
+    def max_difference_interval(self, metrics) -> tuple[float, float]:
+        """The interval of the largest between-groups difference of ``metrics`` (what a notion comparing them
+        reads, :meth:`notion_interval`). One metric: its row of :meth:`difference_interval`. Several: a
+        simultaneous lower bound on every pair's absolute difference of every metric, and the percentile of the
+        largest difference on the replicates above (``_spread_interval``; with two groups too, where the
+        percentile interval of the larger of two absolute differences misses 0 as max − min does); from the
+        per-group intervals at Bonferroni level when a group is flagged for one of them."""
+        names = list(dict.fromkeys(self._named(metrics)))
+        if not names:
+            raise ValueError("max_difference_interval needs at least one metric")
+        return self._difference_interval(names[0]) if len(names) == 1 else self._spread_interval(names)
+
     def demographic_parity_interval(self) -> tuple[float, float]:
-        """The interval of :attr:`demographic_parity_difference` (as :meth:`difference_interval`)."""
-        return self._difference_interval("selection_rate")
+        """The interval of :attr:`demographic_parity_difference` (as :meth:`difference_interval`;
+        ``notion_interval("demographic_parity")``)."""
+        return self.notion_interval("demographic_parity")
 
     def equalized_odds_interval(self) -> tuple[float, float]:
         """The interval of :attr:`equalized_odds_difference`, the larger of the true and false positive rates'
-        differences: a simultaneous lower bound on every pair's absolute difference of both rates, and the
-        percentile of the larger difference on the replicates above (``_spread_interval``; with two groups too,
-        where the percentile interval of the larger of two absolute differences misses 0 as max − min does)."""
-        return self._spread_interval(["true_positive_rate", "false_positive_rate"])
+        differences (:meth:`max_difference_interval` of both; ``notion_interval("equalized_odds")``)."""
+        return self.notion_interval("equalized_odds")
 
 
 def _score_range(score_range) -> tuple[float, float]:
