@@ -138,7 +138,8 @@ def phases_of_train(argv: list[str], report: Path) -> None:
     """Run ``dpfair train`` in this process with timers around the library calls; write the phases to ``report``."""
     started = time.perf_counter()
     from dpfair import cli, datasets, experiments, privacy  # what the command imports lazily: counted as imports
-    from dpfair.algorithms import base, dpfermi_engine
+    from dpfair.algorithms import base
+    import dpfair.algorithms.dpfermi.loop as dpfermi_loop
     from dpfair.privacy.plan import PrivacyPlan
 
     del datasets, privacy
@@ -161,7 +162,7 @@ def phases_of_train(argv: list[str], report: Path) -> None:
     timed(cli, "_load_data", "data loading")
     timed(base.FairEstimator, "fit", "fit")
     timed(PrivacyPlan, "calibrate", "calibration")  # σ for the budget: what a fit's plan() runs
-    timed(dpfermi_engine, "train", "training loop")
+    timed(dpfermi_loop, "train", "training loop")
     timed(experiments, "evaluate", "evaluation")
     timed(cli, "_write_atomic", "writing")
     with contextlib.redirect_stdout(io.StringIO()):

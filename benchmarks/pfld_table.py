@@ -52,7 +52,7 @@ import pandas as pd  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import StratifiedKFold  # noqa: E402
 
-from dpfair.algorithms.dpfermi import DPFERMIClassifier  # noqa: E402
+from dpfair.algorithms.dpfermi.estimator import DPFERMIClassifier  # noqa: E402
 from dpfair.algorithms.erm import ERMClassifier  # noqa: E402
 from dpfair.algorithms.fairlearn_wrappers import ReductionsClassifier  # noqa: E402
 from dpfair.algorithms.pfld import PFLDClassifier  # noqa: E402

@@ -44,7 +44,7 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from dpfair.algorithms import DPFERMIClassifier  # noqa: E402
-from dpfair.algorithms.dpfermi import dpfermi_plan  # noqa: E402
+from dpfair.algorithms.dpfermi.estimator import dpfermi_plan  # noqa: E402
 from dpfair.datasets import load_dataset  # noqa: E402
 from dpfair.experiments import evaluate  # noqa: E402
 from dpfair.experiments.runner import declared_estimator  # noqa: E402

@@ -96,7 +96,7 @@ def _skip_clipping(stack: ExitStack) -> None:
 
 
 def _private_proportions(stack: ExitStack) -> None:
-    from dpfair.algorithms.dpfermi import COUNTS
+    from dpfair.algorithms.dpfermi.data import COUNTS
     from dpfair.privacy import Release
 
     noisy_sum = Release.noisy_sum

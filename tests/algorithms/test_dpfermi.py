@@ -14,9 +14,12 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
 from dpfair.algorithms import DPFERMIClassifier, fit_dpfermi_grid
-from dpfair.algorithms import dpfermi_engine as engine
-from dpfair.algorithms.dpfermi import paper_noise
-from dpfair.algorithms.dpfermi_reference import FermiHyperParameters, FermiSchedule
+import dpfair.algorithms.dpfermi.batched as batched
+import dpfair.algorithms.dpfermi.loop as loop
+import dpfair.algorithms.dpfermi.data as fdata
+import dpfair.algorithms.dpfermi.models as fmodels
+from dpfair.algorithms.dpfermi.data import FermiHyperParameters, FermiSchedule
+from dpfair.algorithms.dpfermi.estimator import effective_noise_multiplier, noise_scales, paper_noise
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.nn import LogisticRegression, make_model
 from dpfair.privacy import (
@@ -47,19 +50,19 @@ FAST = dict(batch_size=64, epochs=3, epsilon=4.0, groups=3)
 
 def _hp(lam, learning_rate=0.1, w_learning_rate=0.1, w_radius=3.0, noise_theta=1.0, noise_w=1.0, w_bound=3.0,
         target_error=None, lam_rate=20.0):
-    """One model's :class:`FermiHyperParameters` (its schedule unused: the engine takes the run's)."""
+    """One model's :class:`FermiHyperParameters` (its schedule unused: the loop takes the run's)."""
     return FermiHyperParameters(FermiSchedule(0.5, 1, 8, False, 1.0), lam, learning_rate, w_learning_rate, w_radius,
                                 noise_theta, noise_w, w_bound, target_error, lam_rate)
 
 
 def _train(models, data, schedule, hp):
-    """The engine with secret streams keyed by seed group (deterministic under ``replay``); returns W."""
+    """The loop with secret streams keyed by seed group (deterministic under ``replay``); returns W."""
     S, G = hp.lam.shape
     samplers = [SecretRandom(("batches", g)) for g in range(S)]
     release = Release(Part("dp-fermi step", sampling_probability=min(schedule.sampling_probability, 1.0)),
                       [1.0] * (S * G), SecretRandom(("noise",)), [PrivacyLedger("sensitive") for _ in range(S * G)])
-    return engine.train(models, data, schedule, hp, samplers, release,
-                        [torch.Generator().manual_seed(g) for g in range(S)])
+    return loop.train(models, data, schedule, hp, samplers, release,
+                      [torch.Generator().manual_seed(g) for g in range(S)])
 
 
 # ---- the release of one step: sensitivity by brute force ------------------------------------------------------
@@ -78,14 +81,14 @@ def _release_fn(model, notion, unit, lam, k, l, C=1.0, seed=0):
     def f(X, y, s):
         cells = {"demographic_parity": np.zeros(len(y), int), "equalized_odds": y,
                  "equal_opportunity": np.where(y == 1, 0, -1)}[notion]
-        data = engine.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
+        data = fdata.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
                                 torch.tensor(cells), m, k, l)
-        schedule = engine.FermiSchedule(0.5, 1, 8, record, C)
-        hp = engine.FermiModels.stack([[_hp(lam, w_radius=radius, noise_theta=0.0, noise_w=0.0, w_bound=w_bound)]],
+        schedule = fdata.FermiSchedule(0.5, 1, 8, record, C)
+        hp = fdata.FermiModels.stack([[_hp(lam, w_radius=radius, noise_theta=0.0, noise_w=0.0, w_bound=w_bound)]],
                                       inv_sqrt_p[None, None], "cpu")
         models = model() if callable(model) else model
         idx = torch.arange(len(y))[None]
-        theta, wsum = engine.secret_sums(models, data, schedule, hp, W, idx, torch.ones_like(idx, dtype=torch.bool))
+        theta, wsum = batched.secret_sums(models, data, schedule, hp, W, idx, torch.ones_like(idx, dtype=torch.bool))
         return torch.cat([theta[0, 0] / (math.sqrt(2) * C), wsum[0, 0].flatten() / (math.sqrt(2) * w_bound)])
 
     return f
@@ -94,7 +97,7 @@ def _release_fn(model, notion, unit, lam, k, l, C=1.0, seed=0):
 def _linear(d, L, seed=0):
     g = torch.Generator().manual_seed(seed)
     weight, bias = torch.randn(1, 1, L, d, generator=g) * 2, torch.randn(1, 1, L, generator=g)
-    return lambda: engine.LinearModels(weight.clone(), bias.clone())
+    return lambda: fmodels.LinearModels(weight.clone(), bias.clone())
 
 
 @pytest.mark.parametrize("notion,l", [("demographic_parity", 2), ("demographic_parity", 3), ("equalized_odds", 2),
@@ -120,21 +123,21 @@ def test_module_release_sensitivity_mlp():
     k, d, l = 3, 4, 2
     X, y, s = _data(n=10, k=k, d=d, seed=5)
     mlp = make_model("mlp", d, l, hidden=(8,), seed=0)
-    f = _release_fn(engine.ModuleModel(mlp), "demographic_parity", "sensitive", lam=50.0, k=k, l=l)
+    f = _release_fn(fmodels.ModuleModel(mlp), "demographic_parity", "sensitive", lam=50.0, k=k, l=l)
     assert max_neighbour_distance(f, X, y, s, unit="sensitive", n_groups=k) <= 2.0 + 1e-5
 
 
 def test_module_secret_part_at_lambda_zero_is_zero_without_per_sample_work(monkeypatch):
     """Sensitive unit, λ = 0: the secret θ-sum λ·2u·F is identically zero, so no per-sample pass is run."""
     X, y, s = _data(n=12, k=2, d=4, seed=3)
-    model = engine.ModuleModel(make_model("mlp", 4, 2, hidden=(5,), seed=0))
+    model = fmodels.ModuleModel(make_model("mlp", 4, 2, hidden=(5,), seed=0))
     Xb, yb = torch.tensor(X, dtype=torch.float32)[None], torch.tensor(y)[None]
     onehot = torch.nn.functional.one_hot(torch.tensor(s), 2).float()[None]
     h_cells = torch.randn(1, 2, 1, 2)
     args = (Xb, None, None, yb, onehot, h_cells, False)
     full, cells = model.gradient_sum(*args, torch.full((1, 1), 1e-9), 1.0)
     assert full.abs().max() > 0  # a tiny λ still runs the clipped pass
-    monkeypatch.setattr(engine, "clipped_gradient_sum", lambda *a, **k: pytest.fail("per-sample pass at λ = 0"))
+    monkeypatch.setattr(fmodels, "clipped_gradient_sum", lambda *a, **k: pytest.fail("per-sample pass at λ = 0"))
     zero, cells0 = model.gradient_sum(*args, torch.zeros(1, 1), 1.0)
     assert zero.shape == full.shape and not zero.any()
     torch.testing.assert_close(cells0, cells)  # the W part's Σ onehot ⊗ F is still computed
@@ -146,14 +149,14 @@ def test_added_noise_has_the_calibrated_standard_deviation(replay):
     """One step of 20 seed groups with λ = 0 and no public part's effect on the difference of two runs."""
     n, d, S = 50, 199, 20
     X, y, s = _data(n=n, k=2, d=d)
-    data = engine.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
+    data = fdata.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
                             torch.zeros(n, dtype=torch.long), 1, 2, 2)
-    schedule = engine.FermiSchedule(0.5, 1, 10, False, 1.0)
+    schedule = fdata.FermiSchedule(0.5, 1, 10, False, 1.0)
     thetas = []
     for noise in (0.0, 3.0):
-        hp = engine.FermiModels.stack([[_hp(0.0, 1.0, 1.0, 1.0, noise, noise, 1.0)]] * S, torch.ones(S, 1, 1, 2),
+        hp = fdata.FermiModels.stack([[_hp(0.0, 1.0, 1.0, 1.0, noise, noise, 1.0)]] * S, torch.ones(S, 1, 1, 2),
                                       "cpu")
-        models = engine.LinearModels(torch.zeros(S, 1, 1, d), torch.zeros(S, 1, 1))
+        models = fmodels.LinearModels(torch.zeros(S, 1, 1, d), torch.zeros(S, 1, 1))
         with replay(0):  # the same secret batches in both runs
             _train(models, data, schedule, hp)
         thetas.append(torch.cat([models.weight.flatten(1), models.bias.flatten(1)], 1))
@@ -165,9 +168,9 @@ def test_added_noise_has_the_calibrated_standard_deviation(replay):
 
 
 def test_noise_scales_split_one_event_between_theta_and_w():
-    a, b = engine.noise_scales(2.0, 1.5, 3.0)
+    a, b = noise_scales(2.0, 1.5, 3.0)
     assert a == pytest.approx(2 * math.sqrt(2) * 1.5) and b == pytest.approx(2 * math.sqrt(2) * 3.0)
-    assert engine.effective_noise_multiplier(a, b, 1.5, 3.0) == pytest.approx(2.0)
+    assert effective_noise_multiplier(a, b, 1.5, 3.0) == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize("unit,relation", [("sensitive", dpa.NeighboringRelation.REPLACE_ONE),
@@ -220,7 +223,7 @@ def test_linear_closed_form_gradients_agree_with_autograd():
         y = np.asarray(y) % l
         model = LogisticRegression(6, l, seed=1)
         lin = model.linear
-        models = engine.LinearModels(lin.weight.detach().clone()[None, None], lin.bias.detach().clone()[None, None])
+        models = fmodels.LinearModels(lin.weight.detach().clone()[None, None], lin.bias.detach().clone()[None, None])
         onehot = torch.nn.functional.one_hot(torch.tensor(s), 3).float()[None]
         h_cells = torch.randn(1, 3, 1, l)
         Xt = torch.tensor(X, dtype=torch.float32)
@@ -229,7 +232,7 @@ def test_linear_closed_form_gradients_agree_with_autograd():
                                      torch.tensor(y)[None], onehot, h_cells, True, torch.tensor([[0.7]]), None)
         h = (onehot[0] @ h_cells[0, :, 0])
         a = torch.ones(40)
-        loss = engine.fermi_loss(model(Xt), (torch.tensor(y), h, a, 0.7 * a))
+        loss = fmodels.fermi_loss(model(Xt), (torch.tensor(y), h, a, 0.7 * a))
         want = torch.cat([g.flatten() for g in torch.autograd.grad(loss, [lin.weight, lin.bias])])
         torch.testing.assert_close(got[0, 0], want, atol=1e-5, rtol=1e-4)
 
@@ -450,11 +453,11 @@ def test_cnn_on_small_images():
 
 def test_tail_average_returns_the_mean_of_the_last_iterates(replay):
     X, y, s = _data(n=200, k=2, d=3)
-    data = engine.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
+    data = fdata.FermiData(torch.tensor(X, dtype=torch.float32), torch.tensor(y), torch.tensor(s),
                             torch.zeros(200, dtype=torch.long), 1, 2, 2)
-    hp = engine.FermiModels.stack([[_hp(1.0, 0.5, 0.1, 3.0, 2.0, 2.0, 3.0)]], torch.ones(1, 1, 1, 2), "cpu")
+    hp = fdata.FermiModels.stack([[_hp(1.0, 0.5, 0.1, 3.0, 2.0, 2.0, 3.0)]], torch.ones(1, 1, 1, 2), "cpu")
 
-    class Recording(engine.LinearModels):
+    class Recording(fmodels.LinearModels):
         def step(self, update):
             super().step(update)
             self.history.append(self.flat().clone())
@@ -463,7 +466,7 @@ def test_tail_average_returns_the_mean_of_the_last_iterates(replay):
     for average_from in (None, 6):
         models = Recording(torch.zeros(1, 1, 1, 3), torch.zeros(1, 1, 1))
         models.history = []
-        schedule = engine.FermiSchedule(0.2, 10, 40, False, 1.0, average_from)
+        schedule = fdata.FermiSchedule(0.2, 10, 40, False, 1.0, average_from)
         with replay(0):
             _train(models, data, schedule, hp)
         iterates[average_from] = (models.flat(), torch.stack(models.history))
@@ -564,26 +567,26 @@ def test_fit_many_refuses_one_estimator_twice():
 
 def test_adapt_lambda_raises_lambda_below_its_target_error_and_lowers_it_above():
     X, y, s = _data(n=200, k=2, d=3)
-    X1 = engine.LinearModels.features(torch.tensor(X, dtype=torch.float32))
+    X1 = fmodels.LinearModels.features(torch.tensor(X, dtype=torch.float32))
     yt = torch.tensor(y)
     g = torch.Generator().manual_seed(0)
-    models = engine.LinearModels(torch.randn(1, 3, 1, 3, generator=g), torch.randn(1, 3, 1, generator=g))
+    models = fmodels.LinearModels(torch.randn(1, 3, 1, 3, generator=g), torch.randn(1, 3, 1, generator=g))
     errors = models.errors(X1, yt)
     manual = [float(np.mean((X1.numpy() @ models.theta[0, j, 0].numpy() > 0) != y)) for j in range(3)]
     assert errors[0].tolist() == pytest.approx(manual)
-    hp = engine.FermiModels.stack([[_hp(2.0, target_error=target, lam_rate=10.0)
+    hp = fdata.FermiModels.stack([[_hp(2.0, target_error=target, lam_rate=10.0)
                                     for target in (float(errors[0, 0]) + 0.1, float(errors[0, 1]) - 0.1, None)]],
                                   torch.ones(1, 3, 1, 2), "cpu")
-    engine.adapt_lambda(models, X1, yt, hp)
+    loop.adapt_lambda(models, X1, yt, hp)
     assert hp.lam[0].tolist() == pytest.approx([2.0 * math.exp(1.0), 2.0 * math.exp(-1.0), 2.0])  # NaN: fixed
     hp.target_error.fill_(0.99)  # unreachable: λ grows a factor e an epoch, up to LAM_MAX
     for _ in range(20):
-        engine.adapt_lambda(models, X1, yt, hp)
-    assert hp.lam[0].tolist() == pytest.approx([engine.LAM_MAX] * 3)
-    data = engine.FermiData(torch.tensor(X, dtype=torch.float32), yt, torch.tensor(s),
+        loop.adapt_lambda(models, X1, yt, hp)
+    assert hp.lam[0].tolist() == pytest.approx([fdata.LAM_MAX] * 3)
+    data = fdata.FermiData(torch.tensor(X, dtype=torch.float32), yt, torch.tensor(s),
                             torch.zeros(200, dtype=torch.long), 1, 2, 2)
-    with pytest.raises(ValueError, match="private under the record unit"):  # the engine refuses it too
-        _train(models, data, engine.FermiSchedule(0.2, 5, 40, True, 1.0), hp)
+    with pytest.raises(ValueError, match="private under the record unit"):  # the loop refuses it too
+        _train(models, data, fdata.FermiSchedule(0.2, 5, 40, True, 1.0), hp)
 
 
 def test_a_target_error_moves_lambda_at_no_privacy_cost(replay):

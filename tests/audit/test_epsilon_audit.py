@@ -152,7 +152,7 @@ def test_each_planted_bug_breaks_its_seam_inside_the_block_only():
     import torch
 
     from dpfair.selection import scores as selection
-    from dpfair.algorithms.dpfermi import COUNTS
+    from dpfair.algorithms.dpfermi.data import COUNTS
     from dpfair.measurement import frame as frame_module
     from dpfair.nn import per_sample
     from dpfair.privacy import Part, PrivacyLedger, PrivacyPlan, PrivacyUnit, Release, SecretRandom

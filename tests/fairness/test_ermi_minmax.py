@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from dpfair.algorithms import dpfermi_engine as engine
+import dpfair.algorithms.dpfermi.batched as batched
+import dpfair.algorithms.dpfermi.models as fmodels
 from dpfair.fairness import ermi
 from dpfair.fairness.ermi_minmax import optimal_w, psi_hat
 
@@ -46,7 +47,7 @@ def test_w_gradient_of_the_trainer_agrees_with_autograd():
     (want,) = torch.autograd.grad(psi_hat(F, s, W, 1 / p.sqrt()).sum(), W)
     onehot = torch.nn.functional.one_hot(s, 3).double()[None]
     cell_F = (onehot[0].T @ F)[None, :, None]  # Σ_rows onehot ⊗ F, shape (1, k, 1, l)
-    got = engine._w_gradient(W.detach()[None, None, None], cell_F, (1 / p.sqrt())[None, None, None],
+    got = batched._w_gradient(W.detach()[None, None, None], cell_F, (1 / p.sqrt())[None, None, None],
                              public=True, sensitive=True)
     torch.testing.assert_close(got[0, 0, 0], want)
 
@@ -58,5 +59,5 @@ def test_trainer_loss_is_psi_hat_plus_one():
     u = W[s] / p.sqrt()[s, None]
     wsq = (W**2).sum(0).expand(30, 3)
     zero = torch.zeros(30, dtype=torch.float64)
-    loss = engine.fermi_loss(logits, (torch.zeros(30, dtype=torch.long), 2 * u - wsq, zero, zero + 1))
+    loss = fmodels.fermi_loss(logits, (torch.zeros(30, dtype=torch.long), 2 * u - wsq, zero, zero + 1))
     assert loss.item() == pytest.approx((psi_hat(F, s, W, 1 / p.sqrt()) + 1).sum().item(), rel=1e-12)

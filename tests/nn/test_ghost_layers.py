@@ -241,7 +241,7 @@ def test_float32_cnn_agrees_within_single_precision():
 
 def test_dp_fermi_module_loss_takes_the_ghost_path(monkeypatch):
     """DP-FERMI's per-sample loss (cross-entropy weight, ERMI logit weights h, λ) on a CNN: ghost, exact."""
-    from dpfair.algorithms.dpfermi_engine import fermi_loss
+    from dpfair.algorithms.dpfermi.models import fermi_loss
 
     monkeypatch.setattr(methods, "vmap_gradients", lambda *a, **k: pytest.fail("fell back to vmap"))
     model, X, y = case("cnn_group", n=6)

@@ -12,7 +12,7 @@ from importlib import import_module
 
 #: ``{--method name: (module, class)}``, in the order ``dpfair methods`` lists them.
 _METHOD_HOMES = {
-    "dp-fermi": ("dpfermi", "DPFERMIClassifier"),
+    "dp-fermi": ("dpfermi.estimator", "DPFERMIClassifier"),
     "dp-sgd": ("dpsgd", "DPSGDClassifier"),
     "erm": ("erm", "ERMClassifier"),
     "pf-ld": ("pfld", "PFLDClassifier"),

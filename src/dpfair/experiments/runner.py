@@ -93,7 +93,7 @@ def run_grid(method: str, data, grid: dict[str, list] | list[dict] | None = None
     unit; ``metrics["evaluation"]``), the evaluation's event composed into its release group's event and ε.
     """
     from dpfair.algorithms import METHODS
-    from dpfair.algorithms.dpfermi_sweep import grid_points
+    from dpfair.algorithms.dpfermi.grid import grid_points
 
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
@@ -155,7 +155,7 @@ def _joint_release(estimators, shared_batches: bool, rows: list[int]) -> dict:
     what publishing only the private models costs; publishing both is ∞ either way."""
     import dp_accounting as dpa
 
-    from dpfair.algorithms.dpfermi_sweep import joint_event
+    from dpfair.algorithms.dpfermi.grid import joint_event
     from dpfair.privacy import epsilon_of
 
     first = estimators[0]

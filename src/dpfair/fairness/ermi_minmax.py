@@ -11,7 +11,7 @@ proportions ``p`` and ``W ∈ R^{k×l}``,
 and ``max_W (1/n) Σ_i ψ̂_i = ERMI(ŷ; s)`` for the soft predictions, reached at
 ``W*_rj = P(ŷ=j, s=r) / (√p_r P(ŷ=j))``.
 
-Its W-gradient (computed in :mod:`dpfair.algorithms.dpfermi_engine`) splits
+Its W-gradient (computed in :mod:`dpfair.algorithms.dpfermi.batched`) splits
 into a part that depends on ``x_i`` only and a part that carries ``s_i`` (the
 only thing DP of the sensitive attribute protects):
 

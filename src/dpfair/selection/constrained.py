@@ -5,7 +5,7 @@ alone (:func:`~dpfair.selection.settings.resolve_strategy`). There x and y are p
 released model on the training rows is post-processing: no search is needed to find the λ that meets "error ≤
 reference + X". One DP-FERMI fit spends the whole ε, its λ following the constraint by dual ascent after each
 epoch (``DPFERMIClassifier(target_error=reference + X)``,
-:func:`~dpfair.algorithms.dpfermi_engine.adapt_lambda`), from the estimator's ``lam``; the grid's λ values are
+:func:`~dpfair.algorithms.dpfermi.loop.adapt_lambda`), from the estimator's ``lam``; the grid's λ values are
 not tried one by one. Its ledger is the model's own (nothing else is released), and the model is trained at the
 total ε rather than the fraction random stopping leaves each run. How both strategies compare with the
 non-privately selected curve is measured in ``results/selection/summary.md`` (constrained) and

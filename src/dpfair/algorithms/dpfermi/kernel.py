@@ -1,6 +1,6 @@
-"""One fused CPU kernel (numba) for the binary logistic models of DP-FERMI's engine on sparse rows.
+"""One fused CPU kernel (numba) for the binary logistic models of DP-FERMI's batched steps on sparse rows.
 
-:meth:`~dpfair.algorithms.dpfermi_engine.LinearModels.gradient_sum` with one logit computes, for every
+:meth:`~dpfair.algorithms.dpfermi.models.LinearModels.gradient_sum` with one logit computes, for every
 row ``i`` of a batch and model ``g`` of its seed group ``s`` (``σ_ig`` the sigmoid of the logit):
 
 * ``δ_ig = a(σ_ig − y_i) + λ_g(h₁ − h₀)_{c_i,g} σ_ig(1 − σ_ig)`` (the second term only for a row with a
@@ -73,7 +73,8 @@ def binary_sums(p, onehot, hd, y, r, with_loss: bool, cols, vals, width: int, th
     ``p (S, B, G)``: σ of every row and model; ``onehot (S, B, c)``: the rows' cells (zero: none);
     ``hd (S, c, G)``: ``λ(h₁ − h₀)`` per cell; ``y``, ``r (S, B)``: labels and clamp radii; ``with_loss``:
     ``a = 1`` (else 0); ``cols``, ``vals (S, B, K)``: each row's non-zero columns (offset by ``s·width``) and
-    values. The seed groups are split among ``threads`` threads (``None``: ``torch.get_num_threads()``).
+    values. The seed groups are split among ``threads`` threads (``None``: ``torch.get_num_threads()``; a fit passes
+    the count it read once, :func:`dpfair.algorithms.dpfermi.loop.train`'s ``threads``).
     """
     S, B, G = p.shape
     arrays = [t.detach().numpy() for t in (p, onehot, hd, y, r)]

@@ -1,12 +1,12 @@
 """Fit a whole DP-FERMI grid (ε × λ × seeds × …) as one batched computation.
 
-:func:`fit_grid` fits given :class:`~dpfair.algorithms.dpfermi.DPFERMIClassifier` instances together: it is
+:func:`fit_grid` fits given :class:`~dpfair.algorithms.dpfermi.estimator.DPFERMIClassifier` instances together: it is
 ``DPFERMIClassifier.fit_many`` (:meth:`~dpfair.algorithms.base.FairEstimator.fit_many`, the fit contract's
 grid), and :func:`~dpfair.algorithms.fit_dpfermi_grid` builds the instances from a grid's points for it. It
 asks the estimators only through their public steps, so it imports no estimator class. Every estimator is
 prepared by its own ``fit`` preamble (checks, its own group-count release, calibration, initialisation, its
 own ledger); then the logistic models of all estimators are trained in lockstep by
-:func:`dpfair.algorithms.dpfermi_engine.train`. Estimators with the same
+:func:`dpfair.algorithms.dpfermi.loop.train` (the loop of a single fit too). Estimators with the same
 ``random_state`` form a seed group: they share one secret Poisson batch per
 step (and one public minibatch order), so a step of the whole grid is a few
 batched matrix products; every model draws its own noise.
@@ -36,8 +36,9 @@ from types import SimpleNamespace
 import dp_accounting as dpa
 import torch
 
-from dpfair.algorithms import dpfermi_engine as engine
-from dpfair.algorithms.dpfermi_reference import COUNTS, STEP
+import dpfair.algorithms.dpfermi.loop as loop
+from dpfair.algorithms.dpfermi.data import COUNTS, STEP, FermiModels
+from dpfair.algorithms.dpfermi.models import LinearModels
 from dpfair.nn import LogisticRegression
 from dpfair.privacy import PrivacyLedger, epsilon_of, gaussian_event
 from dpfair.privacy.budget import charging_grid
@@ -77,7 +78,7 @@ def fit_grid(estimators, X, y, sensitive_features, *, budget=None) -> GridFit:
 
     Each model runs the steps of its own ``fit``
     (:meth:`~dpfair.algorithms.base.FairEstimator.begin_fit`,
-    :meth:`~dpfair.algorithms.dpfermi.DPFERMIClassifier.prepare_fit`, the loop, ``end_fit``; ``unfit`` of
+    :meth:`~dpfair.algorithms.dpfermi.estimator.DPFERMIClassifier.prepare_fit`, the loop, ``end_fit``; ``unfit`` of
     every model when anything fails). Logistic models train batched, models of one ``random_state`` on shared
     secret batches (they need the same data, notion, batch size, epochs and privacy unit); any other model, and
     every model of a grid where one is in ``secure_mode`` (whose exact noise is drawn for one model at a time),
@@ -134,7 +135,7 @@ def grid_points(grid: dict[str, list] | list[dict]) -> list[dict]:
 def _planned(estimators, X, y, sensitive_features) -> list[SimpleNamespace]:
     """What :func:`joint_event` reads of each model, from its calibrated plan, before anything is released: each
     model's inputs are checked and encoded (:meth:`~dpfair.algorithms.base.FairEstimator.begin_fit`), its
-    :meth:`~dpfair.algorithms.dpfermi.DPFERMIClassifier.plan` read on their public shape, and the fit undone."""
+    :meth:`~dpfair.algorithms.dpfermi.estimator.DPFERMIClassifier.plan` read on their public shape, and the fit undone."""
     planned = []
     with reusing_checked_features():
         for est in estimators:
@@ -215,8 +216,8 @@ def _train_batched(estimators, preps, bar) -> None:
 
     weight = torch.stack([torch.stack([preps[i].model.linear.weight.detach() for i in g]) for g in filled])
     bias = torch.stack([torch.stack([preps[i].model.linear.bias.detach() for i in g]) for g in filled])
-    models = engine.LinearModels(weight.clone(), bias.clone())
-    hp = engine.FermiModels.stack([[preps[i].hp for i in g] for g in filled],
+    models = LinearModels(weight.clone(), bias.clone())
+    hp = FermiModels.stack([[preps[i].hp for i in g] for g in filled],
                                   torch.stack([torch.stack([preps[i].inv_sqrt_p for i in g]) for g in filled]), dev)
     # One batched release (the equal schedules above give every model the same step part): every slot
     # draws its own noise from one secret stream; padding slots record on a scratch ledger (their models
@@ -236,8 +237,9 @@ def _train_batched(estimators, preps, bar) -> None:
                 estimators[i].history_.append({"step": step, "w_norm": norms[gi][j], "lam": lams[gi][j]})
 
     with session:
-        W = engine.train(models, first.data, first.hp.schedule, hp, [preps[g[0]].sampler for g in members], release,
-                         [preps[g[0]].public_generator for g in members], on_epoch=on_epoch, bar=bar)
+        W = loop.train(models, first.data, first.hp.schedule, hp, [preps[g[0]].sampler for g in members], release,
+                       [preps[g[0]].public_generator for g in members], on_epoch=on_epoch, bar=bar,
+                       threads=torch.get_num_threads())
     for gi, g in enumerate(members):
         for j, i in enumerate(g):
             estimators[i].finish_fit(preps[i], W[gi, j], hp.lam[gi, j], (models.weight[gi, j], models.bias[gi, j]))

@@ -6,11 +6,11 @@ as ``min_θ max_W (1/n) Σ_i [ℓ_i(θ) + λ ψ̂_i(θ, W)]`` (Theorem C.1, see
 stochastic gradient descent in θ, noisy stochastic gradient ascent in W with
 projection onto the Frobenius ball of radius ``w_radius``, two step sizes, the
 last iterate returned (or, by default, the average of the last half of the θ
-iterates). One step as the paper states it is
-:func:`dpfair.algorithms.dpfermi_reference.reference_step`; fits run it on the fast
-backends of :func:`dpfair.algorithms.dpfermi_engine.train`, shared with the batched grids of
-:meth:`DPFERMIClassifier.fit_many` (:mod:`dpfair.algorithms.dpfermi_sweep`; logistic models take a closed-form path, any other module
-``torch.func``), which are tested equal to it.
+iterates). Algorithm 1's loop is written once, :func:`dpfair.algorithms.dpfermi.loop.train`, for one fit
+and for the batched grids of :meth:`DPFERMIClassifier.fit_many` (:mod:`dpfair.algorithms.dpfermi.grid`); its
+step's sums come from a backend: the fast ones of :mod:`dpfair.algorithms.dpfermi.batched` (logistic models
+take a closed-form path, any other module ``torch.func``), tested step by step equal to the step as the paper
+states it, :class:`dpfair.algorithms.dpfermi.reference.Reference`.
 
 Privacy (``privacy_unit="sensitive"``, neighbours differ in one person's s):
 each step draws a secret Poisson batch B (rate q) and releases, as ONE
@@ -44,10 +44,12 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from dpfair.algorithms import dpfermi_engine as engine
+import dpfair.algorithms.dpfermi.loop as loop
 from dpfair.algorithms.base import TorchClassifier
-from dpfair.algorithms.dpfermi_reference import COUNTS, STEP, FermiHyperParameters, FermiSchedule
-from dpfair.algorithms.dpfermi_sweep import GridFit, fit_grid, grid_points
+from dpfair.algorithms.dpfermi.data import COUNTS, STEP, FermiData, FermiHyperParameters, FermiModels, FermiSchedule
+from dpfair.algorithms.dpfermi.grid import GridFit, fit_grid, grid_points
+from dpfair.algorithms.dpfermi.models import LinearModels, ModuleModel
+from dpfair.algorithms.dpfermi.reference import Reference
 from dpfair.algorithms.fit_context import FitContext, FitPlan, PublicShape
 from dpfair.algorithms.signal import count_floor, floor_counts, warn_if_too_few_records, warn_small_groups
 from dpfair.utils.constraints import Interval, Listing, Options
@@ -124,11 +126,31 @@ def paper_noise(n: int, n_steps: int, epsilon: float, delta: float, p_min: float
     return lipschitz * max_grad_norm * math.sqrt(base), math.sqrt(base)
 
 
+def noise_scales(noise_multiplier: float, max_grad_norm: float, w_bound: float) -> tuple[float, float]:
+    """Noise std on the θ and W sums for one Gaussian event of multiplier σ (bound 1).
+
+    Each part is scaled to norm ≤ 1/√2 (θ by ``√2·C``, W by ``√2·w_bound``) so a
+    person's pair has norm ≤ 1: the noise stds are ``σ√2·C`` and ``σ√2·w_bound``.
+    """
+    return noise_multiplier * math.sqrt(2) * max_grad_norm, noise_multiplier * math.sqrt(2) * w_bound
+
+
+def effective_noise_multiplier(noise_theta: float, noise_w: float, max_grad_norm: float, w_bound: float) -> float:
+    """The multiplier of one Gaussian event (bound 1) that releasing θ and W sums with these stds is.
+
+    Dividing each sum by its std gives unit noise and a per-person contribution of
+    norm ``√((C/σ_θ)² + (B_W/σ_W)²)``; its inverse is the event's multiplier.
+    """
+    if noise_theta == 0 or noise_w == 0:
+        return 0.0
+    return 1.0 / math.sqrt((max_grad_norm / noise_theta) ** 2 + (w_bound / noise_w) ** 2)
+
+
 @dataclass
 class _Prepared:
     """One estimator's state between its preparation and the (possibly shared) training loop."""
 
-    data: engine.FermiData
+    data: FermiData
     hp: FermiHyperParameters  #: the model's step: its schedule, λ, step sizes, W radius, noise stds
     model: torch.nn.Module
     inv_sqrt_p: torch.Tensor  #: P_s^{-1/2} per W block ``(m, k)``
@@ -326,7 +348,7 @@ class DPFERMIClassifier(TorchClassifier):
             s_theta, s_w = paper_noise(n, self.n_steps_, self.epsilon_target_, self.delta_, p_min,
                                        float(self.paper_lipschitz), C)
             noise_theta, noise_w = s_theta * expected, s_w * expected
-            sigma = engine.effective_noise_multiplier(noise_theta, noise_w, C, w_bound)
+            sigma = effective_noise_multiplier(noise_theta, noise_w, C, w_bound)
             ctx.set_sigmas({STEP: sigma})
             spent = self._step_epsilon(ctx.plan, sigma)
             warnings.warn(
@@ -337,7 +359,7 @@ class DPFERMIClassifier(TorchClassifier):
                 PrivacyLeakWarning, stacklevel=4)
             return sigma, noise_theta, noise_w
         sigma = ctx.sigmas[STEP]
-        return (sigma, *engine.noise_scales(sigma, C, w_bound))
+        return (sigma, *noise_scales(sigma, C, w_bound))
 
     def _check_signal(self, fit_plan: FitPlan, n: int) -> None:
         """Refuse a budget whose per-coordinate noise on the averaged θ-gradient exceeds the largest gradient norm."""
@@ -359,7 +381,7 @@ class DPFERMIClassifier(TorchClassifier):
         )
 
     # ---- training ------------------------------------------------------------
-    def prepare_fit(self, ctx: FitContext, X, y, s, data: engine.FermiData | None = None) -> _Prepared:
+    def prepare_fit(self, ctx: FitContext, X, y, s, data: FermiData | None = None) -> _Prepared:
         """Validation, calibration, group proportions and model initialisation: everything before Algorithm 1's
         loop, on the encoded ``(X, y, s)`` that :meth:`~dpfair.algorithms.base.FairEstimator.begin_fit` returns, in
         the fit's context ``ctx`` (its :attr:`~dpfair.algorithms.base.FairEstimator.fit_context`).
@@ -420,8 +442,8 @@ class DPFERMIClassifier(TorchClassifier):
                                     self.epsilon_target_, self.delta_)
         self.noise_multiplier_, noise_theta, noise_w = self._noise(ctx, n, p_min, w_bound)
         if data is None:
-            data = engine.FermiData(self._tensor(X), self._tensor(y, torch.long), self._tensor(s, torch.long),
-                                    self._tensor(cells, torch.long), m, k, l)
+            data = FermiData(self._tensor(X), self._tensor(y, torch.long), self._tensor(s, torch.long),
+                             self._tensor(cells, torch.long), m, k, l)
         average_from = self.n_steps_ - math.ceil(self.tail_average * self.n_steps_)
         schedule = FermiSchedule(self.sampling_probability_, self.n_steps_, min(self.batch_size_, n), record,
                                  self.max_grad_norm_, average_from if average_from < self.n_steps_ else None)
@@ -443,24 +465,31 @@ class DPFERMIClassifier(TorchClassifier):
     @classmethod
     def fit_many(cls, estimators, X, y, sensitive_features=None, *, budget=None) -> GridFit:
         """:meth:`~dpfair.algorithms.base.FairEstimator.fit_many` as one batched grid
-        (:func:`~dpfair.algorithms.dpfermi_sweep.fit_grid`): every model runs its own fit's steps, logistic models
+        (:func:`~dpfair.algorithms.dpfermi.grid.fit_grid`): every model runs its own fit's steps, logistic models
         train in one loop (those of one ``random_state`` on shared secret batches), any other model and any grid
         with a model in ``secure_mode`` one at a time; the grid is claimed on ``budget`` as one joint release before
-        its first release. Returns a :class:`~dpfair.algorithms.dpfermi_sweep.GridFit` (the fitted estimators in
+        its first release. Returns a :class:`~dpfair.algorithms.dpfermi.grid.GridFit` (the fitted estimators in
         order, with their joint ``privacy_spent``). ``estimators``: distinct unfitted instances, or dicts of
         parameters.
         """
         estimators = [cls(**est) if isinstance(est, dict) else est for est in estimators]
         return fit_grid(estimators, X, y, sensitive_features, budget=budget)
 
-    def train_prepared(self, prep: _Prepared) -> None:
-        """Algorithm 1's loop for this model alone, from :meth:`prepare_fit`'s state; ends with :meth:`finish_fit`."""
-        hp = engine.FermiModels.stack([[prep.hp]], prep.inv_sqrt_p[None, None], self.device_)
-        if isinstance(prep.model, LogisticRegression):
+    def train_prepared(self, prep: _Prepared, backend=None) -> None:
+        """Algorithm 1's loop for this model alone, from :meth:`prepare_fit`'s state; ends with :meth:`finish_fit`.
+
+        ``backend``: the step backend (or its name, :data:`~dpfair.algorithms.dpfermi.loop.BACKENDS`; ``None``: the
+        fastest that applies); ``"reference"`` trains the module itself, one row at a time with autograd. The fused
+        kernel runs on PyTorch's thread count, read here once and passed down; PyTorch's global count is never set
+        (:meth:`~dpfair.algorithms.dpfermi.batched.FusedKernel.running` limits only this thread's OpenMP team).
+        """
+        backend = loop.BACKENDS[backend] if isinstance(backend, str) else backend
+        hp = FermiModels.stack([[prep.hp]], prep.inv_sqrt_p[None, None], self.device_)
+        if isinstance(prep.model, LogisticRegression) and not isinstance(backend, Reference):
             lin = prep.model.linear
-            models = engine.LinearModels(lin.weight.detach().clone()[None, None], lin.bias.detach().clone()[None, None])
+            models = LinearModels(lin.weight.detach().clone()[None, None], lin.bias.detach().clone()[None, None])
         else:
-            models = engine.ModuleModel(prep.model)
+            models = ModuleModel(prep.model)
         ctx = prep.ctx
         release = ctx.release(STEP)
         steps = prep.hp.schedule.n_steps
@@ -469,9 +498,9 @@ class DPFERMIClassifier(TorchClassifier):
             self.history_.append({"step": step, "w_norm": float(W[0, 0].norm()), "lam": float(hp.lam[0, 0])})
             ctx.end_epoch(epoch=len(self.history_), step=step, steps=steps)
 
-        W = engine.train(models, prep.data, prep.hp.schedule, hp, [prep.sampler], release, [prep.public_generator],
-                         on_epoch=on_epoch, bar=ctx.progress(steps))
-        linear = (models.weight[0, 0], models.bias[0, 0]) if isinstance(models, engine.LinearModels) else None
+        W = loop.train(models, prep.data, prep.hp.schedule, hp, [prep.sampler], release, [prep.public_generator],
+                       on_epoch=on_epoch, bar=ctx.progress(steps), backend=backend, threads=torch.get_num_threads())
+        linear = (models.weight[0, 0], models.bias[0, 0]) if isinstance(models, LinearModels) else None
         self.finish_fit(prep, W[0, 0], hp.lam[0, 0], linear)
 
     def finish_fit(self, prep: _Prepared, W, lam, linear=None) -> None:
@@ -496,7 +525,7 @@ def fit_dpfermi_grid(X, y, sensitive_features, grid: dict[str, list] | list[dict
     ``grid`` maps hyper-parameter names to lists of values (e.g. ``{"epsilon": [0.5, 1],
     "lam": [0, 1, 2], "random_state": range(5)}``), or is a list of points (dicts of hyper-parameters),
     as scikit-learn's ``ParameterGrid`` and a list of its points. Returns a
-    :class:`~dpfair.algorithms.dpfermi_sweep.GridFit` (a list of the estimators in the grid's product order, with
+    :class:`~dpfair.algorithms.dpfermi.grid.GridFit` (a list of the estimators in the grid's product order, with
     the joint ``privacy_spent``). ``verbose=True`` (in ``params``): one progress bar for the whole grid.
     ``budget``: a :class:`~dpfair.privacy.PrivacyBudget` the grid's joint ε (``privacy_spent``) is drawn from;
     the joint plan is checked against it before anything is released.
