@@ -1,9 +1,9 @@
 """The audit harness catches selection on unreleased scores, and finds nothing on the correct search.
 
-The game: the canary is a validation row at x = 0, where the runs' models (λ = 0, trained on well-separated
-public rows) disagree from run to run about its label, while every other validation row is far from the
-boundary and predicted alike by all of them. Group 0 of the validation part is mostly predicted positive,
-group 1 mostly negative. Then a run that predicts the canary positive has the larger parity gap when the canary
+The game: the canary is a validation row at x = 0, where the runs' models (the closed-form stub at λ = 0, whose
+noisy centroids of well-separated public rows put the boundary near 0) disagree from run to run about its label,
+while every other validation row is far from the boundary and predicted alike by all of them. Group 0 of the
+validation part is mostly predicted positive, group 1 mostly negative. Then a run that predicts the canary positive has the larger parity gap when the canary
 is in group 0 (world 0) and the smaller when it is in group 1 (world 1): selecting on the exact scores makes the
 winner's prediction at the canary reveal the canary's s, whenever both kinds of run were drawn. Released scores
 carry noise far larger than the one-person difference, so the correct search's choice does not.
@@ -12,10 +12,10 @@ carry noise far larger than the one-person difference, so the correct search's c
 import numpy as np
 import pytest
 
-from dpfair.algorithms import DPFERMIClassifier
 from dpfair.audit.games import audit_epsilon
 from dpfair.selection import PrivateSearch, split_rows
 from tests.planted import planted_bug
+from tests.selection.stub import StubClassifier
 
 pytestmark = [pytest.mark.secret_noise, pytest.mark.slow]
 
@@ -36,7 +36,7 @@ def _game(n=500, validation_size=0.1, random_state=0):
 
 def test_selection_on_unreleased_scores_is_caught_and_the_correct_search_is_not():
     X, y, s, canary = _game()
-    search = PrivateSearch(DPFERMIClassifier(epochs=2, batch_size=64, groups=2, classes=2), {"lam": [0.0]},
+    search = PrivateSearch(StubClassifier(groups=2, classes=2), {"lam": [0.0]},
                            epsilon=1.0, notion="demographic_parity", max_error_increase=1.0, mean_runs=20,
                            strategy="random_stopping", validation_size=0.1, random_state=0)  # the game's split
     correct = audit_epsilon(search, X, y, s, runs=400, canary=canary)
@@ -52,7 +52,7 @@ def test_selection_on_unreleased_scores_is_caught_and_the_correct_search_is_not(
 def test_the_constrained_search_is_audited_within_its_claim():
     """λ following the public error: one fit at the whole ε, whose canary bound stays under what it claims."""
     X, y, s, canary = _game()
-    search = PrivateSearch(DPFERMIClassifier(epochs=2, batch_size=64, groups=2, classes=2), {"lam": [1.0, 4.0]},
+    search = PrivateSearch(StubClassifier(groups=2, classes=2), {"lam": [1.0, 4.0]},
                            epsilon=1.0, notion="demographic_parity", max_error_increase=0.05, strategy="constrained",
                            random_state=0)
     result = audit_epsilon(search, X, y, s, runs=400, canary=canary)
