@@ -7,6 +7,7 @@ from sklearn.base import clone
 
 from dpfair.algorithms import DPSGDClassifier, ERMClassifier, load_estimator
 from dpfair.datasets import make_synthetic
+from dpfair.exceptions import LearnedNothingWarning
 from dpfair.privacy import epsilon_for_noise, max_neighbour_distance
 from dpfair.algorithms.dpsgd import cross_entropy_one
 from dpfair.nn import LogisticRegression, clipped_gradient_sum
@@ -19,11 +20,13 @@ def data():
 
 
 FAST = dict(epochs=2, batch_size=64)
+#: the public lists of groups and classes of make_synthetic's binary data: none is inferred from the private rows
+PUBLIC = dict(groups=[0, 1], classes=[0, 1])
 
 
 def test_dpsgd_spends_at_most_its_target_and_calibrates_over_all_steps(data):
     X, y, s = data
-    est = DPSGDClassifier(epsilon=1.0, delta=1e-5, random_state=0, **FAST).fit(X, y, s)
+    est = DPSGDClassifier(epsilon=1.0, delta=1e-5, random_state=0, **PUBLIC, **FAST).fit(X, y, s)
     eps, delta = est.privacy_spent_
     assert 0.99 <= eps <= 1.0 and delta == 1e-5
     q, steps = 64 / 600, math.ceil(2 / (64 / 600))
@@ -36,14 +39,14 @@ def test_dpsgd_spends_at_most_its_target_and_calibrates_over_all_steps(data):
 
 def test_dpsgd_default_delta_is_one_over_n_squared(data):
     X, y, s = data
-    est = DPSGDClassifier(epsilon=2.0, random_state=0, **FAST).fit(X, y)
+    est = DPSGDClassifier(epsilon=2.0, random_state=0, **PUBLIC, **FAST).fit(X, y)
     assert est.privacy_spent_[1] == pytest.approx(1 / 600**2)
 
 
 @pytest.mark.secret_noise
 def test_same_seed_same_model_only_when_the_noise_is_replayed(data, replay):
     X, y, s = data
-    fit = lambda r: DPSGDClassifier(random_state=r, noise_multiplier=1.0, **FAST).fit(X, y)  # noqa: E731
+    fit = lambda r: DPSGDClassifier(random_state=r, noise_multiplier=1.0, **PUBLIC, **FAST).fit(X, y)  # noqa: E731
     assert not np.array_equal(fit(3).predict_proba(X), fit(3).predict_proba(X))
     with replay(0):
         a, b, c = fit(3), fit(3), fit(4)
@@ -55,7 +58,7 @@ def test_same_seed_same_model_only_when_the_noise_is_replayed(data, replay):
 
 def test_no_noise_dpsgd_reports_infinite_epsilon(data):
     X, y, s = data
-    est = DPSGDClassifier(epsilon=math.inf, random_state=0, **FAST).fit(X, y)
+    est = DPSGDClassifier(epsilon=math.inf, random_state=0, **PUBLIC, **FAST).fit(X, y)
     assert est.noise_multiplier_ == 0.0 and math.isinf(est.privacy_spent_[0])
     erm = ERMClassifier(random_state=0, **FAST).fit(X, y)
     assert math.isinf(erm.privacy_spent_[0]) and erm.privacy_ledger_.to_records()[0]["mechanism"] == "nonprivate"
@@ -81,7 +84,7 @@ def test_dpsgd_step_sensitivity_by_brute_force():
 
 def test_dpsgd_survives_empty_batches(data):
     X, y, s = data
-    est = DPSGDClassifier(batch_size=1, epochs=1, random_state=0, noise_multiplier=2.0).fit(X[:40], y[:40])
+    est = DPSGDClassifier(batch_size=1, epochs=1, random_state=0, noise_multiplier=2.0, **PUBLIC).fit(X[:40], y[:40])
     assert np.isfinite(est.predict_proba(X)).all()
 
 
@@ -96,14 +99,15 @@ def test_predictions_keep_the_original_labels(data):
 def test_multiclass_mlp_and_custom_module():
     X, y, s = make_synthetic(n_samples=400, n_features=6, n_classes=3, n_groups=3, random_state=2)
     for model in ("mlp", torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))):
-        est = DPSGDClassifier(model=model, noise_multiplier=1.0, random_state=0, **FAST).fit(X, y, s)
+        est = DPSGDClassifier(model=model, noise_multiplier=1.0, random_state=0, groups=3, classes=3,
+                              **FAST).fit(X, y, s)
         assert est.predict_proba(X).shape == (400, 3)
 
 
 def test_dpsgd_learns_on_synthetic_data():
     X, y, s = make_synthetic(n_samples=3000, n_features=5, random_state=0)
     erm = ERMClassifier(random_state=0, epochs=5).fit(X, y)
-    dp = DPSGDClassifier(epsilon=2.0, random_state=0, epochs=5).fit(X, y)
+    dp = DPSGDClassifier(epsilon=2.0, random_state=0, epochs=5, **PUBLIC).fit(X, y)
     acc = lambda m: np.mean(m.predict(X) == y)  # noqa: E731
     assert acc(erm) > 0.7 and acc(dp) > acc(erm) - 0.05
 
@@ -116,7 +120,7 @@ def test_sklearn_clone_and_params():
 
 def test_save_and_load_round_trip(tmp_path, data):
     X, y, s = data
-    est = DPSGDClassifier(random_state=0, noise_multiplier=1.0, **FAST).fit(X, y)
+    est = DPSGDClassifier(random_state=0, noise_multiplier=1.0, **PUBLIC, **FAST).fit(X, y)
     est.save(tmp_path / "m.pt")
     back = load_estimator(tmp_path / "m.pt")
     assert np.array_equal(back.predict_proba(X), est.predict_proba(X))
@@ -137,13 +141,13 @@ def test_save_and_load_round_trip(tmp_path, data):
 def test_bad_hyperparameters(kwargs, match, data):
     X, y, s = data
     with pytest.raises(ValueError, match=match):
-        DPSGDClassifier(**{**FAST, **kwargs}).fit(X, y)
+        DPSGDClassifier(**{**PUBLIC, **FAST, **kwargs}).fit(X, y)
 
 
 def test_delta_above_one_over_n_warns(data):
     X, y, s = data
     with pytest.warns(UserWarning, match="exceeds 1/n"):
-        DPSGDClassifier(delta=0.01, **FAST).fit(X, y)
+        DPSGDClassifier(delta=0.01, **PUBLIC, **FAST).fit(X, y)
 
 
 @pytest.mark.parametrize("X,y,s,match", [
@@ -169,7 +173,7 @@ def test_predict_checks_feature_count(data):
 def test_dpsgd_history_holds_only_released_quantities(data):
     # history_ is saved with the model, so it may hold public counters and post-processed releases only.
     X, y, s = data
-    est = DPSGDClassifier(random_state=0, noise_multiplier=1.0, **FAST).fit(X, y)
+    est = DPSGDClassifier(random_state=0, noise_multiplier=1.0, **PUBLIC, **FAST).fit(X, y)
     assert est.history_ and all(set(h) == {"step", "noisy_gradient_norm"} for h in est.history_)
     assert est.history_[-1]["step"] == est.n_steps_
 
@@ -186,19 +190,20 @@ def test_a_clipping_rule_cannot_exceed_the_bound_the_noise_covers(data, monkeypa
     monkeypatch.setattr(clipping, "clipped_gradient_sum", lambda m, f, X, y, bounds, method, **kw: seen.append(
         float(torch.as_tensor(bounds).max()) if len(X) else 0.0) or original(m, f, X, y, bounds, method, **kw))
     X, y, s = data
-    DPSGDClassifier(clipping=Loose(by="class"), max_grad_norm=0.5, noise_multiplier=1.0, **FAST).fit(X, y)
+    DPSGDClassifier(clipping=Loose(by="class"), max_grad_norm=0.5, noise_multiplier=1.0, **PUBLIC,
+                    **FAST).fit(X, y)
     assert seen and max(seen) <= 0.5
 
 
 def test_weight_decay_shrinks_the_weights_at_no_privacy_cost(data):
     X, y, s = data
-    plain, decayed = (DPSGDClassifier(noise_multiplier=1.0, weight_decay=wd, random_state=0, **FAST).fit(X, y)
+    plain, decayed = (DPSGDClassifier(noise_multiplier=1.0, weight_decay=wd, random_state=0, **PUBLIC, **FAST).fit(X, y)
                       for wd in (0.0, 0.5))
     norm = lambda est: float(sum(p.detach().pow(2).sum() for p in est.model_.parameters()))  # noqa: E731
     assert norm(decayed) < norm(plain)
     assert decayed.privacy_spent_ == plain.privacy_spent_ and decayed.privacy_ledger_ == plain.privacy_ledger_
     with pytest.raises(ValueError, match="weight_decay"):
-        DPSGDClassifier(weight_decay=-1.0, **FAST).fit(X, y)
+        DPSGDClassifier(weight_decay=-1.0, **PUBLIC, **FAST).fit(X, y)
 
 
 def test_named_columns_are_matched_by_name_at_prediction(tmp_path):
@@ -273,7 +278,9 @@ def test_erm_logistic_is_the_exact_optimum_like_scikit_learn():
     Xb, yb = make_blobs(n_samples=300, centers=3, random_state=0)
     blobs = ERMClassifier(random_state=0).fit(Xb, yb)
     assert np.mean(blobs.predict(Xb) == yb) >= 0.9
-    assert ERMClassifier(solver="minibatch", epochs=1, random_state=0).fit(Xb, yb).history_[0]["epoch"] == 1
+    with pytest.warns(LearnedNothingWarning, match="ERMClassifier learned nothing"):  # one epoch of minibatches
+        minibatch = ERMClassifier(solver="minibatch", epochs=1, random_state=0).fit(Xb, yb)
+    assert minibatch.history_[0]["epoch"] == 1
     with pytest.raises(ValueError, match="solver"):
         ERMClassifier(solver="newton").fit(Xb, yb)
 
