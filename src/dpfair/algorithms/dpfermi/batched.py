@@ -172,9 +172,18 @@ def public_sums(models, hp: FermiModels, W, pub, rows: RowTables, taken=None):
     return theta, (-2.0 * W).mul_(block_F.permute(0, 2, 1, 3)[:, :, :, None])
 
 
+def _one_openmp_thread() -> None:
+    """This thread's OpenMP team: one thread (a per-thread setting; PyTorch's ops here stay serial)."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="openmp")
+
+
 @functools.cache
 def _side_pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(1, thread_name_prefix="dpfair-side")
+    """The second thread of :meth:`Prefetching.beside`: its small PyTorch ops (a batch's gather, the noise) run on
+    one OpenMP thread, as the fit's own thread's do while the kernel serves the steps."""
+    return ThreadPoolExecutor(1, thread_name_prefix="dpfair-side", initializer=_one_openmp_thread)
 
 
 class BatchedTorch:
