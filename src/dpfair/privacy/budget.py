@@ -15,7 +15,7 @@ retries, grids) and refuses the fit that would take it past its total:
   whole plan (part of it was released, and which part can depend on the data); a non-private fit
   is charged ε = ∞, which any finite budget refuses;
 * a batched grid (DP-FERMI's ``fit_many``, :func:`~dpfair.algorithms.fit_dpfermi_grid`) is charged the joint
-  event of its models (:attr:`~dpfair.algorithms.dpfermi_sweep.GridFit.privacy_spent`), checked before its first
+  event of its models (:attr:`~dpfair.algorithms.dpfermi.GridFit.privacy_spent`), checked before its first
   release;
 * a fit inside another fit (the base model that ``DPPostProcessingClassifier`` trains) is checked
   like any fit; it is part of the enclosing fit's ledger, which replaces it once the enclosing fit
