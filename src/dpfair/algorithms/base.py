@@ -251,15 +251,7 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
         warns with the likely cause (:func:`dpfair.algorithms.learned.check_learned`: it reads the rows only
         where X and y are public, never under ``privacy_unit="record"``).
         """
-        return self.fit_within(None, X, y, sensitive_features, callback=callback, **fit_params)
-
-    def fit_within(self, within, X, y, sensitive_features=None, *, callback=None, **fit_params):
-        """:meth:`fit` as a part of ``within``, the running budget claim (a :class:`~dpfair.privacy.budget.Charge`)
-        of the fit or search this fit runs inside: a base model inside post-processing, a search's runs. Its claims
-        are checked and charged as that claim's part (on ``within``'s budget, unless this estimator is attached to a
-        budget of its own, which it is then charged on apart). ``None`` (or a no-op charge): a fit of its own, as
-        :meth:`fit`. The enclosing computation passes its claim down explicitly (``fit_many(budget=charge)``,
-        :func:`fit_part`): no fit finds its parent in ambient state."""
+        within = vars(self).pop("_fit_within", None)  # handed by fit_within for this one call, else None
         with progress(desc=type(self).__name__, unit="step", enabled=bool(getattr(self, "verbose", False))) as bar, \
                 charging(self, self.privacy_budget, within) as charge:  # checked before any release, charged after
             try:
@@ -281,6 +273,19 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
         if self._private and self.privacy_budget is None and math.isfinite(self.privacy_spent_[0]):  # unaccounted
             warn_if_unaccounted_search(self, *self.privacy_spent_)
         return self
+
+    def fit_within(self, within, X, y, sensitive_features=None, **fit_params):
+        """:meth:`fit` as a part of ``within``, the running budget claim (a :class:`~dpfair.privacy.budget.Charge`)
+        of the fit or search this fit runs inside: a base model inside post-processing, a search's runs. Its claims
+        are checked and charged as that claim's part (on ``within``'s budget, unless this estimator is attached to a
+        budget of its own, which it is then charged on apart). ``None`` (or a no-op charge): a fit of its own, as
+        :meth:`fit`. The enclosing computation passes its claim down explicitly (``fit_many(budget=charge)``,
+        :func:`fit_part`): no fit finds its parent in ambient state."""
+        self._fit_within = within  # read (and dropped) by fit at its start: the same frames as a user's fit
+        try:
+            return self.fit(X, y, sensitive_features, **fit_params)
+        finally:
+            vars(self).pop("_fit_within", None)
 
     @property
     def fit_context(self) -> FitContext | None:
