@@ -320,11 +320,12 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
                                    "its _fit must call ctx.close_side_ledgers() before it ends")
             ctx.close()
 
-    def begin_fit(self, X, y, sensitive_features=None, **fit_params):
+    def begin_fit(self, X, y, sensitive_features=None, *, checked=None, **fit_params):
         """The first step of a fit: checks the inputs and encodes them against the public group and class lists,
         makes this fit's :class:`~dpfair.algorithms.fit_context.FitContext` (public generators from
         ``random_state``, a fresh secret generator, an empty ledger; :attr:`fit_context` until the fit ends);
-        returns ``(X, y_codes, s_codes)``. The fit then ends with :meth:`end_fit`, or :meth:`unfit`.
+        returns ``(X, y_codes, s_codes)``. The fit then ends with :meth:`end_fit`, or :meth:`unfit`. ``checked``: a
+        :class:`~dpfair.utils.validation.CheckedFeatures` from a caller that fits many models on the same ``X``.
         """
         self.unfit()
         weight = self._check_fit_params(fit_params)
@@ -333,7 +334,7 @@ class FairEstimator(FitInputs, Predictions, ClassifierMixin, BaseEstimator):
         self.check_hyperparameters()
         X, sensitive_features = self._sensitive_column(X, sensitive_features)
         raw_X, raw_s = X, sensitive_features
-        X, y_codes, s_codes = self._check_fit_inputs(X, y, sensitive_features)
+        X, y_codes, s_codes = self._check_fit_inputs(X, y, sensitive_features, checked)
         # a DataFrame's columns named after the sensitive Series: refused where X is public, else accounted for by
         # the method (output perturbation's plan reads them from the fit's shape)
         named = [] if raw_s is None else self.check_sensitive_frame(raw_X, raw_s, self.groups_)

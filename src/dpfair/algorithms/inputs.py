@@ -23,7 +23,8 @@ import torch
 
 from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.privacy import PrivacyUnit, check_public_features
-from dpfair.utils.validation import check_1d, check_feature_scale, check_features, check_min_count, encode_categories
+from dpfair.utils.validation import (CheckedFeatures, check_1d, check_feature_scale, check_features, check_min_count,
+                                     encode_categories)
 
 
 def resolve_device(device) -> torch.device:
@@ -171,15 +172,16 @@ class FitInputs:
     def _labels_private(self) -> bool:
         return self._private and self.privacy_unit_ is PrivacyUnit.RECORD
 
-    def _check_features_and_labels(self, X, y):
-        """Finite features and labels encoded against the public class list ``classes_``.
+    def _check_features_and_labels(self, X, y, checked: CheckedFeatures | None = None):
+        """Finite features and labels encoded against the public class list ``classes_`` (``checked``: the
+        checks already made on these inputs by a caller fitting many models on them, :class:`CheckedFeatures`).
 
         A DataFrame with string column names sets ``feature_names_in_`` (as scikit-learn does): prediction
         then matches columns by name, so a reordered frame cannot silently change the predictions.
         """
         if isinstance(X, pd.DataFrame) and len(X.columns) and all(isinstance(c, str) for c in X.columns):
             self.feature_names_in_ = np.asarray(X.columns, dtype=object)
-        X = check_features(X, "X")
+        X = check_features(X, "X") if checked is None else checked.features(X, "X")
         if self._float32_training:
             check_feature_scale(X, "X")
         if y is None:
@@ -238,8 +240,8 @@ class FitInputs:
         named = named_sensitive_columns(names, sensitive, [str(g) for g in groups])
         return self.check_sensitive_columns(named, names, sensitive) if named else []
 
-    def _check_fit_inputs(self, X, y, s):
-        X, y_codes = self._check_features_and_labels(X, y)
+    def _check_fit_inputs(self, X, y, s, checked: CheckedFeatures | None = None):
+        X, y_codes = self._check_features_and_labels(X, y, checked)
         n = X.shape[0]
         if s is None:
             if self._requires_sensitive:

@@ -297,8 +297,8 @@ class PFLDClassifier(TorchClassifier):
         self.verbose = verbose
 
     # ---- inputs: sensitive values may be missing ---------------------------------------------
-    def _check_fit_inputs(self, X, y, s):
-        X, y_codes = self._check_features_and_labels(X, y)
+    def _check_fit_inputs(self, X, y, s, checked=None):
+        X, y_codes = self._check_features_and_labels(X, y, checked)
         n = X.shape[0]
         if s is None:
             raise ValueError("PFLDClassifier needs sensitive_features: call fit(X, y, sensitive_features=s) "

@@ -6,8 +6,6 @@ argument and says how to fix it.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
 import numbers
 import warnings
@@ -28,37 +26,32 @@ def _reject_complex(arr: np.ndarray, name: str) -> None:
                          "the real and imaginary parts as separate columns")
 
 
-#: Set by :func:`reusing_checked_features`: the inputs checked inside the block, by ``id``, with their results.
-_CHECKED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("dpfair_checked_features", default=None)
-
-
-@contextlib.contextmanager
-def reusing_checked_features():
-    """Inside the block, :func:`check_features` checks each input object once and returns that result again.
-
-    For a caller that fits many estimators on one ``X`` it holds unchanged meanwhile
-    (a batched grid, DP-FERMI's ``fit_many``): one pass over the data instead of one per estimator.
-    """
-    token = _CHECKED.set({})
-    try:
-        yield
-    finally:
-        _CHECKED.reset(token)
-
-
 def check_features(X, name: str = "X") -> np.ndarray:
     """Return ``X`` as a 2-D float array with finite entries, with positive strides and writable.
 
     A reversed or read-only view (``X[:, ::-1]``, a read-only memory map) is copied, since torch
     takes neither; any other array already of dtype float64 is returned as is, without a copy.
     """
-    memo = _CHECKED.get()
-    if memo is None:
-        return _check_features(X, name)
-    seen = memo.get(id(X))
-    if seen is None or seen[0] is not X:
-        seen = memo[id(X)] = (X, _check_features(X, name))
-    return seen[1]
+    return _check_features(X, name)
+
+
+class CheckedFeatures:
+    """The inputs already passed through :func:`check_features`, by object, with their results.
+
+    For a caller that fits many estimators on one ``X`` it holds unchanged meanwhile (DP-FERMI's grid): it makes
+    one and hands it to each fit's ``begin_fit(..., checked=)``, so the data is checked in one pass instead of one
+    per estimator. An explicit value, not ambient state: only the fits handed it reuse its results.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[object, np.ndarray]] = {}
+
+    def features(self, X, name: str = "X") -> np.ndarray:
+        """:func:`check_features` of ``X``, computed once per object (held, so its ``id`` is not reused)."""
+        seen = self._seen.get(id(X))
+        if seen is None or seen[0] is not X:
+            seen = self._seen[id(X)] = (X, _check_features(X, name))
+        return seen[1]
 
 
 def _check_features(X, name: str) -> np.ndarray:

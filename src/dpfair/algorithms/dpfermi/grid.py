@@ -44,7 +44,7 @@ from dpfair.privacy import PrivacyLedger, epsilon_of, gaussian_event
 from dpfair.privacy.budget import charging_grid
 from dpfair.privacy.session import ReleaseSession
 from dpfair.utils.progress import progress
-from dpfair.utils.validation import reusing_checked_features
+from dpfair.utils.validation import CheckedFeatures
 
 
 class GridFit(list):
@@ -96,11 +96,12 @@ def fit_grid(estimators, X, y, sensitive_features, *, budget=None) -> GridFit:
         with progress(desc=f"DP-FERMI grid ({len(estimators)} models)", unit="step", enabled=verbose) as bar, \
                 charging_grid(budget, estimators, f"a DP-FERMI grid of {len(estimators)} models") as charge:
             try:
+                checked = CheckedFeatures()  # one pass over the inputs for all the models
                 if charge is not None:  # the joint plan, before anything is released
-                    _claim_joint(charge, _planned(estimators, X, y, sensitive_features))
-                with progress(len(estimators), "preparing", "model") as preparing, reusing_checked_features():
+                    _claim_joint(charge, _planned(estimators, X, y, sensitive_features, checked))
+                with progress(len(estimators), "preparing", "model") as preparing:
                     for est in estimators:
-                        Xc, yc, sc = est.begin_fit(X, y, sensitive_features)
+                        Xc, yc, sc = est.begin_fit(X, y, sensitive_features, checked=checked)
                         shared = preps[0].data if preps and est.notion == estimators[0].notion else None
                         preps.append(est.prepare_fit(est.fit_context, Xc, yc, sc, data=shared))
                         preparing.update()
@@ -132,26 +133,26 @@ def grid_points(grid: dict[str, list] | list[dict]) -> list[dict]:
     return [dict(zip(grid, values)) for values in itertools.product(*(list(v) for v in grid.values()))]
 
 
-def _planned(estimators, X, y, sensitive_features) -> list[SimpleNamespace]:
+def _planned(estimators, X, y, sensitive_features, checked: CheckedFeatures) -> list[SimpleNamespace]:
     """What :func:`joint_event` reads of each model, from its calibrated plan, before anything is released: each
-    model's inputs are checked and encoded (:meth:`~dpfair.algorithms.base.FairEstimator.begin_fit`), its
+    model's inputs are checked and encoded (:meth:`~dpfair.algorithms.base.FairEstimator.begin_fit`; ``checked``
+    holds the checks of the grid's inputs, made once for all its models), its
     :meth:`~dpfair.algorithms.dpfermi.estimator.DPFERMIClassifier.plan` read on their public shape, and the fit undone."""
     planned = []
-    with reusing_checked_features():
-        for est in estimators:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the fit repeats the checks and their warnings
-                est.begin_fit(X, y, sensitive_features)
-                try:
-                    fit_plan = est.plan(est.fit_context.shape)
-                finally:
-                    random_state = est.random_state_
-                    est.unfit()
-            step = fit_plan.plan[STEP]
-            planned.append(SimpleNamespace(random_state_=random_state, delta_=fit_plan.delta,
-                                           noise_multiplier_=fit_plan.sigmas[STEP],
-                                           sampling_probability_=step.sampling_probability, n_steps_=step.count,
-                                           privacy_ledger_=fit_plan.ledger()))
+    for est in estimators:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the fit repeats the checks and their warnings
+            est.begin_fit(X, y, sensitive_features, checked=checked)
+            try:
+                fit_plan = est.plan(est.fit_context.shape)
+            finally:
+                random_state = est.random_state_
+                est.unfit()
+        step = fit_plan.plan[STEP]
+        planned.append(SimpleNamespace(random_state_=random_state, delta_=fit_plan.delta,
+                                       noise_multiplier_=fit_plan.sigmas[STEP],
+                                       sampling_probability_=step.sampling_probability, n_steps_=step.count,
+                                       privacy_ledger_=fit_plan.ledger()))
     return planned
 
 
