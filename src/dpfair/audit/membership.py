@@ -92,6 +92,7 @@ from dpfair.audit.metrics import (
 )
 from dpfair.utils.capabilities import capabilities
 from dpfair.utils.progress import progress
+from dpfair.utils.threads import one_openmp_thread
 from dpfair.utils.validation import check_1d, check_features
 from dpfair.utils.attacks import ATTACKS, NOTE  # the attacks' names and the note, in their light home
 
@@ -189,8 +190,6 @@ def shadow_attack_scores(shadow_features: np.ndarray, masks: np.ndarray, target_
     ``target_features``: ``N × F``; ``label_index``: the class of each example.
     """
     from sklearn.ensemble import HistGradientBoostingClassifier
-    from threadpoolctl import threadpool_limits
-
     scores = np.empty(target_features.shape[0])
     for c in np.unique(label_index):
         rows = label_index == c
@@ -198,7 +197,7 @@ def shadow_attack_scores(shadow_features: np.ndarray, masks: np.ndarray, target_
         labels = masks[:, rows].reshape(-1)
         attack = HistGradientBoostingClassifier(max_iter=100, max_leaf_nodes=15, learning_rate=0.1,
                                                 early_stopping=False, random_state=random_state)
-        with threadpool_limits(limits=1, user_api="openmp"):  # small data: threads only contend
+        with one_openmp_thread():  # small data: threads only contend
             attack.fit(feats, labels)
             scores[rows] = attack.predict_proba(target_features[rows])[:, list(attack.classes_).index(True)]
     return scores

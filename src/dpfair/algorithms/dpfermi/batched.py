@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 from dpfair.algorithms.dpfermi.data import FermiData, FermiModels, FermiSchedule
 from dpfair.algorithms.dpfermi.models import DenseRows, LinearModels, SparseRows
+from dpfair.utils.threads import one_openmp_thread
 
 
 #: a row table is multiplied sparse (on the CPU) when its rows have at most this share of non-zeros
@@ -172,18 +173,11 @@ def public_sums(models, hp: FermiModels, W, pub, rows: RowTables, taken=None):
     return theta, (-2.0 * W).mul_(block_F.permute(0, 2, 1, 3)[:, :, :, None])
 
 
-def _one_openmp_thread() -> None:
-    """This thread's OpenMP team: one thread (a per-thread setting; PyTorch's ops here stay serial)."""
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(1, user_api="openmp")
-
-
 @functools.cache
 def _side_pool() -> ThreadPoolExecutor:
     """The second thread of :meth:`Prefetching.beside`: its small PyTorch ops (a batch's gather, the noise) run on
     one OpenMP thread, as the fit's own thread's do while the kernel serves the steps."""
-    return ThreadPoolExecutor(1, thread_name_prefix="dpfair-side", initializer=_one_openmp_thread)
+    return ThreadPoolExecutor(1, thread_name_prefix="dpfair-side", initializer=one_openmp_thread)
 
 
 class BatchedTorch:
@@ -249,9 +243,7 @@ class FusedKernel(BatchedTorch):
         """
         if not rows.threads:
             return contextlib.nullcontext()
-        from threadpoolctl import threadpool_limits
-
-        return threadpool_limits(1, user_api="openmp")
+        return one_openmp_thread()
 
 
 class Prefetching(FusedKernel):
