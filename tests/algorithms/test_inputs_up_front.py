@@ -9,6 +9,7 @@ sensitive unit, is not clipped) diverged into NaN models without a word.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -16,12 +17,13 @@ import pytest
 
 from dpfair.algorithms import METHODS, DPFERMIClassifier, DPSGDClassifier, ERMClassifier, PFLDClassifier
 from dpfair.datasets import make_synthetic
+from dpfair.exceptions import LearnedNothingWarning
 from dpfair.utils.validation import FLOAT32_MAX_ROW_NORM, check_feature_scale
 
 
 @pytest.fixture(scope="module")
 def data():
-    return make_synthetic(200, n_features=3, random_state=0)
+    return make_synthetic(2000, n_features=3, random_state=0)  # groups large enough for the released counts at ε=1
 
 
 def _scaled(X, norm):
@@ -38,7 +40,11 @@ def _one_column_scaled(X, norm):
 
 FAST = dict(epochs=1, batch_size=64, groups=2, classes=2, random_state=0)
 FLOAT32 = {"dp-fermi": lambda: DPFERMIClassifier(**FAST), "dp-sgd": lambda: DPSGDClassifier(**FAST),
-           "pf-ld": lambda: PFLDClassifier(**FAST), "erm": lambda: ERMClassifier(random_state=0)}
+           # a fixed dual tolerance: at ε = 1 on these rows the "auto" one would warn that it hides violations
+           "pf-ld": lambda: PFLDClassifier(dual_tolerance=0.05, **FAST), "erm": lambda: ERMClassifier(random_state=0)}
+#: the methods that learn nothing on rows of norm near the float32 bound, and say that the features are unscaled
+#: (DP-SGD clips each gradient, so its steps stay of the clipping norm's size)
+UNSCALED_LEARN_NOTHING = {"dp-fermi", "pf-ld"}
 
 
 @pytest.mark.parametrize("method", FLOAT32)
@@ -53,7 +59,9 @@ def test_rows_too_large_for_float32_training_are_refused(data, method, release_s
 def test_rows_just_below_the_bound_train_to_finite_predictions(data, method):
     X, y, s = data
     X = _scaled(X, 0.9 * FLOAT32_MAX_ROW_NORM)
-    model = FLOAT32[method]().fit(X, y, sensitive_features=s)
+    with (pytest.warns(LearnedNothingWarning, match="unscaled features") if method in UNSCALED_LEARN_NOTHING
+          else contextlib.nullcontext()):
+        model = FLOAT32[method]().fit(X, y, sensitive_features=s)
     assert np.isfinite(model.predict_proba(X)).all()
 
 
