@@ -13,6 +13,10 @@ from dpfair.datasets import make_synthetic
 from dpfair.privacy import calibrate_noise, epsilon_of, laplace_event, max_neighbour_distance
 
 
+#: the public lists of the synthetic data's binary groups and labels: none is inferred from the private rows
+PUBLIC = dict(groups=[0, 1], classes=[0, 1])
+
+
 def biased(n, seed, n_groups=2):
     return make_synthetic(n_samples=n, n_features=5, n_groups=n_groups, label_bias=0.3, feature_bias=1.0,
                           random_state=seed)
@@ -43,7 +47,8 @@ def test_noise_has_the_calibrated_laplace_scale():
     X, y, s = biased(6000, 1, n_groups=10)
     base = LogisticRegression().fit(X, y)
     true = cell_counts(base.predict(X), y, s, 2, 2, 10)
-    fits = [DPPostProcessingClassifier(base, prefit=True, epsilon=2.0, delta=1e-6, random_state=r)
+    fits = [DPPostProcessingClassifier(base, prefit=True, epsilon=2.0, delta=1e-6, random_state=r,
+                                       groups=10, classes=[0, 1])
             .fit(X, y, sensitive_features=s) for r in range(20)]
     sigma = fits[0].noise_multiplier_
     assert sigma == pytest.approx(calibrate_noise(laplace_event, 2.0, 1e-6, "sensitive"))
@@ -56,7 +61,8 @@ def test_noise_has_the_calibrated_laplace_scale():
 @pytest.mark.parametrize("unit", ["sensitive", "record"])
 def test_ledger_spends_at_most_the_target(data, unit):
     X, y, s, base = data
-    est = DPPostProcessingClassifier(base, prefit=True, epsilon=1.0, privacy_unit=unit, random_state=0)
+    est = DPPostProcessingClassifier(base, prefit=True, epsilon=1.0, privacy_unit=unit, random_state=0,
+                                     **PUBLIC)
     est.fit(X, y, sensitive_features=s)
     eps, delta = est.privacy_spent_
     assert 0.99 <= eps <= 1.0 and delta == 1 / 2000**2
@@ -70,7 +76,8 @@ def test_ledger_spends_at_most_the_target(data, unit):
 def test_a_private_base_trained_here_composes_with_the_counts(data):
     X, y, s, _ = data
     base = DPSGDClassifier(epsilon=0.5, delta=1e-6, epochs=1, batch_size=200, random_state=0)
-    est = DPPostProcessingClassifier(base, epsilon=1.0, delta=1e-6, privacy_unit="record", random_state=0)
+    est = DPPostProcessingClassifier(base, epsilon=1.0, delta=1e-6, privacy_unit="record", random_state=0,
+                                     **PUBLIC)
     est.fit(X, y, sensitive_features=s)
     labels = [e["label"] for e in est.privacy_ledger_.to_records()]
     assert labels == ["base: dp-sgd step", "joint counts (y_hat, s, y)"]
@@ -84,7 +91,7 @@ def test_a_private_base_trained_here_composes_with_the_counts(data):
 
 def test_a_base_that_ignores_s_costs_nothing_under_the_sensitive_unit(data):
     X, y, s, _ = data
-    est = DPPostProcessingClassifier(LogisticRegression(), epsilon=1.0, random_state=0)
+    est = DPPostProcessingClassifier(LogisticRegression(), epsilon=1.0, random_state=0, **PUBLIC)
     est.fit(X, y, sensitive_features=s)
     assert len(est.privacy_ledger_) == 1 and est.privacy_spent_[0] <= 1.0
 
@@ -98,7 +105,8 @@ def test_a_base_that_reads_s_from_declared_columns_of_x_is_charged(data):
     Xs = np.column_stack([X, s])
     base = OutputPerturbationClassifier(epsilon=0.5, delta=1e-6, privacy_unit="sensitive",
                                         sensitive_feature_columns=[X.shape[1]], random_state=0)
-    est = DPPostProcessingClassifier(base, epsilon=1.0, delta=1e-6, random_state=0).fit(Xs, y, sensitive_features=s)
+    est = DPPostProcessingClassifier(base, epsilon=1.0, delta=1e-6, random_state=0, **PUBLIC).fit(
+        Xs, y, sensitive_features=s)
     assert [e["label"] for e in est.privacy_ledger_.to_records()][0].startswith("base: ")
     assert est.estimator_.privacy_spent_[0] > 0 and 0.99 <= est.privacy_spent_[0] <= 1.0
     assert est.privacy_plan_.matches(est.privacy_ledger_, est.noise_multipliers_)
@@ -109,7 +117,8 @@ def test_without_noise_it_is_fairlearns_threshold_optimizer(n_groups):
     X, y, s = biased(3000, 5, n_groups=n_groups)
     Xt, yt, st = biased(3000, 6, n_groups=n_groups)
     base = LogisticRegression().fit(X, y)
-    ours = DPPostProcessingClassifier(base, prefit=True, epsilon=math.inf, random_state=0)
+    ours = DPPostProcessingClassifier(base, prefit=True, epsilon=math.inf, random_state=0, groups=n_groups,
+                                      classes=[0, 1])
     ours.fit(X, y, sensitive_features=s)
     assert math.isinf(ours.privacy_spent_[0]) and np.all(ours.slack_ == 0)
     theirs = ThresholdOptimizer(estimator=base, constraints="equalized_odds", predict_method="predict",
@@ -127,7 +136,8 @@ def test_without_noise_it_is_fairlearns_threshold_optimizer(n_groups):
 
 def test_noisy_solution_meets_the_relaxed_constraints_with_the_papers_slack(data):
     X, y, s, base = data
-    est = DPPostProcessingClassifier(base, prefit=True, epsilon=0.5, beta=0.1, tolerance=0.01, random_state=2)
+    est = DPPostProcessingClassifier(base, prefit=True, epsilon=0.5, beta=0.1, tolerance=0.01, random_state=2,
+                                     **PUBLIC)
     est.fit(X, y, sensitive_features=s)
     noisy = np.maximum(est.noisy_counts_, 0)
     sizes = noisy.sum(axis=0)
@@ -153,7 +163,7 @@ def test_lp_reaches_the_constant_classifier_when_rates_cannot_be_matched_otherwi
 @pytest.mark.secret_noise
 def test_same_seed_same_result_only_when_the_noise_is_replayed(data, replay):
     X, y, s, base = data
-    fit = lambda r: DPPostProcessingClassifier(base, prefit=True, epsilon=1.0, random_state=r).fit(  # noqa: E731
+    fit = lambda r: DPPostProcessingClassifier(base, prefit=True, epsilon=1.0, random_state=r, **PUBLIC).fit(  # noqa: E731
         X, y, sensitive_features=s)
     # the review's attack: the released counts minus noise regenerated from the published seed gave the
     # true counts; the noise is secret now, so refitting with the same seed gives other counts
@@ -166,7 +176,7 @@ def test_same_seed_same_result_only_when_the_noise_is_replayed(data, replay):
 
 def test_predictions_are_randomized_with_the_mixing_probabilities(data):
     X, y, s, base = data
-    est = DPPostProcessingClassifier(base, prefit=True, epsilon=math.inf, random_state=0)
+    est = DPPostProcessingClassifier(base, prefit=True, epsilon=math.inf, random_state=0, **PUBLIC)
     est.fit(X, y, sensitive_features=s)
     p = est.predict_proba(X, sensitive_features=s)[:, 1]
     hard = est.predict(X, sensitive_features=s)
@@ -195,12 +205,13 @@ class NoPredict:
 def test_bad_input_gives_a_clear_error(data, kwargs, match):
     X, y, s, _ = data
     with pytest.raises(ValueError, match=match):
-        DPPostProcessingClassifier(**kwargs).fit(X, y, sensitive_features=s)
+        DPPostProcessingClassifier(**{**PUBLIC, **kwargs}).fit(X, y, sensitive_features=s)
 
 
 def test_bad_data_gives_a_clear_error(data):
     X, y, s, base = data
-    est = DPPostProcessingClassifier(base, prefit=True, random_state=0)
+    # y is public under the sensitive unit: its classes are read from it, so a third label is refused as not binary
+    est = DPPostProcessingClassifier(base, prefit=True, random_state=0, groups=[0, 1])
     s_bad = s.copy()
     s_bad[(s == 1) & (y == 0)] = 0
     est.fit(X, y, sensitive_features=s_bad)  # an empty (group, label) cell is private: no error
