@@ -17,7 +17,7 @@ from dpfair.algorithms.output_perturbation import (
     perturb_minimizer,
     project_onto_ball,
 )
-from dpfair.exceptions import PrivacyLeakWarning
+from dpfair.exceptions import LearnedNothingWarning, PrivacyLeakWarning, UtilityWarning
 from dpfair.privacy import SecretRandom, max_neighbour_distance
 
 TOL = 1e-10
@@ -133,7 +133,8 @@ def test_sensitive_unit_with_s_among_the_features_by_brute_force(n_classes):
     worst = max_neighbour_distance(f, X, y, s, "sensitive", n_groups=2)
     bound = 2 * lipschitz_constant(1.0, n_classes) / (mu * n)
     assert 0.4 * bound <= worst <= bound + 2 * TOL / mu
-    est = _est(privacy_unit="sensitive", sensitive_feature_columns=[3], classes=n_classes).fit(with_s(X, s), y, s)
+    with pytest.warns(LearnedNothingWarning, match="learned nothing"):  # y is random: nothing to learn, as it says
+        est = _est(privacy_unit="sensitive", sensitive_feature_columns=[3], classes=n_classes).fit(with_s(X, s), y, s)
     assert est.sensitivity_ == pytest.approx(bound + 2 * TOL / mu, rel=1e-12)
 
 
@@ -145,7 +146,8 @@ def test_sensitive_unit_without_s_the_model_does_not_move_when_s_does():
 
 def test_sensitivity_attributes_follow_the_derivation():
     X, y, _ = _data(n=300, n_classes=3)
-    est = _est(classes=3, l2_regularization=0.5, norm_bound=2.0, sample_size=500).fit(X, y)
+    # ε = 2: enough for 12 parameters on 500 records (the derivation does not depend on ε)
+    est = _est(classes=3, l2_regularization=0.5, norm_bound=2.0, sample_size=500, epsilon=2.0).fit(X, y)
     lam = math.sqrt(2) * 2.0
     assert (est.lipschitz_, est.strong_convexity_, est.radius_) == (lam, 0.5, lam / 0.5)
     assert est.sensitivity_ == pytest.approx(lam / (0.5 * 500) + 2 * TOL / 0.5, rel=1e-12)
@@ -167,8 +169,8 @@ def test_the_added_noise_has_the_calibrated_std():
     X, y, _ = _data(n=200, d=4)
     w = _wstar(X, y, 2, N=200)
     noise, sigmas = [], set()
-    for r in range(150):
-        est = _est(epsilon=1.0, delta=1e-5, sample_size=200, project=False, random_state=r).fit(X, y)
+    for r in range(150):  # ε = 2: enough for 4 parameters on 200 records (the test reads σ, whatever it is)
+        est = _est(epsilon=2.0, delta=1e-5, sample_size=200, project=False, random_state=r).fit(X, y)
         noise.append(est.coef_[0] - w)
         sigmas.add(est.noise_std_)
     (sigma,) = sigmas
@@ -190,7 +192,8 @@ def test_perturb_minimizer_draws_with_std_sigma_and_projects():
 def test_the_projection_keeps_the_release_in_the_ball_and_is_the_only_change(n_classes):
     X, y, _ = _data(n=50, d=5, n_classes=n_classes)
     kw = dict(epsilon=0.1, delta=1e-5, fit_intercept=True, intercept_scaling=0.5, sample_size=50, classes=n_classes)
-    kept, free = (_est(project=p, **kw).fit(X, y) for p in (True, False))  # same reproducible noise
+    with pytest.warns(UtilityWarning, match="too little data for that privacy"):  # ε = 0.1 on 50 rows: on purpose
+        kept, free = [_est(project=p, **kw).fit(X, y) for p in (True, False)]  # same reproducible noise
     full = lambda est: np.hstack([est.coef_, est.intercept_[:, None] / 0.5])  # noqa: E731 (the released w)
     assert kept.radius_ == lipschitz_constant(1.0, n_classes)
     assert np.linalg.norm(full(free)) > kept.radius_  # the noise leaves the ball ...
@@ -215,8 +218,8 @@ def test_a_large_row_behaves_as_the_row_scaled_to_the_norm_bound():
 
 @pytest.mark.parametrize("kw", [dict(), dict(privacy_unit="sensitive", sensitive_feature_columns=[0, 1])])
 def test_ledger_equals_plan_and_spends_at_most_the_target(kw):
-    X, y, s = _data()
-    est = _est(epsilon=0.7, delta=1e-6, sample_size=200, **kw).fit(X, y, s)
+    X, y, s = _data(n=1000)  # enough records for ε = 0.7
+    est = _est(epsilon=0.7, delta=1e-6, sample_size=1000, **kw).fit(X, y, s)
     assert est.privacy_plan_.matches(est.privacy_ledger_, est.noise_multipliers_)
     eps, delta = est.privacy_spent_
     assert 0.99 * 0.7 <= eps <= 0.7 and delta == 1e-6
@@ -227,8 +230,8 @@ def test_ledger_equals_plan_and_spends_at_most_the_target(kw):
 
 def test_replace_one_costs_twice_the_noise_of_add_remove_at_the_same_budget():
     # bound convention: add/remove bound Δ = Λ/(μN); replace-one moves the mean by 2Λ/(μN), bound (radius) Λ/(μN)
-    X, y, s = _data()
-    record = _est(sample_size=200).fit(X, y)
+    X, y, s = _data(n=1000)  # enough records for ε = 1
+    record = _est(sample_size=1000).fit(X, y)
     sensitive = _est(privacy_unit="sensitive", sensitive_feature_columns=[0]).fit(X, y, s)
     assert sensitive.noise_multiplier_ == pytest.approx(2 * record.noise_multiplier_, rel=0.01)
     assert sensitive.noise_std_ == pytest.approx(2 * record.noise_std_, rel=0.01)
@@ -260,20 +263,20 @@ def test_paper_calibration_is_the_classical_gaussian_mechanism_and_spends_less()
 
 @pytest.mark.secret_noise
 def test_sample_size_fixes_the_normaliser_and_delta():
-    X, y, _ = _data()
+    X, y, _ = _data(n=1000)  # enough records for ε = 1
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyLeakWarning)
         default = _est().fit(X, y)  # N = the number of rows, public in dpfair's model
-        est = _est(sample_size=1000).fit(X, y)
+        est = _est(sample_size=5000).fit(X, y)
     assert default.sample_size_ == len(y) and default.privacy_spent_[1] == 1 / len(y) ** 2
-    assert est.privacy_spent_[1] == 1 / 1000**2 and est.sample_size_ == 1000
-    assert est.sensitivity_ == pytest.approx(1.0 / 1000 + 2 * TOL, rel=1e-12)
+    assert est.privacy_spent_[1] == 1 / 5000**2 and est.sample_size_ == 5000
+    assert est.sensitivity_ == pytest.approx(1.0 / 5000 + 2 * TOL, rel=1e-12)
 
 
 def test_the_minimiser_is_not_stored_on_a_private_model():
-    X, y, _ = _data()
-    est = _est(epsilon=1.0, sample_size=200).fit(X, y)
-    w = _wstar(X, y, 2, N=200)
+    X, y, _ = _data(n=1000)  # enough records for ε = 1
+    est = _est(epsilon=1.0, sample_size=1000).fit(X, y)
+    w = _wstar(X, y, 2, N=1000)
     for key, value in vars(est).items():
         if isinstance(value, np.ndarray) and value.size >= w.size:
             assert not np.allclose(value.ravel()[:w.size], w, atol=1e-9), key
@@ -289,7 +292,7 @@ def test_multiclass_predictions_keep_the_labels():
     assert proba.shape == (300, 3) and np.allclose(proba.sum(1), 1.0)
     assert est.decision_function(X).shape == (300, 3)
     assert set(est.predict(X)) <= {"a", "b", "c"} and np.mean(est.predict(X) == labels) > 0.5
-    binary = _est(sample_size=300).fit(X, (y > 0).astype(int))
+    binary = _est(sample_size=300, epsilon=2.0).fit(X, (y > 0).astype(int))  # ε = 2: enough for 300 records
     assert binary.decision_function(X).shape == (300,) and binary.coef_.shape == (1, 4)
     assert binary.intercept_.tolist() == [0.0]
 
@@ -344,8 +347,8 @@ def test_clone_and_registry():
 @pytest.mark.parametrize("kw", [dict(fit_intercept=True, intercept_scaling=0.5, classes=3),
                                 dict(privacy_unit="sensitive")])
 def test_save_and_load_round_trip(kw, tmp_path):
-    X, y, s = _data(n=120, n_classes=kw.get("classes", 2))
-    est = _est(sample_size=120, **kw).fit(X, y, s)
+    X, y, s = _data(n=1000, n_classes=kw.get("classes", 2))  # enough records for 15 parameters at ε = 1
+    est = _est(sample_size=1000, **kw).fit(X, y, s)
     est.save(tmp_path / "m.pt")
     back = load_estimator(tmp_path / "m.pt")
     assert type(back) is OutputPerturbationClassifier
