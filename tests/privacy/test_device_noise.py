@@ -9,10 +9,7 @@ import torch
 from dpfair.privacy import reproducible_noise
 from dpfair.privacy.randomness import SecretRandom
 
-pytestmark = [
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)"),
-    pytest.mark.filterwarnings("ignore::dpfair.exceptions.PrivacyLeakWarning"),
-]
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)")
 
 N = 1_000_000
 
@@ -39,6 +36,7 @@ def test_every_secret_generator_has_its_own_device_stream():
         pickle.dumps(a)
 
 
+@pytest.mark.filterwarnings("ignore:reproducible_noise is active:dpfair.exceptions.PrivacyLeakWarning")
 def test_reproducible_noise_replays_the_device_stream():
     like = torch.zeros(1000, device="cuda")
     draws = []
