@@ -9,6 +9,7 @@ from sklearn.linear_model import LogisticRegression
 
 from dpfair.algorithms import DPPostProcessingClassifier
 from dpfair.datasets import make_synthetic
+from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.fairness import (
     FairScorer,
     MissingGroupsError,
@@ -77,8 +78,9 @@ def test_scikit_learn_routes_s_to_the_scorers(data):
         aliased = skms.cross_validate(LogisticRegression(), X, y, cv=3,
                                       scoring=violation_scorer().set_score_request(sensitive_features="group"),
                                       params={"group": s})
-        search = skms.GridSearchCV(DPPostProcessingClassifier(**POST), {"tolerance": [0.0, 0.1]}, cv=2,
-                                   scoring=error_scorer()).fit(X, y, sensitive_features=s)
+        with pytest.warns(PrivacyLeakWarning, match="fitted inside scikit-learn's GridSearchCV.fit"):
+            search = skms.GridSearchCV(DPPostProcessingClassifier(**POST), {"tolerance": [0.0, 0.1]}, cv=2,
+                                       scoring=error_scorer()).fit(X, y, sensitive_features=s)
     assert np.all(result["test_dp"] < 0) and np.all(result["test_fair"] < 0)
     np.testing.assert_allclose(aliased["test_score"], result["test_dp"])
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()
