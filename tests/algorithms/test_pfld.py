@@ -18,6 +18,7 @@ from dpfair.algorithms.pfld import (
     primal_sum,
 )
 from dpfair.datasets import make_synthetic
+from dpfair.exceptions import PrivacyLeakWarning, SmallGroupWarning
 from dpfair.fairness import demographic_parity_violation
 from dpfair.nn import MLP, LogisticRegression
 from dpfair.privacy import PrivacyLedger, Release, SecretRandom, epsilon_of, max_neighbour_distance
@@ -31,15 +32,28 @@ def data():
 
 
 @pytest.fixture(scope="module")
-def calibrated(data):
-    """One fit whose noise is calibrated to ε = 1 (calibration is the slow part; fits elsewhere pass σ)."""
-    X, y, s = data
-    return PFLDClassifier(epsilon=1.0, delta=1e-5, epochs=2, batch_size=100, random_state=0).fit(X, y, s)
+def large():
+    """4,000 rows: groups large enough for their counts released at ε = 1 (noise std about 80)."""
+    return make_synthetic(n_samples=4000, n_features=5, label_bias=0.4, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def calibrated(large):
+    """One fit whose noise is calibrated to ε = 1 (calibration is the slow part; fits elsewhere pass σ).
+    dual_tolerance=0 (the paper's dual step, as in FIXED_NOISE): the "auto" one would warn that at ε = 1 it hides
+    violations of these groups; the calibration does not depend on it."""
+    X, y, s = large
+    return PFLDClassifier(epsilon=1.0, delta=1e-5, epochs=2, batch_size=1000, dual_tolerance=0.0, learning_rate=0.1,
+                          groups=2, random_state=0).fit(X, y, s)
 
 
 #: a fixed primal noise multiplier: skips calibrating it, so that a private fit takes well under a second;
 #: dual_tolerance=0 (the paper's dual step): the multipliers grow on noise too, so every fit takes noisy primal steps
-FIXED_NOISE = dict(epsilon=1.0, delta=1e-5, noise_multiplier=5.0, epochs=1, batch_size=100, dual_tolerance=0.0)
+#: learning_rate=0.01: enough for these one-epoch fits (on a few thousand rows) to learn something
+FIXED_NOISE = dict(epsilon=1.0, delta=1e-5, noise_multiplier=5.0, epochs=1, batch_size=100, dual_tolerance=0.0,
+                   learning_rate=0.01)
+#: make_synthetic's two groups, declared: none is inferred from the private s
+GROUPS = dict(groups=2)
 
 
 def _codes(s, k):
@@ -146,12 +160,13 @@ def test_ledger_spends_at_most_the_target_and_close_to_it(calibrated):
 
 def test_public_proportions_release_no_counts_and_scale_with_the_sensitive_fraction(data):
     X, y, s = data
+    half = np.where(np.arange(len(s)) % 2 == 0, s.astype(float), np.nan)  # as declared: half of the rows' s known
     est = PFLDClassifier(epsilon=math.inf, group_proportions=[0.5, 0.5], sensitive_fraction=0.5, epochs=1,
-                         random_state=0).fit(X, y, s)
+                         random_state=0, **GROUPS).fit(X, y, half)
     assert np.allclose(est.group_sizes_, [100, 100])  # r · n · p
     assert "pf-ld group counts" not in [r["label"] for r in est.privacy_ledger_.to_records()]
     eo = PFLDClassifier(notion="equalized_odds", epsilon=math.inf, group_proportions=[[0.6, 0.4], [0.4, 0.6]],
-                        epochs=1, random_state=0).fit(X, y, s)
+                        epochs=1, random_state=0, **GROUPS).fit(X, y, s)
     n_y = np.bincount(y)
     assert np.allclose(eo.group_sizes_, [0.6 * n_y[0], 0.4 * n_y[0], 0.4 * n_y[1], 0.6 * n_y[1]])
 
@@ -179,7 +194,8 @@ def test_without_noise_pfld_is_the_plain_lagrangian_dual(data):
     X, y, s = data
     init = LogisticRegression(5, 2, seed=3)
     est = PFLDClassifier(copy.deepcopy(init), epsilon=math.inf, epochs=6, batch_size=len(y), optimizer="sgd",
-                         learning_rate=0.5, dual_learning_rate=5.0, primal_clip=1e6, random_state=0).fit(X, y, s)
+                         learning_rate=0.5, dual_learning_rate=5.0, primal_clip=1e6, random_state=0,
+                         **GROUPS).fit(X, y, s)
     model, lam = _handwritten_lagrangian_dual(copy.deepcopy(init), X, y, s, 6, 0.5, 5.0)
     assert np.allclose(est.lambdas_[:, 0], lam.numpy(), atol=1e-5)
     with torch.no_grad():
@@ -190,8 +206,10 @@ def test_without_noise_pfld_is_the_plain_lagrangian_dual(data):
 
 def test_lambda_grows_with_the_violation_and_the_constraint_reduces_it():
     X, y, s = make_synthetic(n_samples=1500, n_features=5, label_bias=0.5, feature_bias=1.0, random_state=1)
-    common = dict(model="logistic", epsilon=math.inf, epochs=15, batch_size=300, learning_rate=0.05, random_state=0)
-    fair = PFLDClassifier(dual_learning_rate=20.0, **common).fit(X, y, s)
+    common = dict(model="logistic", epsilon=math.inf, epochs=15, batch_size=300, learning_rate=0.05, random_state=0,
+                  **GROUPS)
+    # a dual step large enough to halve the violation, not so large that the model ends worse than a constant one
+    fair = PFLDClassifier(dual_learning_rate=2.0, **common).fit(X, y, s)
     plain = PFLDClassifier(dual_learning_rate=0.0, **common).fit(X, y, s)
     lams = [h["lambda_max"] for h in fair.history_]
     assert all(b >= a for a, b in zip(lams, lams[1:])) and lams[-1] > lams[0]
@@ -202,41 +220,43 @@ def test_lambda_grows_with_the_violation_and_the_constraint_reduces_it():
 @pytest.mark.parametrize("notion", NOTIONS)
 @pytest.mark.parametrize("k", [2, 3])
 def test_every_notion_runs_with_two_and_three_groups(notion, k):
-    X, y, s = make_synthetic(n_samples=300, n_features=4, n_groups=k, random_state=k)
-    est = PFLDClassifier(notion=notion, random_state=0, **FIXED_NOISE).fit(X, y, s)
+    # 4,000 rows: (label, group) cells large enough for their counts released at ε = 1
+    X, y, s = make_synthetic(n_samples=4000, n_features=4, n_groups=k, random_state=k)
+    est = PFLDClassifier(notion=notion, groups=k, random_state=0, **FIXED_NOISE).fit(X, y, s)
     assert 0 < est.privacy_spent_[0] < math.inf
     assert est.lambdas_.shape == (k * (2 if notion == "equalized_odds" else 1), 1)
-    assert est.predict_proba(X).shape == (300, 2) and np.isfinite(est.predict_proba(X)).all()
+    assert est.predict_proba(X).shape == (4000, 2) and np.isfinite(est.predict_proba(X)).all()
 
 
 def test_multiclass_labels_compare_every_class():
     X, y, s = make_synthetic(n_samples=300, n_features=4, n_classes=3, random_state=0)
-    est = PFLDClassifier(epsilon=math.inf, epochs=2, random_state=0).fit(X, y, s)
+    est = PFLDClassifier(epsilon=math.inf, epochs=2, learning_rate=0.01, random_state=0, **GROUPS).fit(X, y, s)
     assert est.lambdas_.shape == (2, 3)
 
 
-def test_missing_sensitive_values(data, replay):
-    X, y, s = data
+def test_missing_sensitive_values(large, replay):
+    X, y, s = large
     rng = np.random.default_rng(0)
     unknown = rng.random(len(s)) < 0.4  # r ≈ 0.6
     s_nan = np.where(unknown, np.nan, s.astype(float))
-    with replay(0):
+    with replay(0), pytest.warns(PrivacyLeakWarning, match="list of groups was inferred from the private data"):
         est = PFLDClassifier(epsilon=math.inf, epochs=2, random_state=0).fit(X, y, s_nan)
-    assert list(est.groups_) == [0.0, 1.0]
+    assert list(est.groups_) == [0.0, 1.0]  # inferred from the known values: NaN is no group
     assert np.array_equal(est.group_sizes_, np.bincount(s[~unknown], minlength=2))
     s_marked = np.where(unknown, -1, s)
     with replay(0):  # the same secret batches
-        other = PFLDClassifier(epsilon=math.inf, epochs=2, missing_value=-1, random_state=0).fit(X, y, s_marked)
+        other = PFLDClassifier(epsilon=math.inf, epochs=2, missing_value=-1, random_state=0, **GROUPS).fit(
+            X, y, s_marked)
     assert np.array_equal(other.predict_proba(X), est.predict_proba(X))
     labels = np.where(unknown, None, np.array(["f", "m"])[s]).astype(object)
-    private = PFLDClassifier(random_state=0, **FIXED_NOISE).fit(X, y, labels)
+    private = PFLDClassifier(random_state=0, groups=["f", "m"], **FIXED_NOISE).fit(X, y, labels)
     assert list(private.groups_) == ["f", "m"] and private.privacy_spent_[0] < math.inf
 
 
 @pytest.mark.secret_noise
-def test_same_seed_same_model_only_when_the_noise_is_replayed(data, replay):
-    X, y, s = data
-    fit = lambda seed: PFLDClassifier(random_state=seed, **FIXED_NOISE).fit(X, y, s).predict_proba(X)  # noqa: E731
+def test_same_seed_same_model_only_when_the_noise_is_replayed(large, replay):
+    X, y, s = large
+    fit = lambda seed: PFLDClassifier(random_state=seed, **GROUPS, **FIXED_NOISE).fit(X, y, s).predict_proba(X)  # noqa: E731
     assert not np.array_equal(fit(3), fit(3))  # the batches and the noise are secret
     with replay(0):
         a, b, c = fit(3), fit(3), fit(4)
@@ -265,21 +285,28 @@ def test_clone_keeps_hyperparameters():
 def test_bad_hyperparameters(kwargs, match, data):
     X, y, s = data
     with pytest.raises(ValueError, match=match):
-        PFLDClassifier(epochs=1, **kwargs).fit(X, y, s)
+        PFLDClassifier(epochs=1, **GROUPS, **kwargs).fit(X, y, s)
+
+
+#: what PF-LD says of groups too small for their constraints: their released sizes, and the noise on their means
+TOO_SMALL = "which may be fewer than 30|cannot tell the mean predicted rate"
 
 
 def test_bad_sensitive_features(data):
     X, y, s = data
     with pytest.raises(ValueError, match="needs sensitive_features"):
         PFLDClassifier(epochs=1).fit(X, y)
-    with pytest.raises(ValueError, match="single group.*pass groups="):
+    with (pytest.raises(ValueError, match="single group.*pass groups="),
+          pytest.warns(PrivacyLeakWarning, match="list of groups was inferred from the private data")):
         PFLDClassifier(epochs=1).fit(X, y, np.where(s == 1, np.nan, 0.0))
     # with the public group list, what the private s holds decides no error: no known value, or a group
-    # without any member of a label, still fits
-    PFLDClassifier(epochs=1, groups=[0.0, 1.0]).fit(X, y, np.full(len(y), np.nan))
+    # without any member of a label, still fits (and warns that its groups are too small for their constraints)
+    with pytest.warns(SmallGroupWarning, match=TOO_SMALL):
+        PFLDClassifier(epochs=1, learning_rate=0.01, groups=[0.0, 1.0]).fit(X, y, np.full(len(y), np.nan))
     lonely = s.copy()
     lonely[np.flatnonzero(y == 0)[0]] = 2  # group 2 has no member with label 1
-    PFLDClassifier(notion="equalized_odds", epochs=1, groups=3).fit(X, y, lonely)
+    with pytest.warns(SmallGroupWarning, match=TOO_SMALL):
+        PFLDClassifier(notion="equalized_odds", epochs=1, learning_rate=0.01, groups=3).fit(X, y, lonely)
     with pytest.raises(ValueError, match="one entry per row"):
         PFLDClassifier(epochs=1).fit(X, y, s[:-1])
 
