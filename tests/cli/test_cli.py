@@ -171,6 +171,7 @@ def test_a_default_run_carries_the_guarantee_and_its_files_hold_no_secret(tmp_pa
 
 
 @pytest.mark.secret_noise
+@pytest.mark.filterwarnings("default:reproducible_noise is active:dpfair.exceptions.PrivacyLeakWarning")  # the subject
 def test_reproducible_noise_replays_a_run_and_says_the_guarantee_is_void(tmp_path, capsys):
     results = []
     for name in ("a", "b"):

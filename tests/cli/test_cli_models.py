@@ -29,6 +29,7 @@ SLOW_DEFAULTS = {"dp-sgd", "pf-ld", "private-demographics", "reductions"}
 
 @pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW_DEFAULTS else m
                                     for m in sorted(METHODS)])
+@pytest.mark.filterwarnings("default::dpfair.exceptions.UtilityWarning")  # each default's warnings: test_defaults
 def test_every_method_trains_with_no_other_argument(method, tmp_path, capsys, monkeypatch):
     """Done-when of issue 13: `dpfair train --method M` works with no other argument for every registered M
     (it once refused the non-private methods: "drop --epsilon" though none was given)."""
@@ -70,7 +71,7 @@ def test_a_notion_the_method_is_built_for_is_accepted(tmp_path, capsys):
 
 def test_info_and_predict_read_back_a_trained_model(tmp_path, capsys):
     out = tmp_path / "m.json"
-    code, _, err = run(capsys, "train", *FAST, "--lam", "2", "--option", "n_samples=600", "--seed", "3",
+    code, _, err = run(capsys, "train", *FAST, "--lam", "2", "--option", "n_samples=2000", "--seed", "3",
                        "--out", str(out))
     assert code == 0, err
     trained = json.loads(out.read_text())
@@ -79,11 +80,11 @@ def test_info_and_predict_read_back_a_trained_model(tmp_path, capsys):
     code, stdout, err = run(capsys, "info", model)
     assert code == 0, err
     assert "dp-fermi (DPFERMIClassifier), target: demographic parity, λ = 2" in stdout
-    assert "synthetic (n_samples=600)" in stdout and "split seed 3" in stdout and "epsilon spent" in stdout
+    assert "synthetic (n_samples=2000)" in stdout and "split seed 3" in stdout and "epsilon spent" in stdout
     code, stdout, _ = run(capsys, "info", model, "--json")
     info = json.loads(stdout)
     assert info["trained_on"]["dataset"] == "synthetic" and info["epsilon"] == pytest.approx(trained["epsilon"])
-    assert info["trained_on"]["dataset_options"] == {"n_samples": 600} and info["hyperparameters"]["lam"] == 2
+    assert info["trained_on"]["dataset_options"] == {"n_samples": 2000} and info["hyperparameters"]["lam"] == 2
 
     preds = tmp_path / "p.csv"
     code, stdout, err = run(capsys, "predict", model, "--out", str(preds))

@@ -3,10 +3,14 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from dpfair.cli import main
 
 
+# the command prints each warning as one line on stderr, which the test reads (the schema's read from the rows too)
+@pytest.mark.filterwarnings("default::dpfair.exceptions.SmallGroupWarning",
+                            "default:infer_schema read the rows:dpfair.exceptions.PrivacyLeakWarning")
 def test_a_tiny_group_is_named_and_its_test_figure_flagged(tmp_path, capsys):
     rng = np.random.default_rng(1)
     n = 2000

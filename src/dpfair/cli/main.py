@@ -55,6 +55,7 @@ def main(argv=None) -> int:
     """Run the command of ``argv`` (default ``sys.argv[1:]``); its exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    shown = warnings.showwarning  # restored on return: a caller of main() in its own process keeps its own
     warnings.showwarning = show_warning
     silenced = contextlib.nullcontext()
     if getattr(args, "quiet", False):  # every progress bar of the command, the library's included
@@ -75,6 +76,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("dpfair: interrupted; nothing was written", file=sys.stderr)
         return 130
+    finally:
+        warnings.showwarning = shown
 
 
 def console_main(argv=None) -> int:
