@@ -72,12 +72,16 @@ def test_a_fairness_scorer_picks_a_fairer_lambda_than_accuracy(data):
     X, y, s = data
     est = DPFERMIClassifier(**FERMI)
     grid = {"lam": [0.0, 10.0]}
-    by_accuracy = GridSearchCV(est, grid, cv=3, scoring="accuracy").fit(X, y, sensitive_features=s)
-    by_fairness = GridSearchCV(est, grid, cv=3, scoring=fairness_scorer("demographic_parity", 1.0)).fit(
-        X, y, sensitive_features=s)
+    spent = "GridSearchCV: the fits spent ε"  # every search says what its fits spent in all, on no budget
+    with pytest.warns(PrivacyLeakWarning, match=spent):
+        by_accuracy = GridSearchCV(est, grid, cv=3, scoring="accuracy").fit(X, y, sensitive_features=s)
+    with pytest.warns(PrivacyLeakWarning, match=spent):
+        by_fairness = GridSearchCV(est, grid, cv=3, scoring=fairness_scorer("demographic_parity", 1.0)).fit(
+            X, y, sensitive_features=s)
     assert by_accuracy.best_params_ == {"lam": 0.0} and by_fairness.best_params_ == {"lam": 10.0}
-    both = GridSearchCV(est, grid, cv=3, scoring={"error": error_scorer(), "dp": violation_scorer()},
-                        refit=False).fit(X, y, sensitive_features=s)
+    with pytest.warns(PrivacyLeakWarning, match=spent):
+        both = GridSearchCV(est, grid, cv=3, scoring={"error": error_scorer(), "dp": violation_scorer()},
+                            refit=False).fit(X, y, sensitive_features=s)
     error, violation = -both.cv_results_["mean_test_error"], -both.cv_results_["mean_test_dp"]
     assert error[1] > error[0] and violation[1] < violation[0]  # λ = 10 trades error for parity
     # each search spends the same total: 2 × 3 fits and the refit (none with refit=False)
@@ -93,14 +97,17 @@ def test_cross_validate_post_processing_gives_scores_and_its_total(data):
     assert np.isfinite(result["test_score"]).all() and (result["test_score"] > 0.6).all()
     eps, delta = result["privacy_spent"]
     assert 2.95 < eps <= 3.0 and delta == DELTA
-    multi = cross_validate(est, X, y, sensitive_features=s, cv=3,
-                           scoring={"error": error_scorer(), "eo": violation_scorer("equalized_odds")})
+    with pytest.warns(PrivacyLeakWarning, match="cross_validate: the fits spent ε"):
+        multi = cross_validate(est, X, y, sensitive_features=s, cv=3,
+                               scoring={"error": error_scorer(), "eo": violation_scorer("equalized_odds")})
     assert np.isfinite(multi["test_error"]).all() and np.isfinite(multi["test_eo"]).all()
 
 
 def test_scikit_learn_cross_validate_with_routing_scores_post_processing(data):
     X, y, s = data
-    with sklearn.config_context(enable_metadata_routing=True):
+    # each fold's fit says that scikit-learn's own cross_validate accounts nothing across the folds
+    with sklearn.config_context(enable_metadata_routing=True), \
+            pytest.warns(PrivacyLeakWarning, match="fitted inside scikit-learn's cross_validate"):
         result = skms.cross_validate(DPPostProcessingClassifier(epsilon=1.0, **POST), X, y, cv=3,
                                      params={"sensitive_features": s})
     assert np.isfinite(result["test_score"]).all()
