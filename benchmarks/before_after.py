@@ -2,8 +2,8 @@
 from two source trees in turn, so that both meet the same load.
 
 Each tree is a checkout (``git worktree add /tmp/before REV``): every benchmark runs from its own tree (its
-``benchmarks/`` script, ``PYTHONPATH`` its ``src``), writing into a scratch folder, never into this repository's
-``results/``. The rounds alternate before, after, before, after, ...; each round runs
+``benchmarks/`` script, ``PYTHONPATH`` its ``src``, ``dpfair`` on the ``PATH`` its package), writing into a scratch
+folder (but see the sweep below). The rounds alternate before, after, before, after, ...; each round runs
 
 * ``dpfermi_single_model.py`` (one DP-FERMI model through ``dpfair train``: fit and training-loop ms per epoch,
   cold and warm accounting cache),
@@ -13,7 +13,9 @@ Each tree is a checkout (``git worktree add /tmp/before REV``): every benchmark 
 ``report_speed.py --before`` alternates on its own (it is run once, from the after tree). Writes
 ``NAME.csv`` (every run's figures) and ``NAME.md`` (per figure: each run, the best of each side and
 best after ÷ best before) under ``--out``. Run from the repository root:
-``python benchmarks/before_after.py --before /tmp/before --after /tmp/after --name issue43_before_after``.
+``python benchmarks/before_after.py --before /tmp/before --after /tmp/after --name issue43_before_after``. The
+sweep benchmark rewrites its tree's ``results/dpfermi/timing.md`` and ``results/speed/dpfermi_sweep.csv``: give
+both sides as worktrees, so this checkout's committed tables stay as they are.
 """
 
 from __future__ import annotations
@@ -30,8 +32,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _command_of(tree: Path, scratch: Path) -> Path:
+    """A ``dpfair`` command that runs ``tree``'s package (``python -m dpfair``): the installed one's entry point names
+    a module of one tree only (``dpfair.cli.main`` after the CLI became a package)."""
+    bin_dir = scratch / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    command = bin_dir / "dpfair"
+    command.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m dpfair "$@"\n')
+    command.chmod(0o755)
+    return bin_dir
+
+
 def _run(tree: Path, script: str, args: list[str], scratch: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "DPFAIR_CACHE_DIR": str(scratch / "cache")}
+    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "DPFAIR_CACHE_DIR": str(scratch / "cache"),
+           "PATH": f"{_command_of(tree, scratch)}{os.pathsep}{os.environ.get('PATH', '')}"}
     subprocess.run([sys.executable, str(tree / "benchmarks" / script), *args], cwd=tree, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600)
 
