@@ -21,6 +21,9 @@ from dpfair.fairness import (
 )
 from dpfair.fairness.notions import ACCURACY, POSITIVE, SELECTION, check_notion
 
+#: the public lists of groups and classes of the binary data of the fair fits: none is inferred from the private rows
+PUBLIC = dict(groups=[0, 1], classes=[0, 1])
+
 
 def test_demographic_and_accuracy_parity_partition_by_group():
     s = np.array([0, 2, 1, 2, 0])
@@ -263,7 +266,7 @@ def test_dpfermi_with_predictive_equality_lowers_the_false_positive_rate_gap():
     y = (X[:, 0] + 1.2 * s + rng.normal(size=n) > 0.6).astype(int)
     X[:, 1] = 2.0 * s + 0.5 * rng.normal(size=n)
     kw = dict(notion="predictive_equality", epsilon=math.inf, batch_size=256, epochs=20, random_state=0,
-              group_proportions=[0.5, 0.5])
+              group_proportions=[0.5, 0.5], **PUBLIC)
     gap = lambda est: get_notion("predictive_equality").violation(y, est.predict(X), s)  # noqa: E731
     base = DPFERMIClassifier(lam=0.0, **kw).fit(X, y, sensitive_features=s)
     fair = DPFERMIClassifier(lam=8.0, **kw).fit(X, y, sensitive_features=s)
@@ -279,12 +282,13 @@ def test_methods_whose_constraints_follow_the_partition_target_predictive_equali
     from dpfair.algorithms.private_demographics import PrivateDemographicsClassifier
     from dpfair.datasets import make_synthetic
 
-    X, y, s = make_synthetic(n_samples=300, n_features=4, n_groups=2, random_state=0)
-    est = {"pf-ld": lambda: PFLDClassifier(notion="predictive_equality", epochs=2, random_state=0),
+    X, y, s = make_synthetic(n_samples=2000, n_features=4, n_groups=2, random_state=0)  # PF-LD: groups not hidden by noise
+    est = {"pf-ld": lambda: PFLDClassifier(notion="predictive_equality", epochs=2, epsilon=8.0, counts_budget=0.5,
+                                          random_state=0, **PUBLIC),  # enough ε for its counts and dual steps
            "reductions": lambda: ReductionsClassifier(notion="predictive_equality", max_iter=10, random_state=0),
            "threshold": lambda: ThresholdClassifier(notion="predictive_equality", random_state=0),
            "private-demographics": lambda: PrivateDemographicsClassifier(notion="predictive_equality", epsilon=2.0,
-                                                                         max_iter=10, random_state=0)}[method]()
+                                                                         max_iter=10, random_state=0, **PUBLIC)}[method]()
     est.fit(X, y, sensitive_features=s)
     kw = {"sensitive_features": s} if method == "threshold" else {}
     assert 0.0 <= get_notion("predictive_equality").violation(y, est.predict(X, **kw), s) <= 1.0
