@@ -14,6 +14,7 @@ from dpfair.algorithms.private_demographics import (
     randomization_matrix,
 )
 from dpfair.datasets import make_synthetic
+from dpfair.exceptions import PrivacyLeakWarning
 from dpfair.privacy import (
     Part,
     PrivacyLedger,
@@ -28,6 +29,8 @@ from dpfair.privacy import (
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:fairlearn.*")
 
 FAST = dict(max_iter=5)
+#: the public lists of make_synthetic's k groups (0..k-1) and binary classes: none is inferred from the private rows
+PUBLIC = {k: dict(groups=list(range(k)), classes=[0, 1]) for k in (2, 3)}
 
 
 def release_randomized_response(s, k, epsilon, ledger):
@@ -153,7 +156,7 @@ def test_corrected_moment_without_noise_is_fairlearns_moment(notion, fairlearn_m
 def test_infinite_epsilon_is_fairlearns_reductions(datasets, k, notion, moment):
     X, y, s = datasets[k]
     ours = PrivateDemographicsClassifier(notion=notion, epsilon=math.inf, difference_bound=0.02, random_state=0,
-                                         **FAST).fit(X, y, s)
+                                         **PUBLIC[k], **FAST).fit(X, y, s)
     theirs = ExponentiatedGradient(LogisticRegression(max_iter=1000), moment(difference_bound=0.02), eps=0.01,
                                    **FAST).fit(X, y, sensitive_features=s)
     np.testing.assert_array_equal(ours.predict_proba(X), theirs._pmf_predict(X))
@@ -166,7 +169,7 @@ def test_infinite_epsilon_is_fairlearns_reductions(datasets, k, notion, moment):
 def test_ledger_reports_the_local_epsilon_within_the_target(datasets, epsilon, k, accountant):
     X, y, s = datasets[k]
     est = PrivateDemographicsClassifier(epsilon=epsilon, delta=1e-5, accountant=accountant, difference_bound=0.05,
-                                        random_state=0, max_iter=2).fit(X, y, s)
+                                        random_state=0, max_iter=2, **PUBLIC[k]).fit(X, y, s)
     spent, delta = est.privacy_spent_
     assert delta == 1e-5 and spent <= epsilon
     assert [e.event for e in est.privacy_ledger_.entries] == [randomized_response_event(est.local_epsilon_, k)]
@@ -182,7 +185,7 @@ def test_ledger_reports_the_local_epsilon_within_the_target(datasets, epsilon, k
 def test_same_seed_same_model_only_when_the_noise_is_replayed(datasets, replay):
     X, y, s = datasets[2]
     fit = lambda r: PrivateDemographicsClassifier(epsilon=2.0, difference_bound=0.05, random_state=r,  # noqa: E731
-                                                  max_iter=3).fit(X, y, s)
+                                                  max_iter=3, **PUBLIC[2]).fit(X, y, s)
     # the coins are secret: fits with one seed differ. Two fits can still agree when both noisy tables leave the
     # constraint slack (the reduction then returns the plain classifier): 1 pair in 40 did, so among four fits
     # all agree with probability about 0.025³ ≈ 2e-5
@@ -202,7 +205,8 @@ def test_correction_controls_the_true_violation_that_noisy_groups_used_naively_d
     # attenuates by π − π̄, so they leave about 0.1 / 0.46 ≈ 0.22 on the true groups; the corrected
     # constraints aim at 0.1 on the true groups (up to their estimation noise, a few hundredths here).
     X, y, s = make_synthetic(n_samples=2000, n_features=4, label_bias=0.6, feature_bias=2.0, random_state=7)
-    est = PrivateDemographicsClassifier(epsilon=1.0, difference_bound=0.05, random_state=0, max_iter=10)
+    est = PrivateDemographicsClassifier(epsilon=1.0, difference_bound=0.05, random_state=0, max_iter=10,
+                                        **PUBLIC[2])
     est.fit(X, y, s)
     z = release_randomized_response(s, 2, est.local_epsilon_, PrivacyLedger("sensitive"))
     naive = ExponentiatedGradient(LogisticRegression(max_iter=1000), DemographicParity(difference_bound=0.05),
@@ -228,7 +232,9 @@ def test_bad_input_is_a_clear_value_error(datasets):
         PrivateDemographicsClassifier().fit(X, np.arange(len(y)) % 3, s)
     with pytest.raises(ValueError, match="accountant must be one of"):
         PrivateDemographicsClassifier(accountant="moments").fit(X, y, s)
-    with pytest.raises(ValueError, match="single group"):
+    # a single group can only be found when the groups are inferred from the rows, which warns
+    with pytest.raises(ValueError, match="single group"), \
+            pytest.warns(PrivacyLeakWarning, match="the list of groups was inferred from the private data"):
         PrivateDemographicsClassifier().fit(X, y, np.zeros(len(y)))
     s_one_member = s.copy()
     s_one_member[0] = 9
