@@ -319,9 +319,13 @@ class PrivateMetricFrame:
         flagged = [(grp, m) for grp in self.flags.index for m in self.flags.columns if self.flags.loc[grp, m]]
         if flagged:
             shown = ", ".join(f"{m} of group {grp!r}" for grp, m in flagged[:6])
-            warnings.warn(f"too few people behind {shown} for ε={self.epsilon:g} (noise std {self.noise_std_:.3g} "
-                          "per cell): not a confident number; raise epsilon or merge small groups",
-                          UtilityWarning, stacklevel=2)
+            if self.noise_std_ > 0:
+                text = (f"too few people behind {shown} for ε={self.epsilon:g} (noise std {self.noise_std_:.3g} per "
+                        "cell): not a confident number; raise epsilon or merge small groups")
+            else:  # exact counts (ε = ∞): raising ε cannot help, only more people can
+                text = (f"too few people behind {shown} (exact counts, no noise): no value or not a confident "
+                        "number; merge small groups or measure on more rows")
+            warnings.warn(text, UtilityWarning, stacklevel=2)
 
     # ---- the released tables, read ----------------------------------------------------------------------
     def _joint_table(self) -> np.ndarray:
