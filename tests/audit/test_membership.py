@@ -270,7 +270,8 @@ def test_same_seed_same_report_and_a_fitted_target(pool):
 
 def test_a_dpfair_estimator_with_public_lists(pool):
     X, y, s = pool
-    est = DPFERMIClassifier(epsilon=1.0, epochs=3, batch_size=64, groups=2, classes=2)
+    # proportions_budget=0.5: the released group counts of the pool's halves are not too small to constrain
+    est = DPFERMIClassifier(epsilon=1.0, epochs=3, batch_size=64, proportions_budget=0.5, groups=2, classes=2)
     report = membership_inference(est, X[:, :10], y, s, n_shadow=2, n_bootstrap=50)
     eps, delta = report.target_privacy_spent
     assert eps <= 1.0 and 0 < delta < 1 and report.target_estimator == "DPFERMIClassifier"
