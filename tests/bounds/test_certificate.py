@@ -109,8 +109,9 @@ def test_certify_dp_sgd_checks_lemma_4_2s_assumptions():
     with pytest.raises(ValueError, match="flat clipping"):
         certify(DPSGDClassifier(**{**kw, "clipping": "dpsgd_f"}).fit(rows[:800], y[:800], sensitive_features=s[:800]),
                 rows[800:], y[800:], s[800:], feature_norm_bound=1.0)
+    mlp = {"model": "mlp", "model_kwargs": {"hidden": (8,)}}  # small enough for 800 rows at epsilon=2
     with pytest.raises(ValueError, match="linear model"):
-        certify(DPSGDClassifier(**{**kw, "model": "mlp"}).fit(rows[:800], y[:800]), rows[800:], y[800:],
+        certify(DPSGDClassifier(**{**kw, **mlp}).fit(rows[:800], y[:800]), rows[800:], y[800:],
                 s[800:], feature_norm_bound=1.0)
 
 
@@ -118,8 +119,9 @@ def test_a_method_without_a_distance_bound_is_refused():
     from dpfair.algorithms import DPFERMIClassifier
 
     X, y, s = _data(n=600, d=4)
-    est = DPFERMIClassifier(epsilon=1.0, epochs=1, groups=2, classes=2, random_state=0).fit(X, y,
-                                                                                          sensitive_features=s)
+    # proportions_budget=0.5: the released counts of 600 rows' groups are not too small for a fairness constraint
+    est = DPFERMIClassifier(epsilon=1.0, epochs=1, proportions_budget=0.5, groups=2, classes=2,
+                            random_state=0).fit(X, y, sensitive_features=s)
     with pytest.raises(ValueError, match="no distance bound is known for DPFERMIClassifier"):
         certify(est, X, y, s)
     assert certify(est, X, y, s, distance=0.01).distance == 0.01  # a user-supplied bound is used as given
