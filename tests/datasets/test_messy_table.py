@@ -10,7 +10,7 @@ import pytest
 from dpfair.cli import main
 from dpfair.datasets import Column, Schema, load_table, make_messy_loans, propose_schema
 from dpfair.datasets.cleaning import MissingRule, NumberFormat, Transform
-from dpfair.exceptions import PrivacyLeakWarning
+from dpfair.exceptions import PrivacyLeakWarning, SmallGroupWarning
 
 
 @pytest.fixture(scope="module")
@@ -74,13 +74,17 @@ def test_the_proposal_as_it_stands_trains_within_two_points_of_logistic_regressi
     lr = LogisticRegression(max_iter=2000).fit(data.X_train, data.y_train)
     model = DPFERMIClassifier(epsilon=1.0, lam=0.0, privacy_unit="record", groups=len(data.group_names),
                               classes=2, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings():  # lam=0 constrains no group: that some ethnicity × sex cells are small is moot
+        warnings.filterwarnings("ignore", r"DP-FERMI: group\(s\) ", SmallGroupWarning)
         model.fit(data.X_train, data.y_train, sensitive_features=data.s_train)
     gap = (1 - model.score(data.X_test, data.y_test)) - (1 - lr.score(data.X_test, data.y_test))
     assert gap < 0.03  # issue 42 asks 0.02 at 30,000 rows (benchmarks/messy_table.py); 8,000 here
 
 
+# the table's rarest ethnicity × sex cells are small: the fit and the measurement say so, shown (not an error) and
+# asserted below
+@pytest.mark.filterwarnings("default::dpfair.exceptions.SmallGroupWarning")  # its message has a colon
+@pytest.mark.filterwarnings("default:too few people behind:dpfair.exceptions.UtilityWarning")
 def test_the_command_line_path_needs_no_pandas_step(messy, tmp_path, monkeypatch, capsys):
     folder, _ = messy
     monkeypatch.chdir(tmp_path)
@@ -90,8 +94,9 @@ def test_the_command_line_path_needs_no_pandas_step(messy, tmp_path, monkeypatch
     assert "applicant_id" in err and "looks like an identifier" in err and "near-duplicate" in err
     assert main(["train", "--data", str(folder / "loans.csv"), "--schema", "schema.toml", "--param",
                  "privacy_unit=record", "--epsilon", "1", "--out", "loans.json", "--quiet"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "each person's whole record (ethnicity × sex" in out and "Other & F" in out
+    assert "dpfair: SmallGroupWarning: DP-FERMI: group(s) " in err
     assert main(["predict", "loans.pt", "--input", str(folder / "new.csv"), "--keep", "applicant_id",
                  "--out", "pred.csv"]) == 0
     out = capsys.readouterr().out
@@ -104,6 +109,7 @@ def test_the_command_line_path_needs_no_pandas_step(messy, tmp_path, monkeypatch
     assert predictions["approved_pred"].isin(["Yes", "No"]).all()
     assert main(["measure", "--model", "loans.pt", "--data", str(folder / "loans.csv"), "--epsilon", "1",
                  "--out", "m.json"]) == 0
+    assert "dpfair: UtilityWarning: too few people behind " in capsys.readouterr().err
     record = json.loads(open("m.json").read())
     assert "Black & F" in record["groups"] and record["protects"].startswith("each person's ethnicity × sex")
 
