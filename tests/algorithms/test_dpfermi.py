@@ -518,8 +518,8 @@ def test_a_grid_fitted_one_model_at_a_time_composes_its_models():
 def test_a_grid_checks_its_features_once_and_still_refuses_nan(monkeypatch):
     import dpfair.utils.validation as validation
 
-    calls, check = [], validation._check_features
-    monkeypatch.setattr(validation, "_check_features", lambda X, name: calls.append(name) or check(X, name))
+    calls, check = [], validation.check_features
+    monkeypatch.setattr(validation, "check_features", lambda X, name: calls.append(name) or check(X, name))
     X, y, s = _data()
     fit_dpfermi_grid(X, y, s, {"lam": [0.0, 1.0, 2.0]}, batch_size=64, epochs=1, groups=3)
     assert calls == ["X"]

@@ -26,15 +26,6 @@ def _reject_complex(arr: np.ndarray, name: str) -> None:
                          "the real and imaginary parts as separate columns")
 
 
-def check_features(X, name: str = "X") -> np.ndarray:
-    """Return ``X`` as a 2-D float array with finite entries, with positive strides and writable.
-
-    A reversed or read-only view (``X[:, ::-1]``, a read-only memory map) is copied, since torch
-    takes neither; any other array already of dtype float64 is returned as is, without a copy.
-    """
-    return _check_features(X, name)
-
-
 class CheckedFeatures:
     """The inputs already passed through :func:`check_features`, by object, with their results.
 
@@ -50,11 +41,16 @@ class CheckedFeatures:
         """:func:`check_features` of ``X``, computed once per object (held, so its ``id`` is not reused)."""
         seen = self._seen.get(id(X))
         if seen is None or seen[0] is not X:
-            seen = self._seen[id(X)] = (X, _check_features(X, name))
+            seen = self._seen[id(X)] = (X, check_features(X, name))
         return seen[1]
 
 
-def _check_features(X, name: str) -> np.ndarray:
+def check_features(X, name: str = "X") -> np.ndarray:
+    """Return ``X`` as a 2-D float array with finite entries, with positive strides and writable.
+
+    A reversed or read-only view (``X[:, ::-1]``, a read-only memory map) is copied, since torch
+    takes neither; any other array already of dtype float64 is returned as is, without a copy.
+    """
     if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy.sparse
         raise ValueError(f"{name} is a sparse matrix; dpfair's estimators take dense arrays: pass {name}.toarray() "
                          "(or reduce its columns first if that does not fit in memory)")
