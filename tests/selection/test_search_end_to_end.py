@@ -2,6 +2,8 @@
 (its fit inside the runs, its ledger's parts, its grid's batching, its persistence, DP-FERMI's group shares and
 its constrained λ); the search's own contract is checked on the stub (``test_private_search.py``)."""
 
+import contextlib
+
 import dp_accounting as dpa
 import numpy as np
 import pytest
@@ -18,12 +20,16 @@ from dpfair.algorithms import (
     load_estimator,
 )
 from dpfair.datasets import make_synthetic
-from dpfair.exceptions import BudgetExceededError
+from dpfair.exceptions import BudgetExceededError, UtilityWarning
 from dpfair.privacy import PrivacyBudget
 from dpfair.selection import PrivateSearch
 from dpfair.utils.capabilities import capabilities
 
 pytestmark = pytest.mark.slow
+
+#: under the record unit the search's reference model is DP-SGD on a small share of its ε (0.1 of 2), which the
+#: reference's own fit says is too little for this few rows; the released threshold is loose by design
+REFERENCE_TOO_SMALL = "DP-SGD protects whole records at epsilon=0.1 on"
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +116,10 @@ def test_dp_sgd(data, release_spy):
     """Record unit: the runs one after the other, the private reference, every draw through a release."""
     X, y, s = data
     estimator, grid = DPSGDClassifier(epochs=2, batch_size=128, groups=2, classes=2), {"learning_rate": [0.05, 0.2]}
-    search = PrivateSearch(estimator, grid, strategy="random_stopping", epsilon=2.0, notion="demographic_parity",
-                           validation_size=0.2, mean_runs=3, random_state=0).fit(X[:800], y[:800], s[:800])
+    with pytest.warns(UtilityWarning, match=REFERENCE_TOO_SMALL):
+        search = PrivateSearch(estimator, grid, strategy="random_stopping", epsilon=2.0,
+                               notion="demographic_parity", validation_size=0.2, mean_runs=3,
+                               random_state=0).fit(X[:800], y[:800], s[:800])
     _check_releases(search, release_spy)
     _check_tuned(search, estimator, grid, 2.0, X)
 
@@ -126,6 +134,8 @@ def test_dp_sgd(data, release_spy):
 ], ids=["pf-ld", "dp-postprocess", "dp-oracle", "private-demographics", "output-perturbation"])
 def test_every_other_private_method_can_be_tuned(data, release_spy, estimator, grid, notion):
     X, y, s = data
-    search = PrivateSearch(estimator, grid, epsilon=2.0, notion=notion, mean_runs=2, random_state=0).fit(X, y, s)
+    record = estimator.get_params().get("privacy_unit") == "record"
+    with pytest.warns(UtilityWarning, match=REFERENCE_TOO_SMALL) if record else contextlib.nullcontext():
+        search = PrivateSearch(estimator, grid, epsilon=2.0, notion=notion, mean_runs=2, random_state=0).fit(X, y, s)
     _check_releases(search, release_spy)
     _check_tuned(search, estimator, grid, 2.0, X)
