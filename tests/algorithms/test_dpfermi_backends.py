@@ -29,7 +29,6 @@ BATCHED = [backend for backend in loop.BACKENDS.values() if not isinstance(backe
 REFERENCE = loop.BACKENDS["reference"]
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)
 
-pytestmark = pytest.mark.filterwarnings("ignore::dpfair.exceptions.PrivacyLeakWarning")
 
 
 class Tape:
@@ -180,9 +179,14 @@ def _fit(backend, seed, **params):
     return est
 
 
-@pytest.mark.filterwarnings("ignore::dpfair.exceptions.UtilityWarning")
-@pytest.mark.parametrize("params", [{}, {"classes": 3, "privacy_unit": "record"}, {"target_error": 0.3},
-                                    {"model": "mlp", "model_kwargs": {"hidden": (4,)}}],
+#: 240 rows are little for whole records at ε = 1, as the fit says; the subject here is the two backends' equality
+LITTLE_FOR_RECORDS = pytest.mark.filterwarnings(
+    "ignore:DP-FERMI protects whole records at epsilon=1 on 240 rows:dpfair.exceptions.UtilityWarning")
+
+
+@pytest.mark.parametrize("params", [{},
+                                    pytest.param({"classes": 3, "privacy_unit": "record"}, marks=LITTLE_FOR_RECORDS),
+                                    {"target_error": 0.3}, {"model": "mlp", "model_kwargs": {"hidden": (4,)}}],
                          ids=["binary-sensitive", "softmax-record", "target-error", "mlp"])
 def test_a_small_fit_trains_the_same_on_the_reference_backend(params):
     """The one loop, on the reference backend (the module itself, one row at a time) and on the default one (the
