@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,7 @@ from dpfair.algorithms.private_demographics import (
     randomization_matrix,
 )
 from dpfair.datasets import make_synthetic
-from dpfair.exceptions import PrivacyLeakWarning
+from dpfair.exceptions import LearnedNothingWarning, PrivacyLeakWarning
 from dpfair.privacy import (
     Part,
     PrivacyLedger,
@@ -238,8 +239,11 @@ def test_bad_input_is_a_clear_value_error(datasets):
         PrivateDemographicsClassifier().fit(X, y, np.zeros(len(y)))
     s_one_member = s.copy()
     s_one_member[0] = 9
-    # a one-member group is private: with the public group list it fits, no error names it
-    PrivateDemographicsClassifier(groups=[0, 1, 9], **FAST).fit(X, y, s_one_member)
+    # a one-member group is private: with the public group list it fits, no error names it (its fresh noise on 300
+    # rows may leave a constant model, which the fit says: not this check's subject)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "PrivateDemographicsClassifier learned nothing", LearnedNothingWarning)
+        PrivateDemographicsClassifier(groups=[0, 1, 9], **FAST).fit(X, y, s_one_member)
     # A group with no member among the released values pushes its corrected share below zero: it is
     # floored at 1/n (post-processing), not an error that would depend on the private s.
     moment = CorrectedParity("demographic_parity", n_groups=2, epsilon=0.1)
