@@ -213,3 +213,57 @@ def test_secure_noise_is_one_flag_and_says_so(predictions, capsys):
     assert "Laplace noise (exact, on a grid, secure mode)" in out
     record = json.loads((predictions / "secure.json").read_text())
     assert record["secure_mode"] is True and record["epsilon"] == 1.0 and record["delta"] == 0.0
+
+
+def _warehouse(predictions):
+    """The decisions as a warehouse holds them: Parquet parts under region=... folders, and monthly CSV exports."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = pd.read_csv(predictions / "decisions.csv")
+    root = predictions / "warehouse"
+    if not root.exists():
+        pq.write_to_dataset(pa.Table.from_pandas(frame), root, partition_cols=["region"])
+        exports = predictions / "exports"
+        exports.mkdir()
+        for month in range(3):
+            frame.iloc[month::3].to_csv(exports / f"decisions-{month + 1:02d}.csv", index=False)
+    return root, predictions / "exports" / "decisions-*.csv"
+
+
+def test_a_partitioned_folder_and_a_glob_measure_as_the_one_file(predictions, capsys, tmp_path):
+    """The same exact figures from the file, its Parquet partitions and its CSV parts (ε = ∞: nothing noisy)."""
+    figures = []
+    for source in (predictions / "decisions.csv", *_warehouse(predictions)):
+        out_file = tmp_path / f"{len(figures)}.json"
+        code, out, err = _cli(capsys, *BASE, *GROUPS, "--predictions", source, "--epsilon", "inf",
+                              "--batch-rows", "500", "--out", out_file)
+        assert code == 0, err
+        record = json.loads(out_file.read_text())
+        assert record["n"] == 4000 and record["source"] == str(source)
+        figures.append(record["by_group"])
+    assert figures[0] == figures[1] == figures[2]
+
+
+def test_the_dask_backend_measures_on_a_loopback_cluster(predictions, capsys, tmp_path):
+    pytest.importorskip("distributed")
+    root, _ = _warehouse(predictions)
+    code, out, err = _cli(capsys, *BASE, *GROUPS, "--predictions", root, "--epsilon", "inf", "--backend", "dask",
+                          "--workers", "2", "--out", tmp_path / "dask.json")
+    assert code == 0, err
+    code, _, err = _cli(capsys, *BASE, *GROUPS, "--predictions", root, "--epsilon", "inf", "--out",
+                        tmp_path / "local.json")
+    assert code == 0, err
+    dask, local = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("dask", "local"))
+    assert dask["by_group"] == local["by_group"] and dask["n"] == local["n"] == 4000
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--scheduler", "tcp://127.0.0.1:1"), "--scheduler goes with --backend dask"),
+    (("--workers", "2"), "--workers goes with --backend dask"),
+    (("--batch-rows", "0"), "--batch-rows must be a positive integer"),
+])
+def test_backend_flags_out_of_place_are_one_line(predictions, capsys, argv, message):
+    code, _, err = _cli(capsys, *BASE, *GROUPS, "--predictions", predictions / "decisions.csv", "--epsilon", "1",
+                        *argv)
+    assert code == 2 and message in err and err.count("\n") == 1, err

@@ -3,6 +3,7 @@ counts group × label × prediction released once, every group's rates with inte
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 
@@ -35,8 +36,10 @@ MEASURE_HEADERS = {"count": "count", "selection_rate": "selection rate", "true_p
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--predictions", default=None, metavar="FILE",
-                   help="a CSV or Parquet file with one row per person: true label, prediction and group columns")
+    p.add_argument("--predictions", default=None, metavar="FILE|DIR|GLOB",
+                   help="a CSV or Parquet file with one row per person: true label, prediction and group columns; "
+                        "or a folder of such files (a partitioned data set, key=value folders are columns), or a "
+                        "glob such as 'exports/*.parquet'; read a batch of rows at a time")
     p.add_argument("--label", default=None, metavar="COL", help="the column of the true labels")
     p.add_argument("--prediction", default=None, metavar="COL", help="the column of the model's predictions")
     p.add_argument("--sensitive", default=None, metavar="COL[,COL]",
@@ -68,6 +71,16 @@ def add_arguments(p) -> None:
     p.add_argument("--secure", action="store_true",
                    help="draw the noise exactly on a grid from the OS's CSPRNG, not in floating point (whose low bits "
                         "can betray a small count); slightly more noise")
+    p.add_argument("--backend", choices=["local", "dask"], default="local",
+                   help="count the rows in this process (default) or on a Dask cluster (--scheduler, or a local one "
+                        "on loopback); the release happens once, here")
+    p.add_argument("--scheduler", "--address", dest="scheduler", default=None, metavar="ADDRESS",
+                   help="with --backend dask: a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (its workers must "
+                        "reach the files at the same paths)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="with --backend dask and no --scheduler: worker processes of the local cluster")
+    p.add_argument("--batch-rows", type=int, default=None, metavar="N",
+                   help="rows read at a time (default 1,048,576): memory is bounded by one batch")
     add_output_arguments(p)
 
 
@@ -133,15 +146,24 @@ def run(args) -> int:
                              f"{ {'--label': 'true label', '--prediction': 'prediction', '--sensitive': 'group'}[missing[0]] })")
         if args.model_data is not None:
             raise ValueError("--data goes with --model (rows to predict); with --predictions, drop --data")
-    (out,) = result_path(args, name=f"measure-{Path(source).name.split('.')[0]}")
+    if args.backend != "dask" and (args.scheduler is not None or args.workers is not None):
+        raise ValueError(f"{'--scheduler' if args.scheduler is not None else '--workers'} goes with --backend dask")
+    if args.backend == "dask" and args.model is not None:
+        raise ValueError("--backend dask counts a --predictions table; with --model, predict first (`dpfair predict "
+                         "--out FILE`) and measure FILE")
+    if args.batch_rows is not None and args.batch_rows < 1:
+        raise ValueError(f"--batch-rows must be a positive integer, got {args.batch_rows}")
+    (out,) = result_path(args, name=f"measure-{source_name(source)}")
     options = dict(epsilon=args.epsilon, delta=args.delta, privacy_unit=args.unit, confidence=args.confidence,
                    n_bootstrap=args.bootstrap, random_state=args.seed, intervals=args.intervals,
                    metrics=comma_list(args.metrics) or DEFAULT_METRICS, positive=args.positive,
                    secure_mode=args.secure)
     if args.model is None:
-        frame = measure_file(args.predictions, label=args.label, prediction=args.prediction,
-                             sensitive=sensitive_list(args.sensitive), groups=group_lists(args.groups),
-                             classes=comma_list(args.classes), **options)
+        with counting_backend(args) as client:
+            frame = measure_file(args.predictions, label=args.label, prediction=args.prediction,
+                                 sensitive=sensitive_list(args.sensitive), groups=group_lists(args.groups),
+                                 classes=comma_list(args.classes), client=client,
+                                 **({} if args.batch_rows is None else {"batch_rows": args.batch_rows}), **options)
         columns = {"label": args.label, "prediction": args.prediction,
                    "sensitive": " × ".join(comma_list(args.sensitive))}
     else:
@@ -179,6 +201,27 @@ def run(args) -> int:
     rows.append(("result", str(out)))
     print_table(rows)
     return 0
+
+
+def source_name(source) -> str:
+    """A result file's name part for a table: a file's name less its suffixes, a folder's name, ``table`` for a
+    glob."""
+    import re
+
+    name = Path(str(source).rstrip("/")).name.split(".")[0]
+    return re.sub(r"[^\w-]", "", name) or "table"
+
+
+@contextlib.contextmanager
+def counting_backend(args):
+    """The Dask client that counts the rows (``--backend dask``), or ``None`` (this process counts them)."""
+    if args.backend != "dask":
+        yield None
+        return
+    from dpfair.experiments.dask_backend import DaskBackend
+
+    with DaskBackend(workers=args.workers, address=args.scheduler) as backend:
+        yield backend.client
 
 
 def measure_model(args, options: dict):

@@ -14,7 +14,9 @@ COMPRESSIONS = (".gz", ".bz2", ".zip", ".xz", ".zst")
 LICENCE = "the user's own data"
 
 
-def _format(path: Path) -> str:
+def file_format(path: Path) -> str:
+    """The format of a table file from its name: ``"csv"``, ``"tsv"`` or ``"parquet"`` (a ``ValueError`` naming the
+    suffixes read otherwise)."""
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] in COMPRESSIONS:
         suffixes.pop()
@@ -44,7 +46,7 @@ def read_table(path, *, text_columns=(), raw: bool = False) -> pd.DataFrame:
     A file that cannot be read is one ``ValueError`` (``FileNotFoundError`` when it does not exist) naming it.
     """
     path = Path(path)
-    kind = _format(path)
+    kind = file_format(path)
     if not path.is_file():
         raise FileNotFoundError(f"data file {str(path)!r} not found")
     try:
@@ -68,7 +70,7 @@ def read_table(path, *, text_columns=(), raw: bool = False) -> pd.DataFrame:
     if not all(isinstance(n, str) for n in names):
         raise ValueError(f"{path}: column names must be strings (a header row), got {names[:5]}")
     if kind != "parquet" and len(names) == 1:
-        _check_separator(path, kind, names[0])
+        check_separator(path, kind, names[0])
     return frame
 
 
@@ -76,7 +78,7 @@ def read_table(path, *, text_columns=(), raw: bool = False) -> pd.DataFrame:
 _SEPARATORS = {";": "';'", "\t": "tab", "|": "'|'", ",": "','"}
 
 
-def _check_separator(path: Path, kind: str, header: str) -> None:
+def check_separator(path: Path, kind: str, header: str) -> None:
     """A CSV or TSV read as one column whose header holds another separator: one line naming it and the fix."""
     own, read_as = ("\t", "a .tsv file is read tab-separated") if kind == "tsv" else (",", "a .csv file is read "
                                                                                           "comma-separated")

@@ -23,6 +23,8 @@ import pandas as pd
 
 from dpfair.datasets import Schema, read_table, read_with_schema
 from dpfair.datasets.schema import GROUP_JOIN
+from dpfair.datasets.columnar import DEFAULT_BATCH_ROWS
+from dpfair.measurement.counts import count_predictions
 from dpfair.measurement.frame import PrivateMetricFrame
 from dpfair.fairness.notions import get_notion, notion_names
 from dpfair.fairness.scorers import predict_with_groups
@@ -95,6 +97,19 @@ def _public_list(values, name: str, flag: str) -> list[str]:
     return items
 
 
+def _class_order(classes, positive) -> list[str]:
+    """The public class list (``None``: ``0, 1``) with the positive class last."""
+    classes = _public_list(["0", "1"] if classes is None else classes, "classes", "--classes")
+    if len(classes) < 2:
+        raise ValueError(f"--classes needs at least two labels, got {', '.join(classes)}")
+    if positive is not None:
+        positive = str(positive)
+        if positive not in classes:
+            raise ValueError(f"--positive {positive!r} is not one of --classes {', '.join(classes)}")
+        classes = [c for c in classes if c != positive] + [positive]
+    return classes
+
+
 def _classes(classes, positive, rows: pd.DataFrame) -> list[str]:
     """The public class list with the positive class last. Left out: ``0, 1`` when every label and prediction is 0
     or 1 (a check of the rows against a public default, not a list read off them)."""
@@ -106,16 +121,24 @@ def _classes(classes, positive, rows: pd.DataFrame) -> list[str]:
             raise ValueError("the predictions are not 0/1 labels: give predicted labels (scores or probabilities "
                              "thresholded at your decision cut-off first), or declare the labels with --classes "
                              "NEG,POS")
-        classes = ["0", "1"]
-    classes = _public_list(classes, "classes", "--classes")
-    if len(classes) < 2:
-        raise ValueError(f"--classes needs at least two labels, got {', '.join(classes)}")
-    if positive is not None:
-        positive = str(positive)
-        if positive not in classes:
-            raise ValueError(f"--positive {positive!r} is not one of --classes {', '.join(classes)}")
-        classes = [c for c in classes if c != positive] + [positive]
-    return classes
+    return _class_order(classes, positive)
+
+
+def _group_lists(groups, epsilon, columns: int):
+    """The public group list (one per sensitive column for several), checked; ``None`` only at ``epsilon=inf``."""
+    if groups is None:
+        if math.isfinite(float(epsilon)):
+            raise ValueError("declare the groups with --groups A,B,... (the list of groups is public, not read off "
+                             "the rows; every group the column may hold)")
+        return None
+    if groups and all(isinstance(g, (list, tuple)) for g in groups):  # one public list per sensitive column
+        if len(groups) != columns:
+            raise ValueError(f"--groups gives {len(groups)} lists for {columns} sensitive columns; give one list "
+                             "per column, separated by ';'")
+        return [_public_list(g, "groups", "--groups") for g in groups]
+    if columns > 1:
+        raise ValueError(f"{columns} sensitive columns need one group list each (--groups A,B;C,D)")
+    return _public_list(groups, "groups", "--groups")
 
 
 def measure_rows(rows: pd.DataFrame, *, epsilon: float, groups=None, classes=None, positive=None,
@@ -146,12 +169,27 @@ def measure_rows(rows: pd.DataFrame, *, epsilon: float, groups=None, classes=Non
                               sampling=intervals == "population", **frame_options)
 
 
-def measure_file(path, *, label: str, prediction: str, sensitive: str, epsilon: float,
-                 **options) -> PrivateMetricFrame:
-    """The private metric frame of the predictions in ``path``: its columns ``label``, ``prediction`` and
-    ``sensitive`` (:func:`read_predictions`), measured by :func:`measure_rows` (``options``: its arguments)."""
-    rows = read_predictions(path, label=label, prediction=prediction, sensitive=sensitive)
-    return measure_rows(rows, epsilon=epsilon, **options)
+def measure_file(path, *, label: str, prediction: str, sensitive, epsilon: float, groups=None, classes=None,
+                 positive=None, metrics=DEFAULT_METRICS, intervals: str = "population", client=None,
+                 batch_rows: int = DEFAULT_BATCH_ROWS, show_progress: bool = True,
+                 **frame_options) -> PrivateMetricFrame:
+    """The private metric frame of the predictions in ``path`` — a CSV, TSV or Parquet file, a folder of them (a
+    partitioned data set) or a glob: its columns ``label``, ``prediction`` and ``sensitive`` (one or several)
+    counted a batch at a time (:func:`~dpfair.measurement.counts.count_predictions`; on ``client``'s Dask workers
+    when given), then released once (:meth:`PrivateMetricFrame.from_counts`). Memory is bounded by one batch of
+    ``batch_rows`` rows, whatever the table's size. ``groups``, ``classes``, ``positive``, ``metrics`` and
+    ``intervals`` as for :func:`measure_rows`; ``frame_options``: the frame's other arguments."""
+    if intervals not in INTERVAL_TARGETS:
+        raise ValueError(f"intervals must be one of {', '.join(INTERVAL_TARGETS)}, got {intervals!r}")
+    columns = [sensitive] if isinstance(sensitive, str) else list(sensitive)
+    group_lists = _group_lists(groups, epsilon, len(columns))
+    order = _class_order(classes, positive)
+    table = count_predictions(path, label=label, prediction=prediction, sensitive=columns, groups=group_lists,
+                              classes=classes, batch_rows=batch_rows, client=client, show_progress=show_progress)
+    position = [table.classes.index(c) for c in order]  # the positive class last
+    counts = table.counts[:, position][:, :, position]
+    return PrivateMetricFrame.from_counts(list(metrics), counts, groups=list(table.groups), classes=order,
+                                          epsilon=epsilon, sampling=intervals == "population", **frame_options)
 
 
 def predictions_of_model(estimator, schema, data_path) -> tuple[pd.DataFrame, list, list]:

@@ -179,30 +179,9 @@ class PrivateMetricFrame:
                  delta=None, privacy_unit="sensitive", accountant="pld", confidence=0.95, n_bootstrap=1000,
                  random_state=None, sampling=True, y_score=None, score_range=(0.0, 1.0), mechanism="auto",
                  secure_mode=False):
-        names = [metrics] if isinstance(metrics, str) else list(metrics)
-        if not names:
-            raise ValueError("metrics is empty; name at least one of " + ", ".join(METRICS))
-        names = [_ALIASES.get(m, m) if isinstance(m, str) else m for m in names]
-        unknown = [m for m in names if m not in METRICS + SCORE_METRIC_NAMES]
-        if unknown:
-            raise ValueError(f"unknown metric {unknown[0]!r}; choose among {', '.join(METRICS + SCORE_METRIC_NAMES)}")
-        self.metrics = list(dict.fromkeys(names))
-        self.epsilon = check_epsilon(epsilon, budget=True)
-        self.mechanism = check_mechanism(mechanism)
-        if not isinstance(secure_mode, (bool, np.bool_)):
-            raise ValueError(f"secure_mode must be True or False, got {secure_mode!r}")
-        self.secure_mode = bool(secure_mode)
-        unit = check_privacy_unit(privacy_unit)
-        self.privacy_unit = unit.value
-        if not 0.0 < float(confidence) < 1.0:
-            raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}; e.g. 0.95")
-        self.confidence = float(confidence)
-        self.n_bootstrap = check_positive(n_bootstrap, "n_bootstrap", integer=True)
-        self.random_state = random_state
-        self.sampling = bool(sampling)
-        lo, hi = _score_range(score_range)
-        self.score_range = (lo, hi)
-
+        self._settings(metrics, epsilon, mechanism, secure_mode, privacy_unit, confidence, n_bootstrap,
+                       random_state, sampling, score_range)
+        lo, hi = self.score_range
         y_true = check_1d(y_true, "y_true")
         n = len(y_true)
         if n == 0:
@@ -225,17 +204,101 @@ class PrivateMetricFrame:
                 raise ValueError("groups is required at a finite epsilon (the list of groups is public, not read "
                                  "from the data); pass groups=[...]")
             groups = np.unique(s)
-        self.groups_ = _public_list(groups, "groups")
-        self.classes_ = _public_list(classes, "classes")
-        if len(self.classes_) < 2:
-            raise ValueError(f"classes needs at least two labels, got {self.classes_.tolist()}")
-        if "brier_score" in scored and len(self.classes_) != 2:
-            raise ValueError(f"brier_score needs two classes, got {len(self.classes_)}; measure it one class "
-                             "against the rest")
+        self._lists(groups, classes)
         g = _codes(s, self.groups_, "sensitive_features", "groups")
         yt = _codes(y_true, self.classes_, "y_true", "classes")
         yp = np.zeros(n, dtype=np.int64) if y_pred is None else _codes(y_pred, self.classes_, "y_pred", "classes")
         k, l = len(self.groups_), len(self.classes_)
+        cube = np.bincount((g * l + yt) * l + yp, minlength=k * l * l).reshape(k, l, l)
+        sums = {}
+        if scored:
+            score = check_1d(y_score, "y_score", n)
+            try:
+                score = np.asarray(score, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f"y_score must hold one number per person ({n}); pass scores, not labels") from None
+            if not np.all(np.isfinite(score)):  # a NaN would make its group's released sum NaN, whatever the noise
+                raise ValueError("y_score has values that are not finite numbers; fill or drop them first")
+            score = np.clip(score, lo, hi)
+            sums[SCORES] = lambda: np.bincount(g, weights=score - lo, minlength=k)
+            sums[SQUARED] = lambda: np.bincount(g, weights=(score - (yt == l - 1)) ** 2, minlength=k)
+        del s, yp
+        self._release(cube, sums, delta, accountant, predictions=y_pred is not None)
+
+    @classmethod
+    def from_counts(cls, metrics, counts, *, groups, classes=(0, 1), epsilon, delta=None, privacy_unit="sensitive",
+                    accountant="pld", confidence=0.95, n_bootstrap=1000, random_state=None, sampling=True,
+                    mechanism="auto", secure_mode=False) -> PrivateMetricFrame:
+        """The frame of the exact table ``counts[g, y, ŷ]`` (the number of people of each public group, label and
+        prediction, in the order of ``groups`` and ``classes``), released as the constructor releases the rows'
+        table: the same plan, the same privacy argument (one person moves one cell), the same figures.
+
+        For tables counted elsewhere, chunk by chunk or on a cluster (:func:`~dpfair.measurement.counts.
+        count_predictions`), so that no row need be in memory at once. The counts are private (exact): this call
+        is their one accounted release. Score metrics need each person's score: measure them from the rows."""
+        self = cls.__new__(cls)
+        self._settings(metrics, epsilon, mechanism, secure_mode, privacy_unit, confidence, n_bootstrap,
+                       random_state, sampling, (0.0, 1.0))
+        scored = [m for m in self.metrics if m in SCORE_METRIC_NAMES]
+        if scored:
+            raise ValueError(f"{scored[0]} needs each person's score, which a table of counts does not hold; "
+                             "measure it from the rows (PrivateMetricFrame(..., y_score=))")
+        self._lists(groups, classes)
+        k, l = len(self.groups_), len(self.classes_)
+        cube = np.asarray(counts)
+        if cube.shape != (k, l, l):
+            raise ValueError(f"counts must have shape (groups, classes, classes) = ({k}, {l}, {l}), got "
+                             f"{cube.shape}")
+        if not (np.issubdtype(cube.dtype, np.integer) and (cube >= 0).all()):
+            raise ValueError("counts must be non-negative integers: the number of people in each cell")
+        if cube.sum() == 0:
+            raise ValueError("counts are all zero; measure a table with one row per person")
+        self._release(cube, {}, delta, accountant, predictions=True)
+        return self
+
+    def _settings(self, metrics, epsilon, mechanism, secure_mode, privacy_unit, confidence, n_bootstrap,
+                  random_state, sampling, score_range) -> None:
+        """The public settings, checked (what the rows or the counts do not decide)."""
+        names = [metrics] if isinstance(metrics, str) else list(metrics)
+        if not names:
+            raise ValueError("metrics is empty; name at least one of " + ", ".join(METRICS))
+        names = [_ALIASES.get(m, m) if isinstance(m, str) else m for m in names]
+        unknown = [m for m in names if m not in METRICS + SCORE_METRIC_NAMES]
+        if unknown:
+            raise ValueError(f"unknown metric {unknown[0]!r}; choose among {', '.join(METRICS + SCORE_METRIC_NAMES)}")
+        self.metrics = list(dict.fromkeys(names))
+        self.epsilon = check_epsilon(epsilon, budget=True)
+        self.mechanism = check_mechanism(mechanism)
+        if not isinstance(secure_mode, (bool, np.bool_)):
+            raise ValueError(f"secure_mode must be True or False, got {secure_mode!r}")
+        self.secure_mode = bool(secure_mode)
+        unit = check_privacy_unit(privacy_unit)
+        self.privacy_unit = unit.value
+        if not 0.0 < float(confidence) < 1.0:
+            raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}; e.g. 0.95")
+        self.confidence = float(confidence)
+        self.n_bootstrap = check_positive(n_bootstrap, "n_bootstrap", integer=True)
+        self.random_state = random_state
+        self.sampling = bool(sampling)
+        self.score_range = _score_range(score_range)
+
+    def _lists(self, groups, classes) -> None:
+        """The public group and class lists, checked."""
+        self.groups_ = _public_list(groups, "groups")
+        self.classes_ = _public_list(classes, "classes")
+        if len(self.classes_) < 2:
+            raise ValueError(f"classes needs at least two labels, got {self.classes_.tolist()}")
+        if "brier_score" in self.metrics and len(self.classes_) != 2:
+            raise ValueError(f"brier_score needs two classes, got {len(self.classes_)}; measure it one class "
+                             "against the rest")
+
+    def _release(self, cube: np.ndarray, sums: dict, delta, accountant, *, predictions: bool) -> None:
+        """The one accounted measurement of the exact table ``cube[g, y, ŷ]`` (and of the score sums ``sums``,
+        each a function computing one table, called only if the plan releases it), then its post-processing."""
+        k, l = len(self.groups_), len(self.classes_)
+        n = int(cube.sum())
+        scored = [m for m in self.metrics if m in SCORE_METRIC_NAMES]
+        unit = check_privacy_unit(self.privacy_unit)
         self.n_ = n  # public, as everywhere in dpfair (the guide's privacy model)
         self.delta_ = 1.0 / n ** 2 if delta is None else float(delta)
         if not 0.0 < self.delta_ < 1.0:
@@ -252,7 +315,7 @@ class PrivateMetricFrame:
                              "groups")
 
         # ---- the plan: public inputs only ----
-        available = COUNT_TABLES if y_pred is not None else (LABELS, GROUPS)
+        available = COUNT_TABLES if predictions else (LABELS, GROUPS)
         available = available + tuple(SCORE_METRICS[m] for m in scored)
         plan = MeasurementPlan.choose(self.metrics, l, tables=available).using(
             self.mechanism, epsilon=self.epsilon, delta=self.delta_, unit=unit, groups=k, accountant=accountant)
@@ -263,24 +326,12 @@ class PrivateMetricFrame:
         bounds = plan.bounds(unit, self.score_range)
 
         # ---- the one accounted measurement: one release per table ----
-        cube = np.bincount((g * l + yt) * l + yp, minlength=k * l * l).reshape(k, l, l).astype(np.float64)
+        cube = cube.astype(np.float64)
         exact = {FULL: cube, PREDICTIONS: cube.sum(axis=1), LABELS: cube.sum(axis=2), GROUPS: cube.sum(axis=(1, 2))}
-        if scored:
-            score = check_1d(y_score, "y_score", n)
-            try:
-                score = np.asarray(score, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise ValueError(f"y_score must hold one number per person ({n}); pass scores, not labels") from None
-            if not np.all(np.isfinite(score)):  # a NaN would make its group's released sum NaN, whatever the noise
-                raise ValueError("y_score has values that are not finite numbers; fill or drop them first")
-            score = np.clip(score, lo, hi)
-            if SCORES in plan.tables:
-                exact[SCORES] = np.bincount(g, weights=score - lo, minlength=k)
-            if SQUARED in plan.tables:
-                exact[SQUARED] = np.bincount(g, weights=(score - (yt == l - 1)) ** 2, minlength=k)
+        exact.update({t: table() for t, table in sums.items() if t in plan.tables})
         self.privacy_ledger_ = PrivacyLedger(unit)
         with ReleaseSession(self.privacy_ledger_, plan=self.privacy_plan_, sigmas=sigmas,
-                            key=("PrivateMetricFrame", random_state), secure=self.secure_mode) as session:
+                            key=("PrivateMetricFrame", self.random_state), secure=self.secure_mode) as session:
             self.noisy_tables_, self.noise_multipliers_, self.noise_stds_ = {}, {}, {}
             spread = math.sqrt(2.0) if plan.mechanism == "laplace" else 1.0  # a Laplace of scale b has std √2·b
             for t in plan.tables:
@@ -295,8 +346,8 @@ class PrivateMetricFrame:
                 self.noise_multipliers_[t] = float(sigmas[t])
                 block = exact[t][0] if margins else exact[t]
                 self.noise_stds_[t] = float(spread * release.noise_scale(bounds[t], dim=np.size(block)))
-        exact_cube = cube if math.isinf(self.epsilon) and y_pred is not None else None
-        del cube, exact, g, yt, yp
+        exact_cube = cube if math.isinf(self.epsilon) and predictions else None
+        del cube, exact, sums
         power = 1 if plan.mechanism == "laplace" else 2  # one Laplace spends Σ_t 1/σ_t; one Gaussian (Σ σ_t⁻²)^-½
         inverse = sum(v ** -power for v in sigmas.values() if v > 0)
         self.noise_multiplier_ = float(inverse ** (-1.0 / power)) if inverse > 0 else 0.0
@@ -314,7 +365,7 @@ class PrivateMetricFrame:
         # at ε = ∞ nothing is private: the table is the exact one (every released table is its marginal)
         self.noisy_table_ = exact_cube if exact_cube is not None else self._joint_table()
         self.table_ = np.clip(self.noisy_table_, 0.0, None)
-        self._boot = self._bootstrap(np.random.default_rng(random_state))
+        self._boot = self._bootstrap(np.random.default_rng(self.random_state))
         self.flags = self._flags()
         flagged = [(grp, m) for grp in self.flags.index for m in self.flags.columns if self.flags.loc[grp, m]]
         if flagged:
@@ -325,7 +376,7 @@ class PrivateMetricFrame:
             else:  # exact counts (ε = ∞): raising ε cannot help, only more people can
                 text = (f"too few people behind {shown} (exact counts, no noise): no value or not a confident "
                         "number; merge small groups or measure on more rows")
-            warnings.warn(text, UtilityWarning, stacklevel=2)
+            warnings.warn(text, UtilityWarning, stacklevel=3)
 
     # ---- the released tables, read ----------------------------------------------------------------------
     def _joint_table(self) -> np.ndarray:

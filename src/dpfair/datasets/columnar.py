@@ -1,0 +1,202 @@
+"""Tables too large to hold: a file, a folder of files (a partitioned data set) or a glob, read as one Arrow
+data set in record batches (:func:`open_table`).
+
+A warehouse's table is rarely one file: it is a folder of Parquet parts, often partitioned in Hive's style
+(``region=north/part-0.parquet``), or a set of CSV exports. :class:`ColumnarTable` names them as one table and
+reads only the columns asked for, a batch of rows at a time, so that memory is bounded by the batch, not by the
+table. CSV cells of the columns read as text stay text (``"01"`` keeps its zero), and the cells pandas reads as
+missing (empty, ``NA``, ``NaN``, ``null``, ...) are missing here too, as :func:`~dpfair.datasets.reading.read_table`
+reads them. Every file's columns are checked before the first row is read, so a folder whose files disagree is one
+line naming the file and the column, not a half-finished pass.
+
+Privacy: reading is not a release. What this module says about a table is public or a fact of its files' layout
+(the file names, their column names and types, the number of rows in a Parquet footer); it never prints a value.
+"""
+
+from __future__ import annotations
+
+import glob
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpfair.datasets.reading import COMPRESSIONS, FORMATS, check_separator, file_format
+
+__all__ = ["DEFAULT_BATCH_ROWS", "ColumnarTable", "open_table", "table_files"]
+
+#: Rows per record batch: about 8 MiB a column of 8-byte values, small beside any machine and large enough that
+#: Arrow's per-batch cost vanishes.
+DEFAULT_BATCH_ROWS = 1 << 20
+
+#: The pandas missing-value markers a CSV cell may hold (``pandas.read_csv``'s defaults), read as missing.
+CSV_MISSING = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+               "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+
+
+def _glob_chars(text: str) -> bool:
+    return any(c in text for c in "*?[")
+
+
+def _known(path: Path) -> bool:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in COMPRESSIONS:
+        suffixes.pop()
+    return bool(suffixes) and suffixes[-1] in FORMATS and not path.name.startswith((".", "_"))
+
+
+def table_files(source) -> tuple[list[Path], Path | None]:
+    """The files of a table and the folder they are partitioned under (``None`` for a file or a glob).
+
+    ``source``: a file, a folder (every CSV, TSV or Parquet file under it, hidden and ``_``-prefixed ones such as
+    ``_SUCCESS`` skipped) or a glob (``"exports/2026-*.parquet"``, ``**`` for any depth). Nothing found is a
+    ``FileNotFoundError`` naming ``source``; files of more than one format a ``ValueError``."""
+    text = str(source)
+    path = Path(text)
+    if path.is_file():
+        file_format(path)  # a name that tells no format: one line naming the suffixes read
+        files, base = [path], None
+    elif path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and _known(p.relative_to(path)))
+        base = path
+        if not files:
+            raise FileNotFoundError(f"{text}: a folder with no CSV, TSV or Parquet file in it (files ending in "
+                                    ".csv, .tsv, .parquet or .pq, at any depth)")
+    elif _glob_chars(text):
+        files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file() and _known(Path(p)))
+        base = None
+        if not files:
+            raise FileNotFoundError(f"{text}: no CSV, TSV or Parquet file matches this pattern")
+    else:
+        raise FileNotFoundError(f"data file {text!r} not found")
+    kinds = sorted({file_format(p) for p in files})
+    if len(kinds) > 1:
+        raise ValueError(f"{text}: files of {' and '.join(kinds)} formats together; a table is one format (convert "
+                         "the others, or name one kind with a glob such as *.parquet)")
+    return files, base
+
+
+@dataclass(frozen=True)
+class ColumnarTable:
+    """One table over one or more files, read column by column in record batches (:func:`open_table`).
+
+    Attributes: ``source`` (as the user named it), ``files``, ``kind`` (``"parquet"``, ``"csv"``, ``"tsv"``),
+    ``columns`` (every column name the table has, partition keys included), ``dataset`` (the
+    :class:`pyarrow.dataset.Dataset`) and ``base`` (the folder a partitioned table's files lie under, or
+    ``None``)."""
+
+    source: str
+    files: tuple[Path, ...]
+    kind: str
+    columns: tuple[str, ...]
+    dataset: object
+    base: Path | None = None
+
+    def require(self, names, flags: dict | None = None) -> None:
+        """Every file holds each of ``names`` (a missing one is one ``ValueError`` naming it, its flag in
+        ``flags`` and the file)."""
+        import pyarrow as pa
+
+        flags = flags or {}
+        partitions = self.partition_keys()
+        for name in names:
+            if name not in self.columns:
+                flag = f" ({flags[name]})" if name in flags else ""
+                raise ValueError(f"{self.source}: no column {name!r}{flag}; its columns: {list(self.columns)[:20]}")
+        if len(self.files) == 1:
+            return
+        for fragment in self.dataset.get_fragments():
+            try:
+                have = set(fragment.physical_schema.names) | partitions
+            except (OSError, pa.ArrowException) as exc:
+                raise ValueError(f"{fragment.path}: cannot read it as {self.kind}: {_first_line(exc)}") from None
+            lacking = [n for n in names if n not in have]
+            if lacking:
+                raise ValueError(f"{self.source}: files of different schemas: {fragment.path} has no column "
+                                 f"{lacking[0]!r}; give a folder or glob whose files share their columns")
+
+    def partition_keys(self) -> set[str]:
+        """The columns a partitioned folder's ``key=value`` folders name."""
+        if self.base is None:
+            return set()
+        return {part.split("=", 1)[0] for f in self.files for part in f.relative_to(self.base).parts[:-1]
+                if "=" in part}
+
+    def row_count(self) -> int | None:
+        """The number of rows when the files' footers say it without a pass (Parquet), else ``None``."""
+        if self.kind != "parquet":
+            return None
+        return int(self.dataset.count_rows())
+
+    def batches(self, columns, batch_rows: int = DEFAULT_BATCH_ROWS):
+        """The table's ``columns``, ``batch_rows`` rows (at most) at a time, as :class:`pyarrow.RecordBatch` es.
+        A file that cannot be read, or whose column has another type than the first file's, is one
+        ``ValueError`` naming the table."""
+        import pyarrow as pa
+
+        scanner = self.dataset.scanner(columns=list(columns), batch_size=int(batch_rows), use_threads=True)
+        try:
+            for batch in scanner.to_batches():
+                if batch.num_rows:
+                    yield batch
+        except (OSError, pa.ArrowException) as exc:
+            raise ValueError(f"{self.source}: cannot read it as one {self.kind} table: {_first_line(exc)} (do its "
+                             "files share their columns' types?)") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+#: Bytes of each text file looked at for its encoding before Arrow reads it.
+SNIFF_BYTES = 1 << 16
+
+
+def _check_utf8(path: Path) -> None:
+    """A CSV or TSV file whose first bytes are not UTF-8 text (a UTF-16 export, Latin-1): one line and the fix."""
+    import codecs
+
+    if path.suffix.lower() in COMPRESSIONS:
+        return  # Arrow reads it decompressed and says so itself
+    with open(path, "rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        clean = b"\x00" not in head
+    except UnicodeDecodeError:
+        clean = False
+    if not clean:
+        raise ValueError(f"{path}: not UTF-8 text (a spreadsheet's UTF-16 or Latin-1 export?); save it as UTF-8 "
+                         "CSV")
+
+
+def open_table(source, *, text_columns=()) -> ColumnarTable:
+    """``source`` (a file, a folder or a glob: :func:`table_files`) as one :class:`ColumnarTable`.
+
+    ``text_columns``: columns a CSV reads as text (the rest as Arrow infers them). A folder's Hive-style partition
+    folders (``key=value``) are columns too. Parquet needs pyarrow (a dependency of dpfair)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.dataset as pads
+
+    files, base = table_files(source)
+    kind = file_format(files[0])
+    if kind == "parquet":
+        fmt = pads.ParquetFileFormat()
+    else:
+        for path in files:
+            _check_utf8(path)
+        fmt = pads.CsvFileFormat(
+            parse_options=pacsv.ParseOptions(delimiter="\t" if kind == "tsv" else ","),
+            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(text_columns, pa.string()),
+                                                 null_values=list(CSV_MISSING), strings_can_be_null=True))
+    try:
+        if base is not None:
+            dataset = pads.dataset([str(f) for f in files], format=fmt, partitioning="hive",
+                                   partition_base_dir=str(base))
+        else:
+            dataset = pads.dataset([str(f) for f in files], format=fmt)
+    except (OSError, pa.ArrowException) as exc:
+        raise ValueError(f"{source}: cannot read it as {kind}: {_first_line(exc)}") from None
+    names = tuple(dataset.schema.names)
+    if kind != "parquet" and len(names) == 1:
+        check_separator(files[0], kind, names[0])
+    return ColumnarTable(str(source), tuple(files), kind, names, dataset, base)
