@@ -179,6 +179,20 @@ def test_measure_a_model_trained_on_a_users_table(tmp_path, capsys):
     code, _, err = _cli(capsys, "measure", "--model", tmp_path / "r.pt", "--data", tmp_path / "t.csv",
                         "--groups", "a,b", "--epsilon", "2")
     assert code == 2 and "drop --groups" in err
+    # the same rows as three CSV parts in a folder, predicted and counted a batch at a time: the same exact figures
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    frame = pd.read_csv(tmp_path / "t.csv", dtype=str, keep_default_na=False)
+    for i in range(3):
+        frame.iloc[i::3].to_csv(parts / f"t-{i}.csv", index=False)
+    figures = []
+    for data in (tmp_path / "t.csv", parts):
+        code, _, err = _cli(capsys, "measure", "--model", tmp_path / "r.pt", "--data", data, "--epsilon", "inf",
+                            "--batch-rows", "300", "--bootstrap", "20", "--quiet", "--out", tmp_path / "exact.json",
+                            "--overwrite")
+        assert code == 0, err
+        figures.append(json.loads((tmp_path / "exact.json").read_text())["by_group"])
+    assert figures[0] == figures[1]
 
 
 def test_a_difference_that_includes_a_flagged_group_says_so_and_gives_the_one_without(tmp_path, capsys):

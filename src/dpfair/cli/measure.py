@@ -227,7 +227,7 @@ def counting_backend(args):
 def measure_model(args, options: dict):
     """``dpfair measure --model M --data FILE``: the model predicts the rows of FILE (read through its schema),
     then they are measured with the schema's public group and class lists."""
-    from dpfair.measurement.files import measure_rows, predictions_of_model
+    from dpfair.measurement.files import measure_counts, model_counts
     from dpfair.persistence import load_provenance
 
     est = load_model(args.model)
@@ -235,8 +235,9 @@ def measure_model(args, options: dict):
     if provenance.get("schema") is None:
         raise ValueError(f"{args.model} records no table schema (trained on a built-in data set): predict its rows "
                          "with `dpfair predict --out FILE` and measure them with --predictions FILE")
-    rows, groups, classes = predictions_of_model(est, provenance["schema"], args.model_data)
-    frame = measure_rows(rows, groups=groups, classes=classes, **options)
+    table = model_counts(est, provenance["schema"], args.model_data, show_progress=not args.quiet,
+                         **({} if args.batch_rows is None else {"batch_rows": args.batch_rows}))
+    frame = measure_counts(table, **options)
     from dpfair.datasets import Schema
 
     schema = Schema.from_dict(provenance["schema"], where=f"{args.model}'s schema")

@@ -168,11 +168,25 @@ def _check_utf8(path: Path) -> None:
                          "CSV")
 
 
-def open_table(source, *, text_columns=()) -> ColumnarTable:
+def _header(path: Path, delimiter: str) -> list[str]:
+    """The column names of a CSV or TSV file's first line (decompressed where its name says so)."""
+    import csv
+    import io
+
+    import pyarrow as pa
+
+    with pa.input_stream(str(path), compression="detect") as stream:
+        first = io.TextIOWrapper(stream, encoding="utf-8", newline="").readline()
+    return next(csv.reader([first], delimiter=delimiter), [])
+
+
+def open_table(source, *, text_columns=(), raw: bool = False) -> ColumnarTable:
     """``source`` (a file, a folder or a glob: :func:`table_files`) as one :class:`ColumnarTable`.
 
-    ``text_columns``: columns a CSV reads as text (the rest as Arrow infers them). A folder's Hive-style partition
-    folders (``key=value``) are columns too. Parquet needs pyarrow (a dependency of dpfair)."""
+    ``text_columns``: columns a CSV reads as text (the rest as Arrow infers them). ``raw=True`` reads every cell of
+    a CSV as the text it holds, an empty cell as ``""`` (what a schema's cleaning rules read, as
+    :func:`~dpfair.datasets.reading.read_table` with ``raw=True``). A folder's Hive-style partition folders
+    (``key=value``) are columns too. Parquet needs pyarrow (a dependency of dpfair)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.dataset as pads
@@ -184,10 +198,14 @@ def open_table(source, *, text_columns=()) -> ColumnarTable:
     else:
         for path in files:
             _check_utf8(path)
-        fmt = pads.CsvFileFormat(
-            parse_options=pacsv.ParseOptions(delimiter="\t" if kind == "tsv" else ","),
-            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(text_columns, pa.string()),
-                                                 null_values=list(CSV_MISSING), strings_can_be_null=True))
+        delimiter = "\t" if kind == "tsv" else ","
+        if raw:
+            convert = pacsv.ConvertOptions(column_types=dict.fromkeys(_header(files[0], delimiter), pa.string()),
+                                           null_values=[], strings_can_be_null=False)
+        else:
+            convert = pacsv.ConvertOptions(column_types=dict.fromkeys(text_columns, pa.string()),
+                                           null_values=list(CSV_MISSING), strings_can_be_null=True)
+        fmt = pads.CsvFileFormat(parse_options=pacsv.ParseOptions(delimiter=delimiter), convert_options=convert)
     try:
         if base is not None:
             dataset = pads.dataset([str(f) for f in files], format=fmt, partitioning="hive",

@@ -4,8 +4,9 @@ A lender or a regulator holds a table with one row per person: the true label, t
 system: a CSV another tool wrote) and the person's group. :func:`measure_file` reads those three columns and
 releases every figure through one :class:`~dpfair.measurement.frame.PrivateMetricFrame`: the table
 of counts group × label × prediction is released once with Laplace or Gaussian noise, on a ledger, and each rate, difference,
-ratio and interval is post-processing of it. :func:`predictions_of_model` makes the three columns from a dpfair
-model file and a table in the model's own schema (``dpfair measure --model M --data FILE``).
+ratio and interval is post-processing of it. :func:`model_counts` counts a dpfair model's predictions on a table
+in the model's own schema (``dpfair measure --model M --data FILE``). Both read a record batch at a time, so a
+table of any size is measured in bounded memory.
 
 What is public, as everywhere in dpfair (the guide's privacy model): the group list and the class list (given,
 never read off the rows at a finite ε), the number of rows, the column names, the budget and the public seed of the
@@ -21,16 +22,17 @@ import math
 import numpy as np
 import pandas as pd
 
-from dpfair.datasets import Schema, read_table, read_with_schema
+from dpfair.datasets import Schema, read_table
+from dpfair.datasets.columnar import DEFAULT_BATCH_ROWS, open_table
 from dpfair.datasets.schema import GROUP_JOIN
-from dpfair.datasets.columnar import DEFAULT_BATCH_ROWS
-from dpfair.measurement.counts import count_predictions
+from dpfair.measurement.counts import CountTable, count_predictions
 from dpfair.measurement.frame import PrivateMetricFrame
 from dpfair.fairness.notions import get_notion, notion_names
 from dpfair.fairness.scorers import predict_with_groups
+from dpfair.utils.progress import progress
 
 __all__ = ["DEFAULT_METRICS", "FAIRLEARN_DIFFERENCES", "INTERVAL_TARGETS", "measure_file", "measure_rows",
-           "measurement_record", "predictions_of_model", "read_predictions"]
+           "measure_counts", "measurement_record", "model_counts", "read_predictions"]
 
 #: The figures ``dpfair measure`` reports when ``--metrics`` is not given (the noisy group size, and the rates
 #: behind demographic parity, equalized odds and accuracy parity).
@@ -144,7 +146,7 @@ def _group_lists(groups, epsilon, columns: int):
 def measure_rows(rows: pd.DataFrame, *, epsilon: float, groups=None, classes=None, positive=None,
                  metrics=DEFAULT_METRICS, intervals: str = "population", **frame_options) -> PrivateMetricFrame:
     """The private metric frame of ``rows`` (columns ``y_true``, ``y_pred``, ``group``, as text:
-    :func:`read_predictions`, or :func:`predictions_of_model`'s).
+    :func:`read_predictions`).
 
     ``groups``: the public group list (required at a finite ``epsilon``; for several sensitive columns, one list per
     column, whose intersections are the groups); ``classes``: the public label list
@@ -183,41 +185,62 @@ def measure_file(path, *, label: str, prediction: str, sensitive, epsilon: float
         raise ValueError(f"intervals must be one of {', '.join(INTERVAL_TARGETS)}, got {intervals!r}")
     columns = [sensitive] if isinstance(sensitive, str) else list(sensitive)
     group_lists = _group_lists(groups, epsilon, len(columns))
-    order = _class_order(classes, positive)
+    _class_order(classes, positive)  # the public lists checked before any row is read
     table = count_predictions(path, label=label, prediction=prediction, sensitive=columns, groups=group_lists,
                               classes=classes, batch_rows=batch_rows, client=client, show_progress=show_progress)
-    position = [table.classes.index(c) for c in order]  # the positive class last
+    return measure_counts(table, epsilon=epsilon, positive=positive, metrics=metrics, intervals=intervals,
+                          **frame_options)
+
+
+def measure_counts(table: CountTable, *, epsilon: float, positive=None, metrics=DEFAULT_METRICS,
+                   intervals: str = "population", **frame_options) -> PrivateMetricFrame:
+    """The private metric frame of an exact :class:`~dpfair.measurement.counts.CountTable` (its one release:
+    :meth:`PrivateMetricFrame.from_counts`), the ``positive`` class last; the other arguments as for
+    :func:`measure_rows`."""
+    if intervals not in INTERVAL_TARGETS:
+        raise ValueError(f"intervals must be one of {', '.join(INTERVAL_TARGETS)}, got {intervals!r}")
+    order = _class_order(list(table.classes), positive)
+    position = [table.classes.index(c) for c in order]
     counts = table.counts[:, position][:, :, position]
     return PrivateMetricFrame.from_counts(list(metrics), counts, groups=list(table.groups), classes=order,
                                           epsilon=epsilon, sampling=intervals == "population", **frame_options)
 
 
-def predictions_of_model(estimator, schema, data_path) -> tuple[pd.DataFrame, list, list]:
-    """``(rows, groups, classes)`` of a fitted dpfair estimator on the rows of ``data_path`` read through
-    ``schema`` (the model's, a :class:`~dpfair.datasets.Schema` or its dict): ``rows`` as :func:`measure_rows`
-    takes them (labels, predictions and groups as the schema's names), and the schema's declared (public) group
-    and class lists.  A row the schema declares dropped (``missing = "drop"``) is not measured: a row-local filter,
-    so the release's ε covers the rows measured (and their number is not printed)."""
+def model_counts(estimator, schema, data_path, *, batch_rows: int = DEFAULT_BATCH_ROWS,
+                 show_progress: bool = True) -> CountTable:
+    """The exact :class:`~dpfair.measurement.counts.CountTable` of a fitted dpfair estimator's predictions on the
+    rows of ``data_path`` (a file, a folder or a glob) read through ``schema`` (the model's, a
+    :class:`~dpfair.datasets.Schema` or its dict), a record batch at a time: each batch's cells prepared by the
+    schema (row-local), predicted and counted by the schema's declared (public) group and class lists. A row the
+    schema declares dropped (``missing = "drop"``) is not measured: a row-local filter, so the release's ε covers
+    the rows measured (and their number is not printed)."""
     schema = schema if isinstance(schema, Schema) else Schema.from_dict(schema, where="the model's schema")
-    frame = read_with_schema(data_path, schema)
+    table = open_table(data_path, raw=True)
     for role, column in (("label", schema.label), *(("sensitive", c) for c in schema.sensitive_columns)):
-        if column not in frame.columns:
+        if column not in table.columns:
             raise ValueError(f"{data_path}: no {role} column {column!r}; measuring needs each person's label and "
                              "group")
-    if len(frame) == 0:
+    table.require(table.columns)
+    k, l = len(schema.groups), len(schema.classes)
+    flat = np.zeros(k * l * l, dtype=np.int64)
+    with progress(table.row_count(), desc=f"predicting {table.files[0].name if len(table.files) == 1 else data_path}",
+                  unit="row", enabled=show_progress) as bar:
+        for batch in table.batches(table.columns, batch_rows):
+            frame = batch.to_pandas()
+            prepared = schema.prepare(frame, str(data_path), strict=True, targets=True)
+            frame, X = frame.loc[prepared.kept].reset_index(drop=True), prepared.X
+            if estimator.n_features_in_ != X.shape[1]:
+                raise ValueError(f"the model was fitted on {estimator.n_features_in_} features but its schema gives "
+                                 f"{X.shape[1]} for {data_path}; the model file is damaged: train it again")
+            if len(frame):
+                s = schema.codes(frame, "sensitive", str(data_path))
+                y = schema.codes(frame, "label", str(data_path))
+                predicted = np.asarray(predict_with_groups(estimator, X, s)).astype(np.int64)
+                flat += np.bincount((s * l + y) * l + predicted, minlength=k * l * l)
+            bar.update(batch.num_rows)
+    if not flat.any():
         raise ValueError(f"{data_path} has no rows; measure a file with one row per person")
-    prepared = schema.prepare(frame, str(data_path), strict=True, targets=True)
-    frame, X = frame.loc[prepared.kept].reset_index(drop=True), prepared.X
-    if estimator.n_features_in_ != X.shape[1]:
-        raise ValueError(f"the model was fitted on {estimator.n_features_in_} features but its schema gives "
-                         f"{X.shape[1]} for {data_path}; the model file is damaged: train it again")
-    s = schema.codes(frame, "sensitive", str(data_path))
-    y = schema.codes(frame, "label", str(data_path))
-    predicted = np.asarray(predict_with_groups(estimator, X, s)).astype(np.int64)
-    classes = np.asarray(schema.classes, dtype=object)
-    groups = np.asarray(schema.groups, dtype=object)
-    rows = pd.DataFrame({"y_true": classes[y], "y_pred": classes[predicted], "group": groups[s]})
-    return rows, list(schema.groups), list(schema.classes)
+    return CountTable(flat.reshape(k, l, l), tuple(schema.groups), tuple(schema.classes))
 
 
 def _interval(low, high) -> list[float | None]:
