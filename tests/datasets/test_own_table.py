@@ -118,7 +118,7 @@ def test_own_csv_with_a_declared_schema_gives_a_useful_private_model(files):
 
     # Scoring new rows: the schema applies the same preprocessing, columns matched by name in any order.
     shuffled = raw_test[raw_test.columns[::-1]]
-    np.testing.assert_array_equal(data.schema.transform(shuffled, strict=True), data.X_test)
+    np.testing.assert_array_equal(data.schema.transform(shuffled, strict=True).astype(np.float32), data.X_test)
     np.testing.assert_array_equal(model.predict(data.schema.transform(shuffled.drop(columns=["default", "sex"]),
                                                                       strict=True)), predicted)
 

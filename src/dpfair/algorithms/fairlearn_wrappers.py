@@ -96,6 +96,11 @@ def randomized_labels(proba: np.ndarray, seed: int, classes: np.ndarray) -> np.n
     return classes[(proba[:, 1] >= draws).astype(np.int64)]
 
 
+
+def _float64(X) -> np.ndarray:
+    """``X`` in float64 (a float32 feature store's rows copied): fairlearn writes its scores into float64 frames."""
+    return np.asarray(X, dtype=np.float64)
+
 class ReductionsClassifier(FairEstimator):
     """Agarwal et al.'s exponentiated-gradient reductions (fairlearn's ``ExponentiatedGradient``); not private.
 
@@ -165,7 +170,7 @@ class ReductionsClassifier(FairEstimator):
         self.mitigator_ = ExponentiatedGradient(
             seeded_estimator(self.estimator, estimator_seed), moment, eps=self.eg_eps, max_iter=self.max_iter,
             nu=self.nu, eta0=self.eta0, run_linprog_step=self.run_linprog_step,
-        ).fit(X, y, sensitive_features=sensitive)
+        ).fit(_float64(X), y, sensitive_features=sensitive)
         self.n_iter_ = int(self.mitigator_.last_iter_) + 1
         self.history_.append({"iterations": self.n_iter_, "best_gap": float(self.mitigator_.best_gap_),
                               "oracle_calls": int(self.mitigator_.n_oracle_calls_)})
@@ -177,7 +182,7 @@ class ReductionsClassifier(FairEstimator):
         self._finish_privacy()
 
     def _predict_proba(self, X) -> np.ndarray:
-        return np.asarray(pmf_predict(self.mitigator_, X), dtype=np.float64)
+        return np.asarray(pmf_predict(self.mitigator_, _float64(X)), dtype=np.float64)
 
     def predict(self, X) -> np.ndarray:
         """Randomized predictions of the mixture Q, seeded by ``random_state`` (fairlearn's draw)."""
@@ -251,7 +256,7 @@ class ThresholdClassifier(FairEstimator):
         self.postprocessor_ = ThresholdOptimizer(
             estimator=base, constraints=THRESHOLD_CONSTRAINTS[self.notion], objective=self.objective,
             grid_size=self.grid_size, flip=self.flip, prefit=self.prefit, predict_method=self.predict_method,
-        ).fit(X, y, sensitive_features=s)
+        ).fit(_float64(X), y, sensitive_features=s)
         self.privacy_ledger_.record(dpa.NonPrivateDpEvent(), "non-private threshold post-processing")
         self._finish_privacy()
 
@@ -268,7 +273,7 @@ class ThresholdClassifier(FairEstimator):
     def predict_proba(self, X, sensitive_features=None) -> np.ndarray:
         """Probabilities of the randomized post-processed classifier (columns follow ``classes_``)."""
         X, codes = self._check_predict_inputs(X, sensitive_features)
-        return np.asarray(pmf_predict(self.postprocessor_, X, sensitive_features=codes), dtype=np.float64)
+        return np.asarray(pmf_predict(self.postprocessor_, _float64(X), sensitive_features=codes), dtype=np.float64)
 
     def predict(self, X, sensitive_features=None) -> np.ndarray:
         """Randomized predictions, seeded by ``random_state`` (fairlearn's draw)."""

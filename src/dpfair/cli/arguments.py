@@ -169,7 +169,8 @@ def add_table_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of a user's own table (:func:`dpfair.datasets.load_table`)."""
     p.add_argument("--data", default=None, metavar="FILE",
                    help="your own table instead of --dataset: a CSV (.csv, .tsv, optionally compressed) or Parquet "
-                        "file; with --label and --sensitive, or a --schema that declares them")
+                        "file, a folder of them (a partitioned data set) or a glob; with --label and --sensitive, or "
+                        "a --schema that declares them")
     p.add_argument("--label", default=None, metavar="COL", help="with --data: the column to predict")
     p.add_argument("--schema", default=None, metavar="FILE",
                    help="with --data: the table's public schema (TOML; `dpfair schema FILE` proposes one): "
@@ -180,6 +181,13 @@ def add_table_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --data and no --schema: every group the sensitive column may hold (public), so that "
                         "the group list is not read off the rows (the ε does not cover a list read off them); with "
                         "several sensitive columns, one list per column separated by ';'")
+    p.add_argument("--store", default="auto", choices=["auto", "memory", "disk"],
+                   help="with --data: where the float32 features are kept: in memory, in a file memory-mapped from "
+                        "--cache-dir (tables larger than memory), or auto (memory while they take at most half the "
+                        "memory available); default auto")
+    p.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="with --data: the folder of feature stores on disk (default: stores/ in $DPFAIR_CACHE_DIR or "
+                        "~/.cache/dpfair); a later run on the same table and schema reuses its store")
     p.add_argument("--infer-schema", action="store_true",
                    help="with --data and no --schema under privacy_unit=record: infer the schema from the private "
                         "rows anyway (its ranges and categories then leak outside ε; refused without this flag)")

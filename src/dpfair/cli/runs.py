@@ -46,7 +46,9 @@ def load_data(args):
                              "the groups there and drop --groups")
         data = load_table(args.data, label=args.label, sensitive=sensitive_list(args.sensitive), schema=args.schema,
                           test_data=args.test_data, random_state=args.seed, privacy_unit=unit,
-                          infer_under_record=args.infer_schema, groups=group_lists(args.groups))
+                          infer_under_record=args.infer_schema, groups=group_lists(args.groups),
+                          where=getattr(args, "store", "auto"), cache_dir=getattr(args, "cache_dir", None),
+                          show_progress=not getattr(args, "quiet", True))
         naming_groups(data.group_names)
         return data, {}
     options = key_values(args.option, "--option")

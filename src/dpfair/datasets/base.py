@@ -155,7 +155,9 @@ def check_bool(value, name: str) -> bool:
     return bool(value)
 
 
-def _split(table: Table, test_size: float, random_state: int) -> tuple[np.ndarray, np.ndarray, str]:
+def split_rows(table: Table, test_size: float, random_state: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(train, test, note)``: the sorted row indices of each part of ``table`` (its labels, groups and split
+    fields: ``test_mask``, ``split_groups``) and how they were chosen (the rules of this module's docstring)."""
     # imported here, so that `dpfair datasets` (reading cached summaries) imports no scikit-learn
     from sklearn.model_selection import GroupShuffleSplit, train_test_split
 
@@ -206,7 +208,7 @@ def _preprocess(table: Table, train: np.ndarray, test: np.ndarray):
     return X[train], X[test], schema.feature_names, schema
 
 
-def _sensitive_columns(table: Table, schema: Schema | None, feature_names: list[str]) -> tuple[int, ...]:
+def sensitive_feature_columns(table: Table, schema: Schema | None, feature_names: list[str]) -> tuple[int, ...]:
     """The indices of the features built from ``table.encodes_sensitive`` and the schema's own declaration
     (``Schema.encodes_sensitive``): every feature of each named schema column (its one-hot columns), or the named
     features of a ready matrix."""
@@ -230,11 +232,19 @@ def finish(table: Table, test_size: float, random_state: int) -> Dataset:
     test_size = check_test_size(test_size)
     y = check_1d(table.y, "y").astype(np.int64)
     s = check_1d(table.s, "s", len(y)).astype(np.int64)
-    train, test, note = _split(table, test_size, random_state)
+    train, test, note = split_rows(table, test_size, random_state)
     X_train, X_test, names, schema = _preprocess(table, train, test)
     if table.X is None:
         X_train, X_test = check_features(X_train, "X_train"), check_features(X_test, "X_test")
-    description = f"{table.description} Split: {note}; {len(train):,} train / {len(test):,} test rows"
+    return assemble(table, (X_train, y[train], s[train]), (X_test, y[test], s[test]), names, schema, note)
+
+
+def assemble(table: Table, train: tuple, test: tuple, feature_names: list[str], schema: Schema | None,
+             note: str) -> Dataset:
+    """The :class:`Dataset` of ``table``'s split parts ``(X, y, s)`` (encoded already, e.g. views of a
+    :class:`~dpfair.datasets.store.FeatureStore`), described with the split's ``note``."""
+    (X_train, y_train, s_train), (X_test, y_test, s_test) = train, test
+    description = f"{table.description} Split: {note}; {len(y_train):,} train / {len(y_test):,} test rows"
     if schema is None:
         description += "."
     else:
@@ -242,12 +252,12 @@ def finish(table: Table, test_size: float, random_state: int) -> Dataset:
     return Dataset(
         name=table.name,
         X_train=X_train,
-        y_train=y[train],
-        s_train=s[train],
+        y_train=y_train,
+        s_train=s_train,
         X_test=X_test,
-        y_test=y[test],
-        s_test=s[test],
-        feature_names=names,
+        y_test=y_test,
+        s_test=s_test,
+        feature_names=list(feature_names),
         label_names=list(table.label_names),
         group_names=list(table.group_names),
         sensitive=table.sensitive,
@@ -256,5 +266,5 @@ def finish(table: Table, test_size: float, random_state: int) -> Dataset:
         n_dropped=int(table.n_dropped),
         image_shape=table.image_shape,
         schema=schema,
-        sensitive_columns=_sensitive_columns(table, schema, names),
+        sensitive_columns=sensitive_feature_columns(table, schema, list(feature_names)),
     )

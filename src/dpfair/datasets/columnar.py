@@ -16,6 +16,7 @@ Privacy: reading is not a release. What this module says about a table is public
 from __future__ import annotations
 
 import glob
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,10 @@ __all__ = ["DEFAULT_BATCH_ROWS", "ColumnarTable", "open_table", "table_files"]
 #: Rows per record batch: about 8 MiB a column of 8-byte values, small beside any machine and large enough that
 #: Arrow's per-batch cost vanishes.
 DEFAULT_BATCH_ROWS = 1 << 20
+
+#: Record batches read ahead of the one in use (one file at a time): Arrow's default (16 batches of 4 files) holds
+#: some 64 batches in memory, which for a wide table is gigabytes.
+READAHEAD_BATCHES = 2
 
 #: The pandas missing-value markers a CSV cell may hold (``pandas.read_csv``'s defaults), read as missing.
 CSV_MISSING = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
@@ -66,6 +71,8 @@ def table_files(source) -> tuple[list[Path], Path | None]:
         if not files:
             raise FileNotFoundError(f"{text}: no CSV, TSV or Parquet file matches this pattern")
     else:
+        if path.suffix:
+            file_format(path)  # a name that tells no format is said first, as for a file that exists
         raise FileNotFoundError(f"data file {text!r} not found")
     kinds = sorted({file_format(p) for p in files})
     if len(kinds) > 1:
@@ -132,7 +139,8 @@ class ColumnarTable:
         ``ValueError`` naming the table."""
         import pyarrow as pa
 
-        scanner = self.dataset.scanner(columns=list(columns), batch_size=int(batch_rows), use_threads=True)
+        scanner = self.dataset.scanner(columns=list(columns), batch_size=int(batch_rows), use_threads=True,
+                                       batch_readahead=READAHEAD_BATCHES, fragment_readahead=1)
         try:
             for batch in scanner.to_batches():
                 if batch.num_rows:
@@ -145,6 +153,8 @@ class ColumnarTable:
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
+
+_PANDAS_INDEX = re.compile(r"__index_level_\d+__")
 
 #: Bytes of each text file looked at for its encoding before Arrow reads it.
 SNIFF_BYTES = 1 << 16
@@ -193,8 +203,8 @@ def open_table(source, *, text_columns=(), raw: bool = False) -> ColumnarTable:
 
     files, base = table_files(source)
     kind = file_format(files[0])
-    if kind == "parquet":
-        fmt = pads.ParquetFileFormat()
+    if kind == "parquet":  # a row group is read when its batches are: not buffered ahead (a wide table's gigabytes)
+        fmt = pads.ParquetFileFormat(default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=False))
     else:
         for path in files:
             _check_utf8(path)
@@ -214,7 +224,8 @@ def open_table(source, *, text_columns=(), raw: bool = False) -> ColumnarTable:
             dataset = pads.dataset([str(f) for f in files], format=fmt)
     except (OSError, pa.ArrowException) as exc:
         raise ValueError(f"{source}: cannot read it as {kind}: {_first_line(exc)}") from None
-    names = tuple(dataset.schema.names)
+    # pandas' own index, which to_parquet writes as a column (read_parquet restores it as the index): not data
+    names = tuple(n for n in dataset.schema.names if not (kind == "parquet" and _PANDAS_INDEX.fullmatch(n)))
     if kind != "parquet" and len(names) == 1:
         check_separator(files[0], kind, names[0])
     return ColumnarTable(str(source), tuple(files), kind, names, dataset, base)

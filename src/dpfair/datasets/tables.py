@@ -1,6 +1,6 @@
 """Users' own tables: read a CSV or Parquet file into a :class:`~dpfair.datasets.Dataset` through a public schema.
 
-A user's table goes through the same path as the built-in data sets (:func:`~dpfair.datasets.base.finish`): a
+A user's table goes through the same rules as the built-in data sets (:func:`~dpfair.datasets.base.finish`): a
 :class:`~dpfair.datasets.base.Schema` turns each row into features from that row and the schema's constants
 alone (numeric columns clipped to ``[lo, hi]`` and scaled, categories one-hot, unlisted ones to an "other" level),
 and names the label column with its classes and the sensitive column with its groups.
@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpfair.datasets.base import Dataset, Schema, Table, check_bool, finish
+from dpfair.datasets.base import Dataset, Schema, Table, assemble, check_bool, check_test_size
+from dpfair.datasets.store import WHERE, build_store, check_table_columns  # noqa: F401
 from dpfair.datasets.proposal import infer_schema, propose_schema  # noqa: F401 - the own-table API in one place
 from dpfair.datasets.reading import COMPRESSIONS, FORMATS, LICENCE, read_table, table_name  # noqa: F401
 
@@ -37,10 +38,7 @@ def as_schema(schema) -> Schema:
 
 def _check_columns(frame: pd.DataFrame, schema: Schema, path) -> None:
     """Every column the schema names is in the file, and every column of the file is known to the schema."""
-    for target, column in (("label", schema.label), *(("sensitive", c) for c in schema.sensitive_columns)):
-        if column not in frame.columns:
-            raise ValueError(f"{path}: no {target} column {column!r}; columns: {list(frame.columns)}")
-    schema.prepare(frame.iloc[:0], str(path), strict=True)
+    check_table_columns(frame.columns, schema, path)
 
 
 def read_with_schema(path, schema) -> pd.DataFrame:
@@ -81,34 +79,34 @@ def _agree(schema: Schema, label, sensitive, groups) -> None:
                              "one or make them agree")
 
 
-def _drop_note(schema: Schema, frame: pd.DataFrame, unit, path) -> tuple[pd.DataFrame, str]:
-    """The rows the schema keeps (its declared ``"drop"`` rules), and the description's note of them.
-
-    A row-local filter: under add/remove-one (the record unit) neighbouring tables stay neighbouring or become
-    equal, so a fit's ε covers the rows it keeps; under the sensitive unit the features and labels are public, so a
-    drop on them changes only the public n, while a drop on a missing group would depend on a private value and is
-    refused."""
+def _check_drop(schema: Schema, unit, path) -> None:
+    """The schema's ``"drop"`` rules are row-local filters: under add/remove-one (the record unit) neighbouring
+    tables stay neighbouring or become equal, so a fit's ε covers the rows it keeps; under the sensitive unit the
+    features and labels are public, so a drop on them changes only the public n, while a drop on a missing group
+    would depend on a private value and is refused."""
     from dpfair.privacy.units import PrivacyUnit
 
     if unit is PrivacyUnit.SENSITIVE and schema.sensitive_missing == "drop":
         raise ValueError(f"{path}: sensitive_missing = \"drop\" drops rows by whether a private group is missing, "
                          "which the sensitive unit does not cover; declare a group for them (a value such as "
                          "\"unknown\" in the column and in groups), or train under privacy_unit=record")
-    kept = schema.kept_rows(frame, str(path))
-    n_out = int((~kept).sum())
+
+
+def _drop_note(schema: Schema, n_out: int) -> str:
+    """The description's note of the ``n_out`` rows the schema's declared ``"drop"`` rules left out."""
     if not n_out:
-        return frame, ""
+        return ""
     rules = [f"{c.name!r}" for c in schema.columns if c.missing is not None and c.missing.action == "drop"]
     rules += [repr(getattr(schema, t)) if t == "label" else repr(schema.attribute)
               for t in ("label", "sensitive") if getattr(schema, f"{t}_missing") == "drop"]
-    note = (f" {n_out:,} row(s) with a missing {', '.join(rules)} left out, as the schema declares (missing = "
+    return (f" {n_out:,} row(s) with a missing {', '.join(rules)} left out, as the schema declares (missing = "
             "\"drop\": a row-local filter, so the ε covers the rows kept).")
-    return frame.loc[kept].reset_index(drop=True), note
 
 
 def load_table(path, *, label: str | None = None, sensitive=None, schema=None, test_data=None,
                test_size: float = 0.25, random_state: int = 0, privacy_unit: str = "sensitive",
-               infer_under_record: bool = False, groups=None) -> Dataset:
+               infer_under_record: bool = False, groups=None, where: str = "auto", cache_dir=None,
+               show_progress: bool = False) -> Dataset:
     """A user's table (a CSV or Parquet file, see :func:`read_table`) as a split, preprocessed :class:`Dataset`.
 
     ``schema`` (a :class:`~dpfair.datasets.base.Schema`, its ``to_dict`` form, or a TOML file or text) is the
@@ -129,10 +127,17 @@ def load_table(path, *, label: str | None = None, sensitive=None, schema=None, t
     ``test_data`` is a second file preprocessed with the same schema as the test part; otherwise a random split
     (``test_size``, seeded by ``random_state``) stratified by label × group, as the built-in loaders do.  The
     returned ``Dataset.schema`` is the schema used (it travels with a model; ``schema.prepare`` scores new rows).
+
+    ``path`` may be a file, a folder of files (a partitioned data set, whose ``key=value`` folders are columns) or a
+    glob. The rows are streamed through the schema into a float32 feature store (:mod:`dpfair.datasets.store`):
+    ``X_train`` and ``X_test`` are views of it, in memory or (``where="disk"``, or ``"auto"`` when it would take
+    more than half the memory available) of a file in ``cache_dir`` that a later run on the same table reuses.
+    ``show_progress`` shows a bar for each pass over the rows.
     """
     from dpfair.privacy.units import PrivacyUnit, check_privacy_unit
 
     unit = check_privacy_unit(privacy_unit)
+    check_test_size(test_size)
     infer_under_record = check_bool(infer_under_record, "infer_under_record")
     label_columns, sensitive_columns = _columns(label, "label"), _columns(sensitive, "sensitive")
     if schema is not None:
@@ -145,35 +150,33 @@ def load_table(path, *, label: str | None = None, sensitive=None, schema=None, t
         raise ValueError(f"{path}: under privacy_unit='record' a schema inferred from the rows (ranges, categories, "
                          f"classes, groups) is private; pass a reviewed schema= (infer_schema(...).to_toml() "
                          f"proposes one), or infer_under_record=True to accept that leak")
-    frame = read_table(path, raw=True)
+    from dpfair.datasets.columnar import open_table
+
+    table_in = open_table(path, raw=True)
+    test_in = None if test_data is None else open_table(test_data, raw=True)
     inferred = schema is None
-    if inferred:
+    if inferred:  # a proposal reads every row (review it, then declare it: dpfair schema writes one)
+        frame = pd.concat([b.to_pandas() for b in table_in.batches(table_in.columns)], ignore_index=True)
         schema = infer_schema(frame, label=label, sensitive=list(sensitive_columns), name=str(path),
                               source=f"inferred from the rows of {path}", groups=groups)
-    _check_columns(frame, schema, path)
-    frame, dropped = _drop_note(schema, frame, unit, path)
+        del frame
+    _check_drop(schema, unit, path)
+    store = build_store(table_in, schema, test_table=test_in, test_size=test_size, random_state=random_state,
+                        where=where, cache_dir=cache_dir, show_progress=show_progress)
     table = Table(name=table_name(path), y=np.zeros(0), s=np.zeros(0), label_names=list(schema.classes),
                   group_names=list(schema.groups), sensitive=schema.attribute, description="", licence=LICENCE,
-                  n_dropped=0, frame=frame, schema=schema)
-    parts = f"{path} ({len(frame):,} rows)"
-    if test_data is not None:
-        test = read_table(test_data, raw=True)
-        _check_columns(test, schema, test_data)
-        test, test_dropped = _drop_note(schema, test, unit, test_data)
-        dropped += test_dropped
-        used = [*schema.names, schema.label, *schema.sensitive_columns]
-        table.frame = pd.concat([frame[used], test[used]], ignore_index=True)
-        table.test_mask = np.arange(len(table.frame)) >= len(frame)
-        table.split_note = f"train rows from {path}, test rows from {test_data} (test_size ignored)"
-        parts += f" and {test_data} ({len(test):,} rows)"
-    table.y = schema.codes(table.frame, "label", table.name)
-    table.s = schema.codes(table.frame, "sensitive", table.name)
+                  n_dropped=0, schema=schema)
+    n_train, n = store.n_train, len(store.y)
+    parts = (f"{path} ({n:,} rows)" if test_data is None else
+             f"{path} ({n_train:,} rows) and {test_data} ({n - n_train:,} rows)")
     how = ("inferred from the training rows: a statistic of them, not public (see the PrivacyLeakWarning)" if inferred
            else f"declared public ({schema.source})" if schema.source else "declared public")
     by = schema.attribute + ("" if len(schema.sensitive_columns) == 1 else " (intersectional)")
     table.description = (
         f"Own table {parts}. Label {schema.label!r}: {', '.join(f'{i} = {c}' for i, c in enumerate(schema.classes))}."
-        f" Groups by {by!r}: {', '.join(f'{i} = {g}' for i, g in enumerate(schema.groups))}.{dropped} Schema "
-        f"{how}."
+        f" Groups by {by!r}: {', '.join(f'{i} = {g}' for i, g in enumerate(schema.groups))}."
+        f"{_drop_note(schema, store.n_dropped)} Schema {how}."
     )
-    return finish(table, test_size, random_state)
+    return assemble(table, (store.X_train, store.y[:n_train], store.s[:n_train]),
+                    (store.X_test, store.y[n_train:], store.s[n_train:]), schema.feature_names, schema,
+                    store.split_note)

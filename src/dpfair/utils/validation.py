@@ -45,18 +45,24 @@ class CheckedFeatures:
         return seen[1]
 
 
+#: Cells of ``X`` checked for finiteness at a time (:func:`check_features`): a few MiB of temporaries.
+FINITE_CHECK_CELLS = 1 << 22
+
+
 def check_features(X, name: str = "X") -> np.ndarray:
     """Return ``X`` as a 2-D float array with finite entries, with positive strides and writable.
 
     A reversed or read-only view (``X[:, ::-1]``, a read-only memory map) is copied, since torch
-    takes neither; any other array already of dtype float64 is returned as is, without a copy.
+    takes neither; any other array already of dtype float64 or float32 (a feature store's rows,
+    :mod:`dpfair.datasets.store`, or its copy-on-write memory map) is returned as is, without a copy, and
+    checked a block of rows at a time, so that the check holds no second table.
     """
     if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy.sparse
         raise ValueError(f"{name} is a sparse matrix; dpfair's estimators take dense arrays: pass {name}.toarray() "
                          "(or reduce its columns first if that does not fit in memory)")
     try:
         arr = np.asarray(X)
-        if arr.dtype.kind != "c":
+        if arr.dtype.kind != "c" and arr.dtype != np.float32:
             arr = np.asarray(arr, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         error = NonNumericError if isinstance(exc, TypeError) else ValueError
@@ -77,8 +83,14 @@ def check_features(X, name: str = "X") -> np.ndarray:
                          "pass at least one feature column")
     if not arr.flags.writeable or min(arr.strides) < 0:
         arr = np.array(arr, order="C")
-    if not np.all(np.isfinite(arr)):
-        bad = np.argwhere(~np.isfinite(arr))[0]
+    block = max(1, FINITE_CHECK_CELLS // max(1, arr.shape[1]))
+    for start in range(0, arr.shape[0], block):
+        if not np.all(np.isfinite(arr[start:start + block])):
+            bad = np.argwhere(~np.isfinite(arr[start:start + block]))[0] + (start, 0)
+            break
+    else:
+        bad = None
+    if bad is not None:
         raise ValueError(
             f"{name} contains NaN or infinite values (first at row {bad[0]}, column {bad[1]}); "
             "drop or impute those rows before fitting"

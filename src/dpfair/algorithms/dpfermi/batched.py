@@ -56,8 +56,9 @@ class RowTables:
     CPU, public rows (``public``: the sensitive unit's) with few non-zeros (at most :data:`SPARSE_SHARE` of
     them, one-hot encoded tables) are stored as their non-zero values, and their columns (int32, bit-cast to
     float32) last, in ``table`` (:class:`SparseRows`; still one gather a batch). Private rows (the record unit's)
-    are always dense: the layout would branch on their sparsity, and the released sums' rounding with it.
-    Otherwise the
+    are always dense: the layout would branch on their sparsity, and the released sums' rounding with it. A
+    dense table of more than :data:`COPY_LIMIT_BYTES` (a feature store of millions of rows) is not copied: a
+    batch gathers ``X``'s own rows and appends ``1`` to them. Otherwise (and for other models) the
     inputs stay as they are and the rest is ``aux (1 + m·k + m, n)``, one row per quantity (a gather of columns
     is fast, of narrow rows slow), with ``y`` apart.
     """
@@ -77,19 +78,25 @@ class RowTables:
         active = (data.cells >= 0)[:, None]
         block = data.cells.clamp(min=0)
         mk = data.n_cells * data.n_groups
-        x_norm = torch.sqrt((data.X.flatten(1) ** 2).sum(1) + 1.0)[:, None]
+        x_norm = _row_norms(data.X)[:, None]
         onehots = [F.one_hot(block * data.n_groups + data.s, mk).to(torch.float32) * active,
                    F.one_hot(block, data.n_cells).to(torch.float32) * active]
-        features = models.features(data.X)
+
+        def aux():
+            return torch.cat([x_norm, *onehots], dim=1).T.contiguous()
+
         if not isinstance(models, LinearModels):
-            return cls(features, features.shape[1], torch.cat([x_norm, *onehots], dim=1).T.contiguous(), data.y, mk)
+            features = models.features(data.X)
+            return cls(features, features.shape[1], aux(), data.y, mk)
+        K = _most_nonzeros(data.X) + 1 if public and data.X.device.type == "cpu" else None  # +1: the bias column
+        if (K is None or K > SPARSE_SHARE * (data.X.shape[1] + 1)) and data.X.numel() * 4 > COPY_LIMIT_BYTES:
+            return cls(data.X, data.X.shape[1], aux(), data.y, mk)  # X's own rows: (x, 1) made per batch
+        features = models.features(data.X)
         rest = [x_norm, data.y[:, None].to(features.dtype), *onehots]
-        nonzero = features != 0 if public and features.device.type == "cpu" else None
-        K = None if nonzero is None else int(nonzero.sum(1).max())
         if K is None or K > SPARSE_SHARE * features.shape[1]:
             return cls(torch.cat([features, *rest], dim=1), features.shape[1], None, data.y, mk)
         # each row's non-zero columns first (a stable sort keeps their order), padded with zeros of column 0
-        order = torch.sort(nonzero.to(torch.int8), dim=1, descending=True, stable=True).indices[:, :K]
+        order = torch.sort((features != 0).to(torch.int8), dim=1, descending=True, stable=True).indices[:, :K]
         vals = features.gather(1, order)
         cols = torch.where(vals != 0, order, 0).to(torch.int32).view(torch.float32)
         return cls(torch.cat([vals, *rest, cols], dim=1), K, None, data.y, mk, K, features.shape[1])
@@ -135,6 +142,30 @@ def _w_gradient(W, cell_F, inv_sqrt_p, public: bool, sensitive: bool):
     if public:
         out += -2.0 * W * sums.sum(3, keepdim=True)
     return out
+
+
+#: Rows of the training table read at a time by the per-row passes of :meth:`RowTables.of` (a few MiB of
+#: temporaries however large the table).
+ROW_BLOCK_CELLS = 1 << 22
+#: A dense table of more bytes than this is not copied into a step's layout: a batch gathers ``X``'s own rows
+#: (a feature store's, :mod:`dpfair.datasets.store`, perhaps memory-mapped) and the per-row columns apart, so that a
+#: fit holds no second table.
+COPY_LIMIT_BYTES = 1 << 28
+
+
+def _row_blocks(X):
+    step = max(1, ROW_BLOCK_CELLS // max(1, X[0].numel()))
+    return (X[i:i + step].flatten(1) for i in range(0, X.shape[0], step))
+
+
+def _row_norms(X) -> torch.Tensor:
+    """``‖(x, 1)‖`` of every row, a block of rows at a time."""
+    return torch.cat([torch.sqrt((block.to(torch.float32) ** 2).sum(1) + 1.0) for block in _row_blocks(X)])
+
+
+def _most_nonzeros(X) -> int:
+    """The largest number of non-zero inputs of a row, a block of rows at a time."""
+    return max(int((block != 0).sum(1).max()) for block in _row_blocks(X))
 
 
 def _rows(X, idx):
