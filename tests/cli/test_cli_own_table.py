@@ -126,3 +126,78 @@ def test_predict_input_refuses_what_it_cannot_score(loans, capsys, tmp_path):
     assert code == 0, err
     code, _, err = _cli(capsys, "predict", tmp_path / "b.pt", "--input", loans / "new.csv")
     assert code == 2 and "records no table schema" in err
+
+
+@pytest.fixture
+def schema_file(loans, capsys, tmp_path):
+    """The loans table's schema, as `dpfair schema` proposes it (reviewed: declared)."""
+    code, toml, err = _cli(capsys, "schema", loans / "loans.csv", "--label", "default", "--sensitive", "region")
+    assert code == 0, err
+    (tmp_path / "schema.toml").write_text(toml)
+    return tmp_path / "schema.toml"
+
+
+def test_predict_input_streams_in_batches_and_writes_what_one_batch_writes(loans, schema_file, capsys, tmp_path,
+                                                                           monkeypatch):
+    """Issue 44: `predict --input` reads, scores and writes a record batch at a time; the file it writes is the one a
+    single batch writes, byte for byte, and a folder of parts scores as one table."""
+    from dpfair.datasets import store
+
+    code, _, err = _cli(capsys, "train", "--data", loans / "loans.csv", "--schema", schema_file,
+                        "--param", "epochs=1", "--quiet", "--out", tmp_path / "m.json")
+    assert code == 0, err
+    code, whole, err = _cli(capsys, "predict", tmp_path / "m.pt", "--input", loans / "new.csv", "--out",
+                            tmp_path / "whole.csv")
+    assert code == 0, err
+    monkeypatch.setattr(store, "CELLS_PER_BATCH", 7 * 60)  # 60 rows of 7 columns a batch: 9 batches of 500 rows
+    code, batched, err = _cli(capsys, "predict", tmp_path / "m.pt", "--input", loans / "new.csv", "--out",
+                              tmp_path / "batched.csv")
+    assert code == 0, err
+    assert (tmp_path / "batched.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()
+    assert batched.replace("batched.csv", "whole.csv") == whole  # the same summary
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    frame = pd.read_csv(loans / "new.csv", dtype=str, keep_default_na=False)
+    frame.iloc[:200].to_csv(parts / "a.csv", index=False)
+    frame.iloc[200:].to_csv(parts / "b.csv", index=False)
+    code, _, err = _cli(capsys, "predict", tmp_path / "m.pt", "--input", parts, "--out", tmp_path / "parts.csv")
+    assert code == 0, err
+    assert (tmp_path / "parts.csv").read_bytes() == (tmp_path / "whole.csv").read_bytes()
+
+
+def test_predict_input_that_fails_mid_file_leaves_no_output(loans, schema_file, capsys, tmp_path, monkeypatch):
+    """A row the method cannot score in the last batch: one line, and neither the output nor a temporary file."""
+    from dpfair.datasets import store
+
+    code, _, err = _cli(capsys, "train", "--data", loans / "loans.csv", "--schema", schema_file,
+                        "--method", "threshold", "--quiet", "--out", tmp_path / "t.json")
+    assert code == 0, err
+    frame = pd.read_csv(loans / "new.csv", dtype=str, keep_default_na=False)
+    frame.loc[len(frame) - 1, "region"] = ""  # no group in the last row; threshold reads the group
+    frame.to_csv(tmp_path / "gap.csv", index=False)
+    monkeypatch.setattr(store, "CELLS_PER_BATCH", 6 * 100)
+    out = tmp_path / "scored" / "p.csv"
+    out.parent.mkdir()
+    code, _, err = _cli(capsys, "predict", tmp_path / "t.pt", "--input", tmp_path / "gap.csv", "--out", out,
+                        "--quiet")
+    assert code == 2 and "reads the group at prediction time" in err and len(err.strip().splitlines()) == 1, err
+    assert list(out.parent.iterdir()) == []
+
+
+def test_train_on_a_partitioned_folder_with_a_store_on_disk(loans, schema_file, capsys, tmp_path):
+    """`train --data FOLDER --store disk --cache-dir DIR`: the parts as one table, the store written once and
+    reused by the next run, which trains the same model."""
+    root = tmp_path / "warehouse"
+    frame = pd.read_csv(loans / "loans.csv", dtype=str, keep_default_na=False)
+    for region, part in frame.groupby("region"):
+        (root / f"region={region}").mkdir(parents=True)
+        part.drop(columns="region").to_csv(root / f"region={region}" / "part-0.csv", index=False)
+    cache = tmp_path / "stores"
+    for run in ("a", "b"):
+        code, out, err = _cli(capsys, "train", "--data", root, "--schema", schema_file, "--param",
+                              "epochs=1", "--store", "disk", "--cache-dir", cache, "--quiet", "--out",
+                              tmp_path / f"{run}.json")
+        assert code == 0, err
+    a, b = (json.loads((tmp_path / f"{run}.json").read_text()) for run in ("a", "b"))
+    assert a["n_train"] + a["n_test"] == 2500 and a["test_error"] == b["test_error"]
+    assert len(list(cache.glob("*.f32"))) == 1 and not [p for p in cache.iterdir() if "tmp" in p.name]

@@ -116,17 +116,24 @@ def test_a_folder_whose_files_differ_is_one_line(tmp_path):
         load_table(root, schema=LOANS_TOML)
 
 
-def test_a_store_the_disk_cannot_hold_is_one_line_before_the_features_are_read(table, tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_a_store_the_disk_cannot_hold_is_one_line_before_the_features_are_read(table, tmp_path, monkeypatch, kind):
+    """A CSV's rows are counted by the labels' pass first; a Parquet table's footers say it before any row is read."""
     path, schema = table
+    if kind == "parquet":
+        read_table(path, raw=True).to_parquet(tmp_path / "loans.parquet")
+        path = tmp_path / "loans.parquet"
     folder = tmp_path / "stores"
     monkeypatch.setattr(shutil, "disk_usage", lambda where: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
-    read = []
-    original = store_module._write_features
-    monkeypatch.setattr(store_module, "_write_features", lambda *a, **k: read.append(1) or original(*a, **k))
-    with pytest.raises(ValueError, match=r"needs 0\.00 GiB .* and the disk has 0\.00 GiB free; free space there or "
-                                         r"name another folder with --cache-dir"):
+    read = {"targets": 0, "features": 0}
+    for step, name in (("targets", "_read_targets"), ("features", "_write_features")):
+        original = getattr(store_module, name)
+        monkeypatch.setattr(store_module, name, lambda *a, _f=original, _s=step, **k: read.__setitem__(
+            _s, read[_s] + 1) or _f(*a, **k))
+    with pytest.raises(ValueError, match=r"needs 0\.00 GiB \(3,000 rows × 8 float32 features\) and the disk has "
+                                         r"0\.00 GiB free; free space there or name another folder with --cache-dir"):
         load_table(path, schema=schema, where="disk", cache_dir=folder)
-    assert not read and not list(folder.iterdir())
+    assert read == {"targets": int(kind == "csv"), "features": 0} and not list(folder.iterdir())
 
 
 def test_a_disk_that_fills_while_the_store_is_written_leaves_nothing_behind(table, tmp_path, monkeypatch):

@@ -135,7 +135,9 @@ def _verdict(estimator, X, y, s) -> str | None:
 
 def _scale(estimator, X) -> str | None:
     """Columns whose root mean square exceeds SCALE_LIMIT, largest first (rows public only)."""
-    rms = np.sqrt(np.mean(np.square(X, dtype=np.float64), axis=0))
+    block = max(1, (1 << 20) // max(1, X.shape[1]))  # a block of rows at a time: no float64 copy of X
+    squares = sum(np.square(X[i:i + block], dtype=np.float64).sum(axis=0) for i in range(0, len(X), block))
+    rms = np.sqrt(squares / len(X))
     big = np.argsort(-rms)[: int(np.sum(rms > SCALE_LIMIT))]
     if not len(big):
         return None

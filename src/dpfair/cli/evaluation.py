@@ -23,6 +23,18 @@ def evaluate(est, X, y, s, group_names, args) -> dict:
                                 privacy_unit="sensitive" if unit is None else unit.value)
 
 
+def evaluate_predicted(est, y, y_pred, s, group_names, args) -> dict:
+    """:func:`evaluate` of predictions already made (a file scored a batch at a time)."""
+    from dpfair.experiments.evaluate import evaluate_predictions
+
+    eps = getattr(args, "eval_epsilon", None)
+    if eps is None:
+        return evaluate_predictions(est, y, y_pred, s, group_names)
+    unit = getattr(est, "privacy_unit_", None)
+    return evaluate_predictions(est, y, y_pred, s, group_names, epsilon=eps, delta=getattr(args, "eval_delta", None),
+                                privacy_unit="sensitive" if unit is None else unit.value)
+
+
 def evaluation_rows(evaluation: dict) -> list[tuple[str, str]]:
     """The printed lines of :func:`dpfair.experiments.evaluate`'s result: the figures, then what they are (released
     privately: each with its interval, a flagged group marked; else labelled non-private diagnostics)."""

@@ -10,11 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from dpfair.cli.arguments import add_evaluation_arguments, check_eval_args, comma_list, flags_given
-from dpfair.cli.evaluation import evaluate, evaluation_privacy_rows, evaluation_rows
+from dpfair.cli.evaluation import evaluate, evaluate_predicted, evaluation_privacy_rows, evaluation_rows
 from dpfair.cli.output import epsilon_text, print_table
 from dpfair.cli.results import writable, write_text
 from dpfair.cli.runs import check_model_fits, load_data, load_model, method_name, target_text
 from dpfair.utils.capabilities import capabilities
+from dpfair.utils.files import write_atomic
+from dpfair.utils.progress import progress
 
 HELP = "score new rows of a file (--input), or evaluate a saved model on a data set's test part"
 DESCRIPTION = ("Load a model written by `dpfair train` (safely: no code from the file runs). With --input, score "
@@ -112,83 +114,65 @@ def model_epsilon_rows(est, attribute: str | None) -> list[tuple[str, str]]:
 
 
 def predict_input(args, est, provenance: dict, out: Path | None) -> int:
-    """``dpfair predict MODEL --input FILE``: score the rows of a file with the public schema the model was trained
-    with (columns by name; a missing or unknown column is one error), copy the ``--keep`` columns through, report
-    per column what the schema's rules did to the cells (clipped, sent to other, filled, not scored), and evaluate
-    where the file holds labels.  A row whose cell is declared ``missing = "drop"`` gets no prediction: its output
-    row says why instead of being left out, so that the output joins the input row for row."""
-    from dpfair.datasets import Schema, read_with_schema
-    from dpfair.fairness import predict_with_groups
+    """``dpfair predict MODEL --input FILE``: score the rows of a file, a folder of files or a glob with the public
+    schema the model was trained with (columns by name; a missing or unknown column is one error), copy the
+    ``--keep`` columns through, report per column what the schema's rules did to the cells (clipped, sent to other,
+    filled, not scored), and evaluate where the file holds labels.  A row whose cell is declared ``missing =
+    "drop"`` gets no prediction: its output row says why instead of being left out, so that the output joins the
+    input row for row.  The rows are read, scored and written a record batch at a time (:class:`InputScores`), the
+    predictions to a temporary file renamed into place once every batch is written."""
+    from dpfair.datasets import Schema
+    from dpfair.datasets.columnar import open_table
 
     if provenance.get("schema") is None:
         raise ValueError(f"{args.model} records no table schema (it was trained on a built-in data set, or before "
                          "dpfair stored one): --input scores models trained with --data; use --dataset for a "
                          "built-in data set's parts")
     schema = Schema.from_dict(provenance["schema"], where=f"{args.model}'s schema")
-    frame = read_with_schema(args.input, schema)
+    table = open_table(args.input, raw=True)
     keep = comma_list(args.keep) or []
-    absent = [c for c in keep if c not in frame.columns]
+    absent = [c for c in keep if c not in table.columns]
     if absent:
         raise ValueError(f"--keep {absent[0]!r}: {args.input} has no such column; its columns: "
-                         f"{list(frame.columns)[:20]}")
-    prepared = schema.prepare(frame, str(args.input), strict=True, keep=keep)
-    X, kept = prepared.X, prepared.kept
-    if est.n_features_in_ != X.shape[1]:
+                         f"{list(table.columns)[:20]}")
+    import pandas as pd
+
+    schema.prepare(pd.DataFrame(columns=list(table.columns)), str(args.input), strict=True, keep=keep)
+    if est.n_features_in_ != len(schema.feature_names):
         raise ValueError(f"{args.model} was fitted on {est.n_features_in_} features but its schema gives "
-                         f"{X.shape[1]} for {args.input}; the model file is damaged: train it again")
-    has_groups = all(c in frame.columns for c in schema.sensitive_columns)
-    s_all = schema.codes(frame, "sensitive", str(args.input), allow_missing=True) if has_groups else None
-    s = None if s_all is None else s_all[kept]
-    if s is not None and (s < 0).any():
-        if capabilities(est).predict_needs_sensitive:
-            raise ValueError(f"{method_name(est)} reads the group at prediction time: {args.input} has rows without "
-                             f"a group in {schema.attribute!r}; fill them")
-        s = None
-    if s is None and capabilities(est).predict_needs_sensitive:
+                         f"{len(schema.feature_names)} for {args.input}; the model file is damaged: train it again")
+    scores = InputScores(est, schema, table, keep, str(args.input), show_progress=not getattr(args, "quiet", False))
+    if scores.s_missing_everywhere and capabilities(est).predict_needs_sensitive:
         raise ValueError(f"{method_name(est)} reads the group at prediction time: {args.input} needs the column(s) "
                          f"{', '.join(map(repr, schema.sensitive_columns))}")
-    y_all = (schema.codes(frame, "label", str(args.input), allow_missing=True) if schema.label in frame.columns
-             else None)
-    y = None if y_all is None else y_all[kept]
+    if args.eval_epsilon is not None and (not scores.has_label or scores.s_missing_everywhere):
+        raise ValueError(f"--eval-epsilon releases the fairness figures of labelled rows: {args.input} needs a label "
+                         f"and a group in every scored row (columns {schema.label!r} and "
+                         f"{', '.join(map(repr, schema.sensitive_columns))}); drop --eval-epsilon")
+    if out is not None:
+        (out,) = write_atomic(out, lambda target: [(target, scores.csv_batches())], overwrite=args.overwrite)
+    else:
+        for _ in scores.batches():
+            pass
+    y, s, predicted = scores.labels(), scores.groups(), scores.predicted()
     labelled = None if y is None else y >= 0
-    if args.eval_epsilon is not None and (y is None or s is None or not labelled.all()):
+    if args.eval_epsilon is not None and (s is None or not labelled.all()):
         raise ValueError(f"--eval-epsilon releases the fairness figures of labelled rows: {args.input} needs a label "
                          f"and a group in every scored row (columns {schema.label!r} and "
                          f"{', '.join(map(repr, schema.sensitive_columns))}); drop --eval-epsilon")
     classes = np.asarray(schema.classes, dtype=object)
-    predicted = np.asarray(predict_with_groups(est, X, s)).astype(np.int64) if len(X) else np.zeros(0, np.int64)
-    proba = predict_with_groups(est, X, s, "predict_proba") if len(X) else np.zeros((0, len(est.classes_)))
-    if out is not None:
-        import pandas as pd
-
-        table = pd.DataFrame({"row": np.arange(len(frame))})
-        for column in keep:
-            table[column] = frame[column].to_numpy()
-        if y_all is not None:
-            table[f"{schema.label}_true"] = np.where(y_all >= 0, classes[np.maximum(y_all, 0)], None)
-        shown = np.full(len(frame), None, dtype=object)
-        shown[kept] = classes[predicted]
-        table[f"{schema.label}_pred"] = shown
-        for j, c in enumerate(est.classes_):
-            column = np.full(len(frame), np.nan)
-            column[kept] = proba[:, j]
-            table[f"proba_{classes[int(c)]}"] = column
-        if not kept.all():
-            dropped = [c.name for c in schema.columns if c.missing is not None and c.missing.action == "drop"]
-            table["not_scored"] = np.where(kept, "", f"missing {' or '.join(dropped)} (declared drop)")
-        text = table.to_csv(index=False)
-        out = write_text(out, text, args.overwrite)
-    print(f"{method_name(est)} model {args.model} on {args.input} ({len(frame):,} rows{target_text(est)})")
+    n_rows, n_left_out = scores.n_rows, scores.n_rows - len(predicted)
+    print(f"{method_name(est)} model {args.model} on {args.input} ({n_rows:,} rows{target_text(est)})")
     counts = np.bincount(predicted, minlength=len(classes))
     rows = [("predicted", ", ".join(f"{c}: {n:,}" for c, n in zip(classes, counts)))]
-    if not kept.all():
-        rows.append(("not scored", f"{int((~kept).sum()):,} rows (a cell the schema declares dropped is missing)"))
+    if n_left_out:
+        rows.append(("not scored", f"{n_left_out:,} rows (a cell the schema declares dropped is missing)"))
     # exact counts of these rows; beside --eval-epsilon (whose release treats them as private) they are marked so
     exact = " (exact, not covered by ε)" if args.eval_epsilon is not None else ""
-    rows += [(f"cells of {column}", text + exact) for column, text in prepared.counts.lines()]
+    rows += [(f"cells of {column}", text + exact) for column, text in scores.counts.lines()]
     evaluation = {}
     if y is not None and s is not None and labelled.all():
-        evaluation = evaluate(est, X, y, s, list(schema.groups), args)
+        evaluation = evaluate_predicted(est, y, predicted, s, list(schema.groups), args)
         rows += [("error" if label == "test error" else label, value) for label, value in evaluation_rows(evaluation)]
     elif y is not None and labelled.any():
         rows += [("error", f"{float(np.mean(predicted[labelled] != y[labelled])):.4f}"
@@ -199,3 +183,105 @@ def predict_input(args, est, provenance: dict, out: Path | None) -> int:
     print_table(rows)
     return 0
 
+
+class InputScores:
+    """The rows of an ``--input`` table scored a record batch at a time: each batch's features through the schema,
+    its predictions and probabilities, and its output rows; the label and group codes and the predictions of the
+    scored rows (small integers) and the cleaning counts are kept for the summary and the evaluation.
+
+    The output's columns are fixed before the first batch (the file's header): ``row``, the ``--keep`` columns,
+    the true label where the file has the label column, the prediction, one probability per class, and
+    ``not_scored`` where the schema declares a ``missing = "drop"`` rule (empty for a scored row)."""
+
+    def __init__(self, est, schema, table, keep, name: str, show_progress: bool = False):
+        from dpfair.datasets.store import CELLS_PER_BATCH
+
+        self.est, self.schema, self.table, self.keep, self.name = est, schema, table, keep, name
+        self.show_progress = show_progress
+        self.has_label = schema.label in table.columns
+        self.has_groups = all(c in table.columns for c in schema.sensitive_columns)
+        self.s_missing_everywhere = not self.has_groups
+        self.drop_rules = [c.name for c in schema.columns if c.missing is not None and c.missing.action == "drop"]
+        self.columns = list(dict.fromkeys([*schema.names, *keep, *([schema.label] if self.has_label else []),
+                                           *(schema.sensitive_columns if self.has_groups else [])]))
+        self.batch_rows = max(1024, CELLS_PER_BATCH // max(1, len(self.columns)))
+        self.n_rows = 0
+        self._y, self._s, self._pred = [], [], []
+        self.s_complete = self.has_groups
+        from dpfair.datasets.cleaning import CleaningCounts
+
+        self.counts = CleaningCounts()
+
+    def batches(self):
+        """Each batch's output table (a DataFrame), the batch scored and its codes kept."""
+        schema, est = self.schema, self.est
+        classes = np.asarray(schema.classes, dtype=object)
+        needs_s = capabilities(est).predict_needs_sensitive
+        with progress(self.table.row_count(), desc=f"scoring {self.name}", unit="row",
+                      enabled=self.show_progress) as bar:
+            for batch in self.table.batches(self.columns, self.batch_rows):
+                yield self._score(batch.to_pandas(), classes, needs_s)
+                bar.update(batch.num_rows)
+
+    def _score(self, frame, classes, needs_s):
+        """One batch scored: its output rows (the codes kept)."""
+        import pandas as pd
+
+        from dpfair.fairness import predict_with_groups
+
+        schema, est = self.schema, self.est
+        prepared = schema.prepare(frame, self.name, keep=self.keep)
+        X, kept = prepared.X, prepared.kept
+        self.counts.merge(prepared.counts)
+        s_all = schema.codes(frame, "sensitive", self.name, allow_missing=True) if self.has_groups else None
+        s = None if s_all is None else s_all[kept]
+        if s is not None and (s < 0).any():
+            if needs_s:
+                raise ValueError(f"{method_name(est)} reads the group at prediction time: {self.name} has rows "
+                                 f"without a group in {schema.attribute!r}; fill them")
+            self.s_complete = False
+        y_all = schema.codes(frame, "label", self.name, allow_missing=True) if self.has_label else None
+        use_s = s if needs_s else None
+        predicted = (np.asarray(predict_with_groups(est, X, use_s)).astype(np.int64) if len(X)
+                     else np.zeros(0, np.int64))
+        proba = predict_with_groups(est, X, use_s, "predict_proba") if len(X) else np.zeros(
+            (0, len(est.classes_)))
+        if y_all is not None:
+            self._y.append(y_all[kept].astype(np.int16))
+        if s is not None:
+            self._s.append(s.astype(np.int16))
+        self._pred.append(predicted.astype(np.int16))
+        out = pd.DataFrame({"row": self.n_rows + np.arange(len(frame))})
+        for column in self.keep:
+            out[column] = frame[column].to_numpy()
+        if y_all is not None:
+            out[f"{schema.label}_true"] = np.where(y_all >= 0, classes[np.maximum(y_all, 0)], None)
+        shown = np.full(len(frame), None, dtype=object)
+        shown[kept] = classes[predicted]
+        out[f"{schema.label}_pred"] = shown
+        for j, c in enumerate(est.classes_):
+            column = np.full(len(frame), np.nan)
+            column[kept] = proba[:, j]
+            out[f"proba_{classes[int(c)]}"] = column
+        if self.drop_rules:
+            out["not_scored"] = np.where(kept, "", f"missing {' or '.join(self.drop_rules)} (declared drop)")
+        self.n_rows += len(frame)
+        return out
+
+    def csv_batches(self):
+        """The output as CSV text, a batch at a time (the header once)."""
+        for i, out in enumerate(self.batches()):
+            yield out.to_csv(index=False, header=i == 0).encode()
+
+    def labels(self) -> np.ndarray | None:
+        return None if not self.has_label else _joined(self._y)
+
+    def groups(self) -> np.ndarray | None:
+        return _joined(self._s) if self.has_groups and self.s_complete else None
+
+    def predicted(self) -> np.ndarray:
+        return _joined(self._pred)
+
+
+def _joined(parts) -> np.ndarray:
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)

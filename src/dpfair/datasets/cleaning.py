@@ -432,6 +432,12 @@ class CleaningCounts:
         if n:
             self.counts.setdefault(column, Counter())[what] += n
 
+    def merge(self, other: CleaningCounts) -> CleaningCounts:
+        """Add ``other``'s counts (of another batch of rows) to these; returns ``self``."""
+        for column, c in other.counts.items():
+            self.counts.setdefault(column, Counter()).update(c)
+        return self
+
     def to_dict(self) -> dict[str, dict[str, int]]:
         return {column: dict(sorted(c.items())) for column, c in self.counts.items()}
 

@@ -321,6 +321,9 @@ def build_store(table: ColumnarTable, schema: Schema, *, test_table: ColumnarTab
         reused = _reuse(path, key, d)
         if reused is not None:
             return reused
+    counted = [part.row_count() for part in tables]  # Parquet footers: the size is known before any row is read
+    if None not in counted and _on_disk(where, sum(counted) * d * 4):
+        _check_room(store_folder(cache_dir), sum(counted), d, name)
     parts = [_read_targets(part, schema, part.source, show_progress) for part in tables]
     _release_arrow_memory()
     y = np.concatenate([p.y for p in parts])
@@ -338,8 +341,7 @@ def build_store(table: ColumnarTable, schema: Schema, *, test_table: ColumnarTab
     position = np.empty(n, dtype=np.int64)
     position[train] = np.arange(len(train))
     position[test] = len(train) + np.arange(len(test))
-    size = n * d * 4
-    on_disk = where == "disk" or (where == "auto" and size > MEMORY_SHARE * (_available_memory() or float("inf")))
+    on_disk = _on_disk(where, n * d * 4)
     order = np.concatenate([train, test])
     store_y, store_s = y[order], s[order]
     if not on_disk:
@@ -354,23 +356,38 @@ def build_store(table: ColumnarTable, schema: Schema, *, test_table: ColumnarTab
                              key, show_progress)
 
 
-def _write_disk_store(tables, schema, parts, position, n_train, codes, n_dropped, note, path: Path, key,
-                      show_progress) -> FeatureStore:
-    """The store file written to a temporary name (its space reserved first), then renamed with its manifest."""
+def _on_disk(where: str, size: int) -> bool:
+    """Whether a store of ``size`` bytes goes to disk (``where="auto"``: beyond :data:`MEMORY_SHARE` of the memory
+    available)."""
+    return where == "disk" or (where == "auto" and size > MEMORY_SHARE * (_available_memory() or float("inf")))
+
+
+_FIX = "free space there or name another folder with --cache-dir (cache_dir=)"
+
+
+def _check_room(folder: Path, n: int, d: int, name: str) -> None:
+    """One line when ``folder``'s disk cannot hold a store of ``n`` rows × ``d`` float32 features."""
     import shutil
 
-    n, d = len(position), len(schema.feature_names)
     size = n * d * 4
-    folder = path.parent
-    fix = "free space there or name another folder with --cache-dir (cache_dir=)"
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         free = shutil.disk_usage(folder).free
     except OSError as exc:
-        raise ValueError(f"{folder}: cannot keep the feature store there: {exc.strerror or exc}; {fix}") from None
+        raise ValueError(f"{folder}: cannot keep the feature store there: {exc.strerror or exc}; {_FIX}") from None
     if size > free:
-        raise ValueError(f"{folder}: the feature store of {tables[0].source} needs {_gib(size)} ({n:,} rows × {d} "
-                         f"float32 features) and the disk has {_gib(free)} free; {fix}")
+        raise ValueError(f"{folder}: the feature store of {name} needs {_gib(size)} ({n:,} rows × {d} float32 "
+                         f"features) and the disk has {_gib(free)} free; {_FIX}")
+
+
+def _write_disk_store(tables, schema, parts, position, n_train, codes, n_dropped, note, path: Path, key,
+                      show_progress) -> FeatureStore:
+    """The store file written to a temporary name (its space reserved first), then renamed with its manifest."""
+    n, d = len(position), len(schema.feature_names)
+    size = n * d * 4
+    folder = path.parent
+    fix = _FIX
+    _check_room(folder, n, d, tables[0].source)
     tmp = folder / f".{path.name}.{os.getpid()}.tmp"
     sink = None
     try:

@@ -137,7 +137,18 @@ def evaluate(estimator, X, y, s=None, group_names=None, *, sensitive_features=No
     s = np.asarray(s)
     from dpfair.fairness.scorers import predict_with_groups  # sklearn, loaded on first evaluation
 
-    y_pred = predict_with_groups(estimator, X, s)
+    return evaluate_predictions(estimator, y, predict_with_groups(estimator, X, s), s, group_names, epsilon=epsilon,
+                                delta=delta, privacy_unit=privacy_unit, random_state=random_state, groups=groups,
+                                classes=classes, accountant=accountant)
+
+
+def evaluate_predictions(estimator, y, y_pred, s, group_names=None, *, epsilon=None, delta=None,
+                         privacy_unit="sensitive", random_state=None, groups=None, classes=None,
+                         accountant="pld") -> dict:
+    """:func:`evaluate` of the predictions ``y_pred`` that ``estimator`` made of rows already scored (a file
+    streamed a batch at a time: ``dpfair predict --input``), with their labels ``y`` and group values ``s``; the
+    estimator gives only its ``classes_``. The same figures, released the same way at ``epsilon``."""
+    y, y_pred, s = np.asarray(y), np.asarray(y_pred), np.asarray(s)
     if epsilon is None:
         inequality = accuracy_inequality(y, y_pred, s)
         return {

@@ -44,7 +44,8 @@ def write_atomic(out: Path, files: Callable[[Path], Iterable[tuple[Path, bytes]]
                  stamped: bool = False, spent: str = "") -> tuple[Path, ...]:
     """Write a unit of files as one: all of them or none, never replacing a file unless ``overwrite``.
 
-    ``files(out)`` gives ``[(path, bytes), ...]`` for the main file ``out`` (a function of the name, so that a
+    ``files(out)`` gives ``[(path, bytes), ...]`` (or an iterable of byte chunks for a file streamed as it is
+    computed) for the main file ``out`` (a function of the name, so that a
     result can name its companion files). ``stamped`` (a default name): a name taken is not an error, the unit
     goes to the next free one (``NAME-2``, ``NAME-3``, ...). Returns the paths written. Errors are one line
     naming the file, the reason and what was kept (``spent``: what the run cost all the same, e.g. its ε): a
@@ -83,13 +84,15 @@ def write_atomic(out: Path, files: Callable[[Path], Iterable[tuple[Path, bytes]]
                 os.unlink(tmp)
 
 
-def _stage(path: Path, data: bytes, temps: list, kept: str) -> str:
-    """``data`` written in full to a new temporary file beside ``path``; its name is added to ``temps``."""
+def _stage(path: Path, data, temps: list, kept: str) -> str:
+    """``data`` (bytes, or an iterable of byte chunks: a file written as it is computed) written in full to a new
+    temporary file beside ``path``; its name is added to ``temps``."""
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         temps.append(tmp)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in [data] if isinstance(data, bytes) else data:  # bytes, or an iterable of them (streamed)
+                f.write(chunk)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # as open() would create it (mkstemp's file is private to its owner)

@@ -33,7 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from dpfair.algorithms.dpfermi.data import FermiData, FermiModels, FermiSchedule
 from dpfair.algorithms.dpfermi.models import DenseRows, LinearModels, SparseRows
@@ -79,8 +78,7 @@ class RowTables:
         block = data.cells.clamp(min=0)
         mk = data.n_cells * data.n_groups
         x_norm = _row_norms(data.X)[:, None]
-        onehots = [F.one_hot(block * data.n_groups + data.s, mk).to(torch.float32) * active,
-                   F.one_hot(block, data.n_cells).to(torch.float32) * active]
+        onehots = [_one_hot(block * data.n_groups + data.s, mk, active), _one_hot(block, data.n_cells, active)]
 
         def aux():
             return torch.cat([x_norm, *onehots], dim=1).T.contiguous()
@@ -156,6 +154,13 @@ COPY_LIMIT_BYTES = 1 << 28
 def _row_blocks(X):
     step = max(1, ROW_BLOCK_CELLS // max(1, X[0].numel()))
     return (X[i:i + step].flatten(1) for i in range(0, X.shape[0], step))
+
+
+def _one_hot(index, width: int, active) -> torch.Tensor:
+    """The float32 one-hot rows of ``index`` (zero where ``active (n, 1)`` is False), made in place: no int64
+    one-hot table first."""
+    out = torch.zeros(len(index), width, dtype=torch.float32, device=index.device)
+    return out.scatter_(1, index[:, None], active.to(torch.float32))
 
 
 def _row_norms(X) -> torch.Tensor:
