@@ -4,7 +4,8 @@ the path before it, and training from a memory-mapped store larger than the memo
 A lender's table as a warehouse holds it: Parquet parts of 500,000 rows (row groups of 65,536) in one folder, `d`
 numeric features, a 0/1 label and a two-group `sex`, with a declared schema (each feature clipped to [-5, 5]).
 Each run is a fresh `dpfair train` process (DP-FERMI or DP-SGD, logistic, ε = 1, the methods' defaults otherwise);
-the parent samples the child's `/proc/PID/status` every 0.1 s and reads its peak resident memory from `wait4`:
+the parent samples the child's `/proc/PID/status` every 0.1 s (its peak resident memory `VmHWM`, its anonymous
+memory `RssAnon` and its file pages `RssFile`):
 
 - `budget`: the done-when's bound, 1.5 × the float32 size of the features + 0.6 GiB;
 - `store`: the feature store (`--store memory`, or `--store disk`: a memory-mapped file in a cache folder);
@@ -72,15 +73,13 @@ def write_table(folder: Path, n: int, d: int, seed: int = 0) -> tuple[Path, Path
 
 def one_file(root: Path) -> Path:
     """The folder's parts as one Parquet file (the path before the store reads a file, not a folder)."""
-    import pyarrow.dataset as pads
-    import pyarrow.parquet as pq
-
     path = root.with_suffix(".parquet")
-    if not path.exists():
-        dataset = pads.dataset(root, format="parquet")
-        with pq.ParquetWriter(path, dataset.schema) as writer:
-            for batch in dataset.to_batches(batch_size=ROW_GROUP):
-                writer.write_batch(batch, row_group_size=ROW_GROUP)
+    if not path.exists():  # in a child, so that this process stays small
+        code = ("import sys, pyarrow.dataset as pads, pyarrow.parquet as pq\n"
+                "d = pads.dataset(sys.argv[1], format='parquet')\n"
+                "with pq.ParquetWriter(sys.argv[2], d.schema) as w:\n"
+                f"    [w.write_batch(b, row_group_size={ROW_GROUP}) for b in d.to_batches(batch_size={ROW_GROUP})]\n")
+        subprocess.run([sys.executable, "-c", code, str(root), str(path)], check=True)
     return path
 
 
@@ -92,18 +91,18 @@ def _status(pid: int) -> dict:
     fields = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssFile"):
+        if key in ("VmHWM", "RssAnon", "RssFile"):
             fields[key] = int(value.split()[0]) * 1024
     return fields
 
 
 def run(argv: list[str], env: dict) -> dict:
-    """``argv`` in a child process: its wall time, peak RSS (``ru_maxrss`` of ``wait4``) and peak ``RssAnon`` and
-    ``RssFile`` (sampled from ``/proc``)."""
+    """``argv`` in a child process: its wall time, its peak RSS (``VmHWM``), peak ``RssAnon`` and ``RssFile``
+    (sampled from ``/proc`` every 0.1 s)."""
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         child = subprocess.Popen(argv, env=env, stdout=out, stderr=err, text=True)
-        peaks = {"RssAnon": 0, "RssFile": 0}
+        peaks = {"VmHWM": 0, "RssAnon": 0, "RssFile": 0}
         done = threading.Event()
 
         def sample():
@@ -123,8 +122,10 @@ def run(argv: list[str], env: dict) -> dict:
         stdout, stderr = out.read(), err.read()
     if child.returncode:
         raise SystemExit(f"{' '.join(argv)} failed ({child.returncode}):\n{stderr[-3000:]}")
-    return {"wall_s": time.perf_counter() - start, "peak_rss": usage.ru_maxrss * 1024, "peak_anon": peaks["RssAnon"],
-            "peak_file": peaks["RssFile"], "stdout": stdout}
+    # the child's own high-water mark (VmHWM, sampled: it only grows); wait4's ru_maxrss would also count the
+    # memory this process held when it forked the child
+    return {"wall_s": time.perf_counter() - start, "peak_rss": max(peaks["VmHWM"], 0), "peak_anon": peaks["RssAnon"],
+            "peak_file": peaks["RssFile"], "stdout": stdout, "ru_maxrss": usage.ru_maxrss * 1024}
 
 
 def train(data: Path, schema: Path, method: str, store: str, cache: Path, out: Path, env: dict,
@@ -170,7 +171,11 @@ def main() -> None:
     ap.add_argument("--tmp", type=Path, default=None, help="a folder with room for the tables and stores")
     ap.add_argument("--keep", type=Path, default=None, help="reuse (and keep) the tables in this folder")
     ap.add_argument("--out", type=Path, default=REPO / "results" / "datasets")
+    ap.add_argument("--write", default=None, help=argparse.SUPPRESS)  # N x D: write that table (in a child)
     args = ap.parse_args()
+    if args.write:
+        write_table(args.keep, *(int(v) for v in args.write.split("x")))
+        return
     load = load_average()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="dpfair-big-", dir=args.tmp))
     folder.mkdir(parents=True, exist_ok=True)
@@ -190,7 +195,7 @@ def main() -> None:
             toml = folder / f"{root.name}.toml"
             if not root.exists():
                 started = time.perf_counter()
-                write_table(folder, n, d)
+                subprocess.run([sys.executable, __file__, "--write", f"{n}x{d}", "--keep", str(folder)], check=True)
                 print(f"wrote {root.name} in {time.perf_counter() - started:.0f} s", flush=True)
             on_disk = (n, d) == large
             feature_bytes = n * d * 4
@@ -212,6 +217,7 @@ def main() -> None:
                                  "budget GiB": round(1.5 * feature_bytes / GIB + 0.6, 2),
                                  "peak RSS GiB": round(result["peak_rss"] / GIB, 2),
                                  "peak RssAnon GiB": round(result["peak_anon"] / GIB, 2),
+                                 "peak RssFile GiB": round(result["peak_file"] / GIB, 2),
                                  "wall s": round(result["wall_s"], 1),
                                  "fit s": None if result["fit_s"] is None else round(result["fit_s"], 1),
                                  "test error": round(result["test_error"], 4),
@@ -260,8 +266,9 @@ def main() -> None:
              f"--tables {args.tables} --large {args.large} --before {args.before}`.", "",
              "Each row is a fresh `dpfair train --data FOLDER --schema S.toml --method M --epsilon 1` process on "
              "Parquet parts (d float32 features, declared ranges). `peak RSS`: the process's peak resident memory "
-             "(wait4); `peak RssAnon`: its anonymous memory, sampled every 0.1 s (a memory-mapped store's pages are "
-             "file pages, not anonymous); `budget`: 1.5 × the features' float32 size + 0.6 GiB. `before`: the same "
+             "(VmHWM); `peak RssAnon` and `peak RssFile`: its anonymous memory and its file pages, sampled every "
+             "0.1 s (a memory-mapped store's pages are file pages, not anonymous; so are the libraries' code pages); "
+             "`budget`: 1.5 × the features' float32 size + 0.6 GiB. `before`: the same "
              "command on the commit before the feature store. The table on disk trains one epoch "
              "(`--param epochs=1`).", "", table.drop(columns="ledger").to_markdown(index=False), ""]
     if same:

@@ -181,3 +181,14 @@ def test_a_store_built_from_a_train_and_a_test_file_keeps_them_apart(table, tmp_
     assert len(data.y_train) == 3000 and len(data.y_test) == 400
     np.testing.assert_array_equal(data.X_test, schema.transform(pd.read_csv(test, dtype=str, keep_default_na=False))
                                   .astype(np.float32))
+
+
+def test_a_partitioned_folder_with_a_missing_partition_is_one_line(tmp_path):
+    """A file outside the ``sex=...`` folders would read as rows without a sex: refused, naming it."""
+    frame = loans(600, 4)
+    root = tmp_path / "loans"
+    (root / "sex=F").mkdir(parents=True)
+    frame[frame["sex"] == "F"].drop(columns="sex").to_parquet(root / "sex=F" / "part-0.parquet")
+    frame[frame["sex"] == "M"].drop(columns="sex").to_parquet(root / "part-1.parquet")  # its sex=M folder missing
+    with pytest.raises(ValueError, match=r"a missing partition: .*part-1.parquet is not under a sex=\.\.\. folder"):
+        load_table(root, schema=LOANS_TOML)

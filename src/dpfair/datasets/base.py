@@ -37,7 +37,8 @@ from dpfair.utils.validation import check_1d, check_features
 class Dataset:
     """A preprocessed, split data set with a sensitive attribute.
 
-    ``X_*`` are float64 (float32 for MNIST pixels) of shape ``(n, d)``; ``y_*`` are int64 codes in ``0..l-1``
+    ``X_*`` are float64 (float32 for MNIST pixels, and for a user's table: two views of its feature store,
+    :mod:`dpfair.datasets.store`) of shape ``(n, d)``; ``y_*`` are int64 codes in ``0..l-1``
     described by ``label_names``; ``s_*`` are int64 group codes in ``0..k-1`` described by ``group_names``.
     ``n_dropped`` counts rows dropped for missing values.  ``image_shape`` is the ``(channels, height, width)``
     of each row for image data (``X.reshape(-1, *image_shape)``), else ``None``.  ``schema`` is the public

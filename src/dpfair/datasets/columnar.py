@@ -190,6 +190,23 @@ def _header(path: Path, delimiter: str) -> list[str]:
     return next(csv.reader([first], delimiter=delimiter), [])
 
 
+def _keys(path: Path, base: Path) -> tuple[str, ...]:
+    return tuple(part.split("=", 1)[0] for part in path.relative_to(base).parts[:-1] if "=" in part)
+
+
+def _check_partitions(files, base: Path, source) -> None:
+    """Every file of a partitioned folder lies under the same ``key=value`` folders: a file outside them (a
+    partition folder missing, a file copied one level too high) would read as rows without that column's value."""
+    keys = {path: _keys(path, base) for path in files}
+    every = list(dict.fromkeys(k for ks in keys.values() for k in ks))
+    for path, ks in keys.items():
+        lacking = [k for k in every if k not in ks]
+        if lacking:
+            example = next(p for p, other in keys.items() if lacking[0] in other)
+            raise ValueError(f"{source}: a missing partition: {path} is not under a {lacking[0]}=... folder as "
+                             f"{example} is; put every file under the same key=value folders")
+
+
 def open_table(source, *, text_columns=(), raw: bool = False) -> ColumnarTable:
     """``source`` (a file, a folder or a glob: :func:`table_files`) as one :class:`ColumnarTable`.
 
@@ -202,6 +219,8 @@ def open_table(source, *, text_columns=(), raw: bool = False) -> ColumnarTable:
     import pyarrow.dataset as pads
 
     files, base = table_files(source)
+    if base is not None:
+        _check_partitions(files, base, source)
     kind = file_format(files[0])
     if kind == "parquet":  # a row group is read when its batches are: not buffered ahead (a wide table's gigabytes)
         fmt = pads.ParquetFileFormat(default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=False))
