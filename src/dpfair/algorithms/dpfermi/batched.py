@@ -89,15 +89,24 @@ class RowTables:
         K = _most_nonzeros(data.X) + 1 if public and data.X.device.type == "cpu" else None  # +1: the bias column
         if (K is None or K > SPARSE_SHARE * (data.X.shape[1] + 1)) and data.X.numel() * 4 > COPY_LIMIT_BYTES:
             return cls(data.X, data.X.shape[1], aux(), data.y, mk)  # X's own rows: (x, 1) made per batch
-        features = models.features(data.X)
-        rest = [x_norm, data.y[:, None].to(features.dtype), *onehots]
-        if K is None or K > SPARSE_SHARE * features.shape[1]:
-            return cls(torch.cat([features, *rest], dim=1), features.shape[1], None, data.y, mk)
-        # each row's non-zero columns first (a stable sort keeps their order), padded with zeros of column 0
-        order = torch.sort((features != 0).to(torch.int8), dim=1, descending=True, stable=True).indices[:, :K]
-        vals = features.gather(1, order)
-        cols = torch.where(vals != 0, order, 0).to(torch.int32).view(torch.float32)
-        return cls(torch.cat([vals, *rest, cols], dim=1), K, None, data.y, mk, K, features.shape[1])
+        rest = [x_norm, data.y[:, None].to(torch.float32), *onehots]
+        width = data.X.shape[1] + 1
+        if K is None or K > SPARSE_SHARE * width:
+            return cls(torch.cat([models.features(data.X), *rest], dim=1), width, None, data.y, mk)
+        # each row's non-zero columns first (a stable sort keeps their order), padded with zeros of column 0; a
+        # block of rows at a time, so that the sort's int64 indices never span the table
+        table = torch.empty(len(data.X), 2 * K + sum(r.shape[1] for r in rest), dtype=torch.float32,
+                            device=data.X.device)
+        start = 0
+        for rows in _row_blocks(data.X):
+            stop = start + len(rows)
+            features = models.features(rows)
+            order = torch.sort((features != 0).to(torch.int8), dim=1, descending=True, stable=True).indices[:, :K]
+            vals = features.gather(1, order)
+            cols = torch.where(vals != 0, order, 0).to(torch.int32).view(torch.float32)
+            torch.cat([vals, *(r[start:stop] for r in rest), cols], dim=1, out=table[start:stop])
+            start = stop
+        return cls(table, K, None, data.y, mk, K, width)
 
     def take(self, idx: torch.Tensor, public: bool):
         """``(rows, x_norm, y, one-hot)`` of the rows ``idx (S, B)``: cells (secret) or blocks (``public``).
