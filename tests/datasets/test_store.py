@@ -192,3 +192,25 @@ def test_a_partitioned_folder_with_a_missing_partition_is_one_line(tmp_path):
     frame[frame["sex"] == "M"].drop(columns="sex").to_parquet(root / "part-1.parquet")  # its sex=M folder missing
     with pytest.raises(ValueError, match=r"a missing partition: .*part-1.parquet is not under a sex=\.\.\. folder"):
         load_table(root, schema=LOANS_TOML)
+
+
+def test_a_fit_reads_the_store_in_place(table, tmp_path, monkeypatch):
+    """No copy of the store: the checked features are the store's own rows, and DP-FERMI's step gathers X's rows
+    when its layout would copy a large table — the same model as the copied layout."""
+    from dpfair.algorithms.dpfermi import batched
+    from dpfair.utils.validation import check_features
+
+    path, schema = table
+    data = load_table(path, schema=schema, where="disk", cache_dir=tmp_path / "stores")
+    assert np.shares_memory(check_features(data.X_train), data.X_train)
+
+    def fit():
+        return DPFERMIClassifier(epsilon=1.0, epochs=2, groups=2, classes=[0, 1], random_state=0,
+                                 privacy_unit="record").fit(
+            data.X_train, data.y_train, sensitive_features=data.s_train)
+
+    copied = fit()
+    monkeypatch.setattr(batched, "COPY_LIMIT_BYTES", 0)
+    in_place = fit()
+    np.testing.assert_allclose(in_place.predict_proba(data.X_test), copied.predict_proba(data.X_test), rtol=1e-5,
+                               atol=1e-6)
