@@ -281,3 +281,27 @@ def test_backend_flags_out_of_place_are_one_line(predictions, capsys, argv, mess
     code, _, err = _cli(capsys, *BASE, *GROUPS, "--predictions", predictions / "decisions.csv", "--epsilon", "1",
                         *argv)
     assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_measure_of_a_predictions_file_imports_neither_torch_nor_sklearn(tmp_path):
+    """Issue 45: `dpfair measure --predictions` in a fresh interpreter releases its count table without loading
+    torch or scikit-learn (they took about 2 s of its CPU); a release with tensors still finds torch."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"y": rng.integers(0, 2, 1000), "p": rng.integers(0, 2, 1000),
+                  "g": rng.choice(["a", "b"], 1000)}).to_csv(tmp_path / "p.csv", index=False)
+    script = ("import json, sys\nfrom dpfair.cli import main\n"
+              f"code = main(['measure', '--predictions', {str(tmp_path / 'p.csv')!r}, '--label', 'y', '--prediction', "
+              f"'p', '--sensitive', 'g', '--groups', 'a,b', '--epsilon', '1', '--quiet', '--out', "
+              f"{str(tmp_path / 'm.json')!r}])\n"
+              "print(json.dumps([code, sorted(m for m in ('torch', 'sklearn') if m in sys.modules)]))\n"
+              "import torch\nfrom dpfair.privacy import SecretRandom\n"
+              "print(type(SecretRandom('check').normal((2,), torch.zeros(2))).__name__)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    code, loaded = json.loads(done.stdout.splitlines()[-2])
+    assert code == 0 and (tmp_path / "m.json").is_file()
+    assert loaded == [], f"dpfair measure imported {loaded}"
+    assert done.stdout.splitlines()[-1] == "Tensor"

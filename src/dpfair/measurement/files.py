@@ -28,7 +28,6 @@ from dpfair.datasets.schema import GROUP_JOIN
 from dpfair.measurement.counts import CountTable, count_predictions
 from dpfair.measurement.frame import PrivateMetricFrame
 from dpfair.fairness.notions import get_notion, notion_names
-from dpfair.fairness.scorers import predict_with_groups
 from dpfair.utils.progress import progress
 
 __all__ = ["DEFAULT_METRICS", "FAIRLEARN_DIFFERENCES", "INTERVAL_TARGETS", "measure_file", "measure_rows",
@@ -222,6 +221,8 @@ def model_counts(estimator, schema, data_path, *, batch_rows: int = DEFAULT_BATC
                              "group")
     table.require(table.columns)
     k, l = len(schema.groups), len(schema.classes)
+    from dpfair.fairness.scorers import predict_with_groups  # scikit-learn: a model's predictions only
+
     flat = np.zeros(k * l * l, dtype=np.int64)
     with progress(table.row_count(), desc=f"predicting {table.files[0].name if len(table.files) == 1 else data_path}",
                   unit="row", enabled=show_progress) as bar:

@@ -39,10 +39,9 @@ import sys
 
 import dp_accounting as dpa
 import numpy as np
-import torch
 
 from dpfair.privacy.accounting import PrivacyLedger
-from dpfair.privacy.randomness import SecretRandom
+from dpfair.privacy.randomness import SecretRandom, is_tensor
 from dpfair.utils.validation import check_positive
 
 # ---- events -----------------------------------------------------------------------------------
@@ -140,7 +139,7 @@ class Release:
         self.part = part
         self.secret = secret
         self.ledgers = [ledgers] if isinstance(ledgers, PrivacyLedger) else list(ledgers)
-        sigmas = noise_multiplier.detach().cpu().reshape(-1).tolist() if isinstance(noise_multiplier, torch.Tensor) \
+        sigmas = noise_multiplier.detach().cpu().reshape(-1).tolist() if is_tensor(noise_multiplier) \
             else np.atleast_1d(np.asarray(noise_multiplier, dtype=np.float64)).tolist()
         if len(sigmas) != len(self.ledgers):
             raise ValueError(f"{len(sigmas)} noise multipliers for {len(self.ledgers)} ledgers")
@@ -216,7 +215,7 @@ class Release:
         draw = self.secret.normal if self.part.mechanism == "gaussian" else self.secret.laplace
 
         def noisy(block, std):
-            if isinstance(block, torch.Tensor):
+            if is_tensor(block):
                 return block + std * draw(block.shape, block)
             block = np.asarray(block, dtype=np.float64)
             return block + np.asarray(std) * draw(block.shape, None)
@@ -234,8 +233,9 @@ class Release:
         """
         from dpfair.privacy import samplers
 
-        std = std if isinstance(std, float) else float(torch.as_tensor(std).reshape(-1)[0])
-        dim = max(int(block.numel() if isinstance(block, torch.Tensor) else np.size(block)), 1)
+        std = std if isinstance(std, float) else float(np.asarray(std.detach().cpu() if is_tensor(std) else std)
+                                                         .reshape(-1)[0])
+        dim = max(int(block.numel() if is_tensor(block) else np.size(block)), 1)
         raised, mechanism = self._secure_scale(std, dim)
         if mechanism is None:
             return block

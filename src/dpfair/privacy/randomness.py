@@ -46,13 +46,20 @@ import contextlib
 import contextvars
 import math
 import secrets
+import sys
 import warnings
 import zlib
 
 import numpy as np
-import torch
 
 from dpfair.exceptions import PrivacyLeakWarning
+
+def is_tensor(value) -> bool:
+    """Whether ``value`` is a torch tensor, without importing torch: a process that has not imported it (a
+    measurement of counts) holds none, so the privacy layer needs torch only where its caller brought it."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
 
 #: The bits of OS entropy each secret generator is seeded with.
 ENTROPY_BITS = 128
@@ -142,18 +149,20 @@ class SecretRandom:
     # ---- draws --------------------------------------------------------------------------
     @staticmethod
     def _as(arr: np.ndarray, like):
-        if isinstance(like, torch.Tensor):
-            return torch.from_numpy(arr).to(device=like.device, dtype=like.dtype)
+        if is_tensor(like):
+            return sys.modules["torch"].from_numpy(arr).to(device=like.device, dtype=like.dtype)
         return arr
 
     def _dtype(self, like):
-        return np.float32 if isinstance(like, torch.Tensor) and like.dtype == torch.float32 else np.float64
+        return np.float32 if is_tensor(like) and like.dtype == sys.modules["torch"].float32 else np.float64
 
     def _on_device(self, like) -> tuple[torch.Generator, torch.Generator] | None:
         """The two device generators for noise shaped like ``like`` (a tensor on an accelerator), else ``None``;
         each seeded by a secret 63-bit draw of this generator (module docstring)."""
-        if not isinstance(like, torch.Tensor) or like.device.type == "cpu":
+        if not is_tensor(like) or like.device.type == "cpu":
             return None
+        import torch
+
         if like.device not in self._devices:
             pair = tuple(torch.Generator(device=like.device) for _ in range(2))
             for gen in pair:
@@ -171,6 +180,7 @@ class SecretRandom:
         self._no_float_noise("Gaussian")
         pair = self._on_device(like)
         if pair is not None:
+            torch = sys.modules["torch"]
             z = [torch.randn(tuple(shape), generator=gen, device=like.device, dtype=like.dtype) for gen in pair]
             return z[0].add_(z[1]).mul_(math.sqrt(0.5))
         return self._as(self._gen.standard_normal(tuple(shape), dtype=self._dtype(like)), like)
@@ -180,6 +190,7 @@ class SecretRandom:
         self._no_float_noise("Laplace")
         pair = self._on_device(like)
         if pair is not None:
+            torch = sys.modules["torch"]
             e = [torch.empty(tuple(shape), device=like.device, dtype=like.dtype).exponential_(generator=gen)
                  for gen in pair]
             return e[0].sub_(e[1])
