@@ -214,3 +214,13 @@ def test_a_fit_reads_the_store_in_place(table, tmp_path, monkeypatch):
     in_place = fit()
     np.testing.assert_allclose(in_place.predict_proba(data.X_test), copied.predict_proba(data.X_test), rtol=1e-5,
                                atol=1e-6)
+
+
+def test_auto_keeps_the_store_in_memory_while_it_takes_at_most_half_the_memory_available(table, tmp_path,
+                                                                                           monkeypatch):
+    path, schema = table
+    size = 3000 * 8 * 4
+    monkeypatch.setattr(store_module, "_available_memory", lambda: 2 * size)
+    assert load_table(path, schema=schema, cache_dir=tmp_path / "a").X_train.__class__ is np.ndarray
+    monkeypatch.setattr(store_module, "_available_memory", lambda: 2 * size - 1)
+    assert isinstance(load_table(path, schema=schema, cache_dir=tmp_path / "b").X_train, np.memmap)
