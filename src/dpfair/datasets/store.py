@@ -67,7 +67,7 @@ class FeatureStore:
 
     ``X (n, d)`` float32, an array in memory or a copy-on-write memory map of the store file (``path``): a fit that
     writes into its rows changes its own pages, never the file; ``y``, ``s`` int64 codes in the schema's ``classes``
-    and ``groups``; rows ``[:n_train]`` are the train part, the rest the test part. ``n_dropped`` rows were left
+    and ``groups`` (memory-mapped too, from the codes file beside a store on disk); rows ``[:n_train]`` are the train part, the rest the test part. ``n_dropped`` rows were left
     out by the schema's declared ``missing = "drop"`` rules; ``split_note`` says how the split was made."""
 
     X: np.ndarray
@@ -268,13 +268,13 @@ def _reuse(path: Path, key: list, d: int) -> FeatureStore | None:
         n = int(manifest["rows"])
         if path.stat().st_size != n * d * 4:
             return None
-        codes = np.load(path.with_suffix(".codes.npy"), allow_pickle=False)
-        if codes.shape != (2, n):
+        codes = np.load(path.with_suffix(".codes.npy"), mmap_mode="c", allow_pickle=False)  # file pages too
+        if codes.shape != (2, n) or codes.dtype != np.int64:
             return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
     X = np.memmap(path, dtype=np.float32, mode="c", shape=(n, d))
-    return FeatureStore(X, codes[0].astype(np.int64), codes[1].astype(np.int64), int(manifest["n_train"]),
+    return FeatureStore(X, codes[0], codes[1], int(manifest["n_train"]),
                         tuple(manifest["feature_names"]), int(manifest["n_dropped"]), manifest["split_note"], path)
 
 

@@ -74,21 +74,17 @@ class RowTables:
 
     @classmethod
     def of(cls, data: FermiData, models, public: bool) -> RowTables:
-        active = (data.cells >= 0)[:, None]
-        block = data.cells.clamp(min=0)
         mk = data.n_cells * data.n_groups
-        x_norm = _row_norms(data.X)[:, None]
-        onehots = [_one_hot(block * data.n_groups + data.s, mk, active), _one_hot(block, data.n_cells, active)]
-
-        def aux():
-            return torch.cat([x_norm, *onehots], dim=1).T.contiguous()
-
         if not isinstance(models, LinearModels):
             features = models.features(data.X)
-            return cls(features, features.shape[1], aux(), data.y, mk)
+            return cls(features, features.shape[1], _aux(data), data.y, mk)
         K = _most_nonzeros(data.X) + 1 if public and data.X.device.type == "cpu" else None  # +1: the bias column
         if (K is None or K > SPARSE_SHARE * (data.X.shape[1] + 1)) and data.X.numel() * 4 > COPY_LIMIT_BYTES:
-            return cls(data.X, data.X.shape[1], aux(), data.y, mk)  # X's own rows: (x, 1) made per batch
+            return cls(data.X, data.X.shape[1], _aux(data), data.y, mk)  # X's own rows: (x, 1) made per batch
+        active = (data.cells >= 0)[:, None]
+        block = data.cells.clamp(min=0)
+        x_norm = _row_norms(data.X)[:, None]
+        onehots = [_one_hot(block * data.n_groups + data.s, mk, active), _one_hot(block, data.n_cells, active)]
         rest = [x_norm, data.y[:, None].to(torch.float32), *onehots]
         width = data.X.shape[1] + 1
         if K is None or K > SPARSE_SHARE * width:
@@ -163,6 +159,19 @@ COPY_LIMIT_BYTES = 1 << 28
 def _row_blocks(X):
     step = max(1, ROW_BLOCK_CELLS // max(1, X[0].numel()))
     return (X[i:i + step].flatten(1) for i in range(0, X.shape[0], step))
+
+
+def _aux(data: FermiData) -> torch.Tensor:
+    """``aux (1 + m·k + m, n)``: each row's ``‖(x, 1)‖``, the one-hot of its (W block, group) cell and of its W
+    block (zero for rows without a W), one row per quantity, written in place (no per-row table first)."""
+    n, mk = len(data.X), data.n_cells * data.n_groups
+    aux = torch.zeros(1 + mk + data.n_cells, n, dtype=torch.float32, device=data.X.device)
+    aux[0] = _row_norms(data.X)
+    active = (data.cells >= 0).to(torch.float32)[None]
+    block = data.cells.clamp(min=0)[None]
+    aux[1:1 + mk].scatter_(0, block * data.n_groups + data.s[None], active)
+    aux[1 + mk:].scatter_(0, block, active)
+    return aux
 
 
 def _one_hot(index, width: int, active) -> torch.Tensor:
