@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 
 from dpfair.datasets.base import Dataset, Schema, Table, assemble, check_bool, check_test_size
-from dpfair.datasets.store import WHERE, build_store, check_table_columns  # noqa: F401
 from dpfair.datasets.proposal import infer_schema, propose_schema  # noqa: F401 - the own-table API in one place
 from dpfair.datasets.reading import COMPRESSIONS, FORMATS, LICENCE, read_table, table_name  # noqa: F401
+from dpfair.datasets.store import WHERE, build_store, check_table_columns  # noqa: F401
 
 def as_schema(schema) -> Schema:
     """A :class:`~dpfair.datasets.base.Schema` from itself, its dict form (``to_dict``) or a TOML file or text."""
@@ -34,11 +34,6 @@ def as_schema(schema) -> Schema:
     if isinstance(schema, (str, Path)):
         return Schema.from_toml(schema)
     raise ValueError(f"schema must be a Schema, its dict form or a TOML file, got {type(schema).__name__}")
-
-
-def _check_columns(frame: pd.DataFrame, schema: Schema, path) -> None:
-    """Every column the schema names is in the file, and every column of the file is known to the schema."""
-    check_table_columns(frame.columns, schema, path)
 
 
 def read_with_schema(path, schema) -> pd.DataFrame:
