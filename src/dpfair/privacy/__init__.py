@@ -1,9 +1,10 @@
 """Differential privacy: privacy units, accounting, plans and calibration, secret randomness, releases, budgets.
 
-The accountant (:mod:`~dpfair.privacy.accounting`) and the privacy units load with the package; the names whose
-modules need torch (mechanisms, secret randomness, neighbours, and calibration, plans and budgets, which build
-on the mechanisms) are imported on first use (``from dpfair.privacy import Release``), so that reading a ledger
-(``dpfair report``) does not pay for torch.
+The accountant (:mod:`~dpfair.privacy.accounting`) and the privacy units load with the package; the other names
+(mechanisms, secret randomness, neighbours, and calibration, plans and budgets, which build on the mechanisms)
+are imported on first use (``from dpfair.privacy import Release``). None of them imports torch: a release of
+tensors uses the torch its caller imported (:func:`~dpfair.privacy.randomness.is_tensor`), so that reading a
+ledger (``dpfair report``) or releasing a table of counts (``dpfair measure``) does not pay for it.
 """
 
 from dpfair.utils.lazy_exports import lazy_exports
