@@ -142,13 +142,14 @@ def predict_input(args, est, provenance: dict, out: Path | None) -> int:
         raise ValueError(f"{args.model} was fitted on {est.n_features_in_} features but its schema gives "
                          f"{len(schema.feature_names)} for {args.input}; the model file is damaged: train it again")
     scores = InputScores(est, schema, table, keep, str(args.input), show_progress=not getattr(args, "quiet", False))
-    if scores.s_missing_everywhere and capabilities(est).predict_needs_sensitive:
+    if not scores.has_groups and capabilities(est).predict_needs_sensitive:
         raise ValueError(f"{method_name(est)} reads the group at prediction time: {args.input} needs the column(s) "
                          f"{', '.join(map(repr, schema.sensitive_columns))}")
-    if args.eval_epsilon is not None and (not scores.has_label or scores.s_missing_everywhere):
-        raise ValueError(f"--eval-epsilon releases the fairness figures of labelled rows: {args.input} needs a label "
-                         f"and a group in every scored row (columns {schema.label!r} and "
-                         f"{', '.join(map(repr, schema.sensitive_columns))}); drop --eval-epsilon")
+    unlabelled = (f"--eval-epsilon releases the fairness figures of labelled rows: {args.input} needs a label and a "
+                  f"group in every scored row (columns {schema.label!r} and "
+                  f"{', '.join(map(repr, schema.sensitive_columns))}); drop --eval-epsilon")
+    if args.eval_epsilon is not None and not (scores.has_label and scores.has_groups):
+        raise ValueError(unlabelled)  # said before any row is scored
     if out is not None:
         (out,) = write_atomic(out, lambda target: [(target, scores.csv_batches())], overwrite=args.overwrite)
     else:
@@ -157,9 +158,7 @@ def predict_input(args, est, provenance: dict, out: Path | None) -> int:
     y, s, predicted = scores.labels(), scores.groups(), scores.predicted()
     labelled = None if y is None else y >= 0
     if args.eval_epsilon is not None and (s is None or not labelled.all()):
-        raise ValueError(f"--eval-epsilon releases the fairness figures of labelled rows: {args.input} needs a label "
-                         f"and a group in every scored row (columns {schema.label!r} and "
-                         f"{', '.join(map(repr, schema.sensitive_columns))}); drop --eval-epsilon")
+        raise ValueError(unlabelled)
     classes = np.asarray(schema.classes, dtype=object)
     n_rows, n_left_out = scores.n_rows, scores.n_rows - len(predicted)
     print(f"{method_name(est)} model {args.model} on {args.input} ({n_rows:,} rows{target_text(est)})")
@@ -194,17 +193,13 @@ class InputScores:
     ``not_scored`` where the schema declares a ``missing = "drop"`` rule (empty for a scored row)."""
 
     def __init__(self, est, schema, table, keep, name: str, show_progress: bool = False):
-        from dpfair.datasets.store import CELLS_PER_BATCH
-
         self.est, self.schema, self.table, self.keep, self.name = est, schema, table, keep, name
         self.show_progress = show_progress
         self.has_label = schema.label in table.columns
         self.has_groups = all(c in table.columns for c in schema.sensitive_columns)
-        self.s_missing_everywhere = not self.has_groups
         self.drop_rules = [c.name for c in schema.columns if c.missing is not None and c.missing.action == "drop"]
         self.columns = list(dict.fromkeys([*schema.names, *keep, *([schema.label] if self.has_label else []),
                                            *(schema.sensitive_columns if self.has_groups else [])]))
-        self.batch_rows = max(1024, CELLS_PER_BATCH // max(1, len(self.columns)))
         self.n_rows = 0
         self._y, self._s, self._pred = [], [], []
         self.s_complete = self.has_groups
@@ -214,22 +209,23 @@ class InputScores:
 
     def batches(self):
         """Each batch's output table (a DataFrame), the batch scored and its codes kept."""
-        schema, est = self.schema, self.est
-        classes = np.asarray(schema.classes, dtype=object)
-        needs_s = capabilities(est).predict_needs_sensitive
+        from dpfair.datasets import store  # its batch size read at the call (tests make it small)
+
         with progress(self.table.row_count(), desc=f"scoring {self.name}", unit="row",
                       enabled=self.show_progress) as bar:
-            for batch in self.table.batches(self.columns, self.batch_rows):
-                yield self._score(batch.to_pandas(), classes, needs_s)
-                bar.update(batch.num_rows)
+            for frame in self.table.frames(self.columns, store.CELLS_PER_BATCH):
+                yield self._score(frame)
+                bar.update(len(frame))
 
-    def _score(self, frame, classes, needs_s):
+    def _score(self, frame):
         """One batch scored: its output rows (the codes kept)."""
         import pandas as pd
 
         from dpfair.fairness import predict_with_groups
 
         schema, est = self.schema, self.est
+        classes = np.asarray(schema.classes, dtype=object)
+        needs_s = capabilities(est).predict_needs_sensitive
         prepared = schema.prepare(frame, self.name, keep=self.keep)
         X, kept = prepared.X, prepared.kept
         self.counts.merge(prepared.counts)

@@ -150,6 +150,16 @@ class ColumnarTable:
                              "files share their columns' types?)") from None
 
 
+    def frames(self, columns, cells: int, batch_rows: int = DEFAULT_BATCH_ROWS):
+        """The table's ``columns`` as pandas frames of at most ``cells`` cells (at least 1,024 rows, at most
+        ``batch_rows``): what a schema's cleaning rules read, a batch at a time. A text cell as pandas holds it is
+        some 60 bytes, so ``cells`` bounds a frame's memory whatever the table's width."""
+        columns = list(columns)
+        rows = min(int(batch_rows), max(1024, int(cells) // max(1, len(columns))))
+        for batch in self.batches(columns, rows):
+            yield batch.to_pandas()
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 

@@ -121,10 +121,6 @@ def store_folder(cache_dir=None) -> Path:
     return root / "stores"
 
 
-def _rows_per_batch(n_columns: int) -> int:
-    return max(1024, CELLS_PER_BATCH // max(1, n_columns))
-
-
 def _file_key(path: Path) -> list:
     stat = path.stat()
     return [str(path.resolve()), stat.st_size, stat.st_mtime_ns]
@@ -172,14 +168,13 @@ def _read_targets(table: ColumnarTable, schema: Schema, name: str, show_progress
     kept, ys, ss = [], [], []
     with progress(table.row_count(), desc=f"feature store of {name}: labels and groups", unit="row",
                   enabled=show_progress) as bar:
-        for batch in table.batches(columns, _rows_per_batch(len(columns))):
-            frame = batch.to_pandas()
+        for frame in table.frames(columns, CELLS_PER_BATCH):
             mask = schema.kept_rows(frame, name)
             rows = frame.loc[mask]
             kept.append(mask)
             ys.append(schema.codes(rows, "label", name))
             ss.append(schema.codes(rows, "sensitive", name))
-            bar.update(batch.num_rows)
+            bar.update(len(frame))
     if not kept:
         raise ValueError(f"{name}: the table has no rows; give a file with one row per person")
     return _Targets(np.concatenate(kept), np.concatenate(ys).astype(np.int64), np.concatenate(ss).astype(np.int64))
@@ -189,7 +184,7 @@ class _Sink:
     """Where pass 2 writes: rows ``[start, start + len)`` of an array in memory or of the store's temporary file."""
 
     def __init__(self, n: int, d: int, path: Path | None):
-        self.n, self.d, self.path = n, d, path
+        self.d = d
         if path is None:
             try:
                 self.X = np.empty((n, d), dtype=np.float32)
@@ -236,11 +231,11 @@ def _write_features(table: ColumnarTable, schema: Schema, name: str, targets: _T
     done, read = 0, 0
     with progress(targets.n_rows, desc=f"feature store of {name}: features", unit="row",
                   enabled=show_progress) as bar:
-        for batch in table.batches(columns, _rows_per_batch(len(columns))):
-            prepared = schema.prepare(batch.to_pandas(), name, targets=True)
-            if not np.array_equal(prepared.kept, targets.kept[read:read + batch.num_rows]):
+        for frame in table.frames(columns, CELLS_PER_BATCH):
+            prepared = schema.prepare(frame, name, targets=True)
+            if not np.array_equal(prepared.kept, targets.kept[read:read + len(frame)]):
                 raise ValueError(changed)
-            read += batch.num_rows
+            read += len(frame)
             X = prepared.X
             if not np.all(np.isfinite(X)):
                 raise ValueError(f"{name}: the schema gave a non-finite feature; check its ranges and scales")
@@ -250,9 +245,17 @@ def _write_features(table: ColumnarTable, schema: Schema, name: str, targets: _T
                 if part.any():
                     sink.write(int(where[part][0]), X[part])
             done += len(X)
-            bar.update(batch.num_rows)
+            bar.update(len(frame))
     if done != len(position) or read != targets.n_rows:
         raise ValueError(changed)
+
+
+def _fill(tables, schema: Schema, parts, position: np.ndarray, n_train: int, sink: _Sink, show_progress) -> None:
+    """Pass 2 of every table (the train file, then a test file's), each into its rows of the store."""
+    starts = np.cumsum([0] + [len(p.y) for p in parts])
+    for i, part in enumerate(tables):
+        _write_features(part, schema, part.source, parts[i], position[starts[i]:starts[i + 1]], n_train, sink,
+                        show_progress)
 
 
 def _manifest(path: Path) -> Path:
@@ -323,7 +326,7 @@ def build_store(table: ColumnarTable, schema: Schema, *, test_table: ColumnarTab
             return reused
     counted = [part.row_count() for part in tables]  # Parquet footers: the size is known before any row is read
     if None not in counted and _on_disk(where, sum(counted) * d * 4):
-        _check_room(store_folder(cache_dir), sum(counted), d, name)
+        _check_room(folder, sum(counted), d, name)
     parts = [_read_targets(part, schema, part.source, show_progress) for part in tables]
     _release_arrow_memory()
     y = np.concatenate([p.y for p in parts])
@@ -346,10 +349,7 @@ def build_store(table: ColumnarTable, schema: Schema, *, test_table: ColumnarTab
     store_y, store_s = y[order], s[order]
     if not on_disk:
         sink = _Sink(n, d, None)
-        starts = np.cumsum([0] + [len(p.y) for p in parts])
-        for i, part in enumerate(tables):
-            _write_features(part, schema, part.source, parts[i], position[starts[i]:starts[i + 1]], len(train), sink,
-                            show_progress)
+        _fill(tables, schema, parts, position, len(train), sink, show_progress)
         _release_arrow_memory()
         return FeatureStore(sink.X, store_y, store_s, len(train), tuple(schema.feature_names), n_dropped, note)
     return _write_disk_store(tables, schema, parts, position, len(train), (store_y, store_s), n_dropped, note, path,
@@ -386,38 +386,42 @@ def _write_disk_store(tables, schema, parts, position, n_train, codes, n_dropped
     n, d = len(position), len(schema.feature_names)
     size = n * d * 4
     folder = path.parent
-    fix = _FIX
     _check_room(folder, n, d, tables[0].source)
     tmp = folder / f".{path.name}.{os.getpid()}.tmp"
+    codes_tmp = folder / f".{path.stem}.codes.{os.getpid()}.tmp.npy"
+    finals = (path, path.with_suffix(".codes.npy"), _manifest(path))
     sink = None
     try:
         sink = _Sink(n, d, tmp)
-        starts = np.cumsum([0] + [len(p.y) for p in parts])
-        for i, part in enumerate(tables):
-            _write_features(part, schema, part.source, parts[i], position[starts[i]:starts[i + 1]], n_train, sink,
-                            show_progress)
+        _fill(tables, schema, parts, position, n_train, sink, show_progress)
         sink.close()
-        np.save(path.with_suffix(".codes.npy.tmp.npy"), np.stack(codes).astype(np.int64), allow_pickle=False)
-        os.replace(path.with_suffix(".codes.npy.tmp.npy"), path.with_suffix(".codes.npy"))
+        np.save(codes_tmp, np.stack(codes).astype(np.int64), allow_pickle=False)
+        os.replace(codes_tmp, finals[1])
         os.replace(tmp, path)
         manifest = {"version": STORE_VERSION, "key": key, "rows": n, "n_train": n_train, "n_dropped": n_dropped,
                     "feature_names": list(schema.feature_names), "split_note": note}
-        _save_atomic(_manifest(path), json.dumps(manifest, default=str).encode())
-    except OSError as exc:
+        _save_atomic(finals[2], json.dumps(manifest, default=str).encode())  # last: what makes the store trusted
+    except BaseException as exc:
+        # no valid store existed for this key (else it was reused): whatever of one lies here now is this run's
+        for leftover in finals:
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
+        if not isinstance(exc, OSError):
+            raise
         if exc.errno in DISK_FULL:
             raise ValueError(f"{folder}: {DISK_FULL[exc.errno]} while the feature store of {tables[0].source} "
-                             f"({_gib(size)}) was written; nothing was kept; {fix}") from None
+                             f"({_gib(size)}) was written; nothing was kept; {_FIX}") from None
         raise ValueError(f"{folder}: cannot write the feature store: {exc.strerror or exc}; nothing was kept; "
-                         f"{fix}") from None
+                         f"{_FIX}") from None
     finally:
         if sink is not None and sink.fd is not None:
             with contextlib.suppress(OSError):
                 os.close(sink.fd)
-        for leftover in (tmp, path.with_suffix(".codes.npy.tmp.npy")):
+        for leftover in (tmp, codes_tmp):
             with contextlib.suppress(OSError):
                 os.unlink(leftover)
     _release_arrow_memory()
     stored = _reuse(path, key, d)
     if stored is None:
-        raise ValueError(f"{folder}: the feature store just written cannot be read back; {fix}")
+        raise ValueError(f"{folder}: the feature store just written cannot be read back; {_FIX}")
     return stored

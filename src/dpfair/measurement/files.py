@@ -25,6 +25,7 @@ import pandas as pd
 from dpfair.datasets import Schema, read_table
 from dpfair.datasets.columnar import DEFAULT_BATCH_ROWS, open_table
 from dpfair.datasets.schema import GROUP_JOIN
+from dpfair.datasets.store import CELLS_PER_BATCH
 from dpfair.measurement.counts import CountTable, count_predictions
 from dpfair.measurement.frame import PrivateMetricFrame
 from dpfair.fairness.notions import get_notion, notion_names
@@ -209,7 +210,8 @@ def model_counts(estimator, schema, data_path, *, batch_rows: int = DEFAULT_BATC
                  show_progress: bool = True) -> CountTable:
     """The exact :class:`~dpfair.measurement.counts.CountTable` of a fitted dpfair estimator's predictions on the
     rows of ``data_path`` (a file, a folder or a glob) read through ``schema`` (the model's, a
-    :class:`~dpfair.datasets.Schema` or its dict), a record batch at a time: each batch's cells prepared by the
+    :class:`~dpfair.datasets.Schema` or its dict), a record batch at a time (at most ``batch_rows`` rows and
+    :data:`~dpfair.datasets.store.CELLS_PER_BATCH` cells): each batch's cells prepared by the
     schema (row-local), predicted and counted by the schema's declared (public) group and class lists. A row the
     schema declares dropped (``missing = "drop"``) is not measured: a row-local filter, so the release's ε covers
     the rows measured (and their number is not printed)."""
@@ -226,8 +228,8 @@ def model_counts(estimator, schema, data_path, *, batch_rows: int = DEFAULT_BATC
     flat = np.zeros(k * l * l, dtype=np.int64)
     with progress(table.row_count(), desc=f"predicting {table.files[0].name if len(table.files) == 1 else data_path}",
                   unit="row", enabled=show_progress) as bar:
-        for batch in table.batches(table.columns, batch_rows):
-            frame = batch.to_pandas()
+        for frame in table.frames(table.columns, CELLS_PER_BATCH, batch_rows):
+            read = len(frame)
             prepared = schema.prepare(frame, str(data_path), strict=True, targets=True)
             frame, X = frame.loc[prepared.kept].reset_index(drop=True), prepared.X
             if estimator.n_features_in_ != X.shape[1]:
@@ -238,7 +240,7 @@ def model_counts(estimator, schema, data_path, *, batch_rows: int = DEFAULT_BATC
                 y = schema.codes(frame, "label", str(data_path))
                 predicted = np.asarray(predict_with_groups(estimator, X, s)).astype(np.int64)
                 flat += np.bincount((s * l + y) * l + predicted, minlength=k * l * l)
-            bar.update(batch.num_rows)
+            bar.update(read)
     if not flat.any():
         raise ValueError(f"{data_path} has no rows; measure a file with one row per person")
     return CountTable(flat.reshape(k, l, l), tuple(schema.groups), tuple(schema.classes))

@@ -75,17 +75,14 @@ class RowTables:
     @classmethod
     def of(cls, data: FermiData, models, public: bool) -> RowTables:
         mk = data.n_cells * data.n_groups
+        aux = _aux(data)
         if not isinstance(models, LinearModels):
             features = models.features(data.X)
-            return cls(features, features.shape[1], _aux(data), data.y, mk)
+            return cls(features, features.shape[1], aux, data.y, mk)
         K = _most_nonzeros(data.X) + 1 if public and data.X.device.type == "cpu" else None  # +1: the bias column
         if (K is None or K > SPARSE_SHARE * (data.X.shape[1] + 1)) and data.X.numel() * 4 > COPY_LIMIT_BYTES:
-            return cls(data.X, data.X.shape[1], _aux(data), data.y, mk)  # X's own rows: (x, 1) made per batch
-        active = (data.cells >= 0)[:, None]
-        block = data.cells.clamp(min=0)
-        x_norm = _row_norms(data.X)[:, None]
-        onehots = [_one_hot(block * data.n_groups + data.s, mk, active), _one_hot(block, data.n_cells, active)]
-        rest = [x_norm, data.y[:, None].to(torch.float32), *onehots]
+            return cls(data.X, data.X.shape[1], aux, data.y, mk)  # X's own rows: (x, 1) made per batch
+        rest = [aux[:1].T, data.y[:, None].to(torch.float32), aux[1:].T]  # ‖(x, 1)‖, y, the cells' one-hots
         width = data.X.shape[1] + 1
         if K is None or K > SPARSE_SHARE * width:
             return cls(torch.cat([models.features(data.X), *rest], dim=1), width, None, data.y, mk)
@@ -172,13 +169,6 @@ def _aux(data: FermiData) -> torch.Tensor:
     aux[1:1 + mk].scatter_(0, block * data.n_groups + data.s[None], active)
     aux[1 + mk:].scatter_(0, block, active)
     return aux
-
-
-def _one_hot(index, width: int, active) -> torch.Tensor:
-    """The float32 one-hot rows of ``index`` (zero where ``active (n, 1)`` is False), made in place: no int64
-    one-hot table first."""
-    out = torch.zeros(len(index), width, dtype=torch.float32, device=index.device)
-    return out.scatter_(1, index[:, None], active.to(torch.float32))
 
 
 def _row_norms(X) -> torch.Tensor:
